@@ -1,0 +1,39 @@
+# Two entry points: `make run` (the demo on the embedded SQLite engine) and `make test`
+# (lint, type check, the whole suite). Each bootstraps its own tools: a pinned uv in .tools/,
+# then the locked environment in .venv/.
+PYTHON ?= python3
+UV_VERSION := 0.13.9
+UV := .tools/bin/uv
+VENV := .venv
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+
+.PHONY: run test lint typecheck pytest bench clean
+
+$(UV):
+	$(PYTHON) -m venv .tools
+	.tools/bin/pip install --quiet "uv==$(UV_VERSION)"
+
+$(VENV)/.synced: $(UV) uv.lock pyproject.toml
+	$(UV) sync --frozen --quiet
+	touch $@
+
+run: $(VENV)/.synced
+	$(VENV)/bin/conveyor demo
+
+lint: $(VENV)/.synced
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+typecheck: $(VENV)/.synced
+	$(VENV)/bin/mypy
+
+pytest: $(VENV)/.synced
+	$(VENV)/bin/pytest -q
+
+test: lint typecheck pytest
+
+bench: $(VENV)/.synced
+	$(VENV)/bin/python benchmarks/run_all.py
+
+clean:
+	rm -rf .tools $(VENV) .pytest_cache .mypy_cache .ruff_cache

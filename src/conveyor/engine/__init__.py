@@ -1,0 +1,1 @@
+"""Storage engines: one narrow interface (``base.Engine``), one implementation per database."""

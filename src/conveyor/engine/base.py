@@ -1,0 +1,184 @@
+"""The engine interface: the state transitions of queues and messages, and nothing else.
+
+Everything above this interface (Cloudflare's semantics, batching, autoscaling, the CLI, HTTP) is
+written once; every engine passes the same conformance suite. An engine:
+
+- is thread-safe, and safe to use from several processes at once on the same storage;
+- makes every write durable before returning (group commit shares that cost between callers);
+- reads time only from its ``clock``, so tests can drive time by hand.
+
+Message life cycle, as the engine sees it::
+
+    enqueue ──► stored (visible at now + delay) ──lease──► leased (visible again at lease end)
+                  ▲                                          │
+                  └────────── retry(delay) / release ────────┤
+                                                             ├─ ack ──► deleted
+                                                             └─ deliveries used up ──► dead letter
+                                                                queue (or dropped)
+
+A lease id names one delivery of one message. Acking or retrying with a lease id whose message has
+been delivered again since (a newer lease) changes nothing and returns a warning; an ack after the
+lease ran out, with no newer delivery, is accepted.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Protocol
+
+from conveyor.model import (
+    ConsumerInfo,
+    ConsumerSettings,
+    ConsumerType,
+    Counters,
+    DeliveryPolicy,
+    Metrics,
+    NewMessage,
+    QueueInfo,
+    QueueSettings,
+    SettleResult,
+    StoredMessage,
+)
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+
+class SystemClock:
+    """Wall-clock milliseconds since the epoch."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+class Engine(ABC):
+    """Queues, consumers and messages on one storage backend."""
+
+    clock: Clock
+
+    # -- catalog ------------------------------------------------------------------------------
+    @abstractmethod
+    def create_queue(self, name: str, settings: QueueSettings, shards: int = 1) -> QueueInfo:
+        """Create a queue; ``QueueExists`` if the name is taken."""
+
+    @abstractmethod
+    def get_queue(self, name: str) -> QueueInfo:
+        """The queue called ``name``; ``QueueNotFound`` if there is none."""
+
+    @abstractmethod
+    def get_queue_by_id(self, queue_id: str) -> QueueInfo:
+        """The queue with id ``queue_id``; ``QueueNotFound`` if there is none."""
+
+    @abstractmethod
+    def list_queues(self) -> list[QueueInfo]:
+        """Every queue, ordered by name."""
+
+    @abstractmethod
+    def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
+        """Replace a queue's settings."""
+
+    @abstractmethod
+    def delete_queue(self, queue_id: str) -> None:
+        """Delete a queue, its consumers and its messages."""
+
+    @abstractmethod
+    def add_consumer(
+        self,
+        queue_id: str,
+        type: ConsumerType,
+        script_name: str,
+        settings: ConsumerSettings,
+        dead_letter_queue: str,
+    ) -> ConsumerInfo:
+        """Register the queue's one consumer; ``ConsumerExists`` if it has one."""
+
+    @abstractmethod
+    def update_consumer(
+        self, consumer_id: str, settings: ConsumerSettings, dead_letter_queue: str
+    ) -> ConsumerInfo:
+        """Replace a consumer's settings."""
+
+    @abstractmethod
+    def remove_consumer(self, consumer_id: str) -> None:
+        """Remove a consumer; ``ConsumerNotFound`` if there is none."""
+
+    @abstractmethod
+    def add_shard(self, queue_id: str) -> int:
+        """Add a storage shard to a queue; returns the new shard count."""
+
+    # -- messages -----------------------------------------------------------------------------
+    @abstractmethod
+    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> None:
+        """Store ``messages`` atomically and durably, all in one shard."""
+
+    @abstractmethod
+    def lease(
+        self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy
+    ) -> list[StoredMessage]:
+        """Lease up to ``max_messages`` deliverable messages for ``visibility_ms``.
+
+        ``attempts`` of each returned message counts this delivery. A message whose lease ran out
+        after its last allowed delivery is dead-lettered by ``policy`` instead of returned.
+        """
+
+    @abstractmethod
+    def extend(self, queue_id: str, lease_ids: Sequence[str], visibility_ms: int) -> None:
+        """Keep leases alive for another ``visibility_ms`` (the heartbeat)."""
+
+    @abstractmethod
+    def settle(
+        self,
+        queue_id: str,
+        acks: Sequence[str],
+        retries: Sequence[tuple[str, int]],
+        policy: DeliveryPolicy,
+    ) -> SettleResult:
+        """Ack (delete) and retry (make visible after a delay) leased messages in one commit.
+
+        A retried message that has used up ``policy.max_deliveries`` goes to the dead letter queue
+        (created if missing; id and timestamp kept, attempts back to 0 deliveries) or is dropped.
+        Unknown or superseded lease ids give warnings and change nothing.
+        """
+
+    @abstractmethod
+    def release(self, queue_id: str, lease_ids: Sequence[str]) -> None:
+        """Give leased, never-started messages back at once, without counting the delivery."""
+
+    @abstractmethod
+    def purge(self, queue_id: str) -> int:
+        """Delete every stored message (in flight and delayed included); returns the count."""
+
+    @abstractmethod
+    def peek(self, queue_id: str, max_messages: int) -> list[StoredMessage]:
+        """Read up to ``max_messages`` stored messages without leasing them."""
+
+    @abstractmethod
+    def metrics(self, queue_id: str) -> Metrics:
+        """Backlog count and bytes, and the oldest stored message's timestamp (0 when empty)."""
+
+    @abstractmethod
+    def counters(self, queue_id: str) -> Counters:
+        """Lifetime counters and the number of messages in flight."""
+
+    @abstractmethod
+    def expire(self) -> dict[str, int]:
+        """Delete messages older than their queue's retention; returns counts by queue id."""
+
+    @abstractmethod
+    def redrive(self, from_queue_id: str, to_queue_id: str) -> int:
+        """Move every message of one queue to another (attempts reset); returns the count."""
+
+    @abstractmethod
+    def next_visible_ms(self, queue_id: str) -> int | None:
+        """When the next message becomes deliverable (now or later); ``None`` when the queue is empty."""
+
+    @abstractmethod
+    def wait(self, queue_id: str, timeout: float) -> None:
+        """Block until messages may have arrived on the queue, or ``timeout`` seconds pass."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release every resource; the engine is unusable afterwards."""

@@ -1,0 +1,140 @@
+"""Plain data: what the engines store and what the API returns.
+
+Nothing here talks to storage; these are the values that cross the engine interface and the public
+API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from conveyor import limits
+from conveyor.codec import ContentType
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    delivery_delay: int = 0
+    delivery_paused: bool = False
+    message_retention_period: int = limits.DEFAULT_RETENTION_SECONDS
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    queue_id: str
+    queue_name: str
+    created_on: str
+    modified_on: str
+    settings: QueueSettings
+    consumers: tuple[ConsumerInfo, ...] = ()
+    shards: int = 1
+
+
+ConsumerType = Literal["worker", "http_pull"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSettings:
+    """A consumer's delivery policy. Push consumers use every field; pull consumers ignore
+    ``max_wait_time_ms`` and ``max_concurrency``."""
+
+    batch_size: int = limits.DEFAULT_MAX_BATCH_SIZE
+    max_retries: int = limits.DEFAULT_MAX_RETRIES
+    max_wait_time_ms: int = int(limits.DEFAULT_MAX_BATCH_TIMEOUT * 1000)
+    max_concurrency: int | None = None
+    retry_delay: int = 0
+    visibility_timeout_ms: int = limits.DEFAULT_VISIBILITY_TIMEOUT_MS
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerInfo:
+    consumer_id: str
+    queue_id: str
+    queue_name: str
+    type: ConsumerType
+    script_name: str
+    created_on: str
+    dead_letter_queue: str
+    settings: ConsumerSettings
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    backlog_count: int
+    backlog_bytes: int
+    oldest_message_timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """Lifetime counters of a queue, summed over its shards."""
+
+    sent: int = 0
+    acked: int = 0
+    retried: int = 0
+    dead_lettered: int = 0
+    expired: int = 0
+    dropped: int = 0
+    in_flight: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """An encoded message on its way into storage; ``delay_seconds`` is already resolved."""
+
+    body: bytes
+    content_type: ContentType
+    delay_seconds: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message as an engine hands it out (leased, or peeked with an empty ``lease_id``)."""
+
+    id: str
+    timestamp_ms: int
+    body: bytes
+    content_type: ContentType
+    attempts: int
+    lease_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryPolicy:
+    """What happens to a message whose deliveries are used up."""
+
+    max_retries: int = limits.DEFAULT_MAX_RETRIES
+    dead_letter_queue: str | None = None
+
+    @property
+    def max_deliveries(self) -> int:
+        return self.max_retries + 1
+
+
+@dataclass(frozen=True, slots=True)
+class SettleResult:
+    """What an engine did with a group of acks and retries."""
+
+    acked: int = 0
+    retried: int = 0
+    dead_lettered: int = 0
+    dropped: int = 0
+    warnings: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PulledMessage:
+    id: str
+    body: Any
+    attempts: int
+    lease_id: str
+    timestamp_ms: int
+    content_type: ContentType
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    ack_count: int
+    retry_count: int
+    warnings: dict[str, str] = field(default_factory=dict)
