@@ -1,0 +1,85 @@
+"""Conveyor: durable message queues for Python, with Cloudflare Queues' semantics.
+
+>>> import conveyor
+>>> cv = conveyor.connect()                 # $CONVEYOR_URL, else SQLite in ./.conveyor/
+>>> q = cv.create_queue("emails")
+>>> q.send({"to": "a@b"})
+"""
+
+from conveyor.client.connect import connect
+from conveyor.client.sync import Conveyor, Queue
+from conveyor.consumer.app import App
+from conveyor.consumer.batch import Message, MessageBatch
+from conveyor.errors import (
+    BatchTooLarge,
+    ConsumerExists,
+    ConsumerNotFound,
+    ConveyorError,
+    CorruptStorage,
+    DeliveryPaused,
+    Forbidden,
+    InvalidBatchDelay,
+    InvalidMessage,
+    InvalidQueueId,
+    InvalidQueueName,
+    InvalidRequest,
+    InvalidSetting,
+    MalformedJSON,
+    MessageTooLarge,
+    Overloaded,
+    QueueExists,
+    QueueNotFound,
+    StorageError,
+    StorageFull,
+    TooManyMessages,
+    Unauthorized,
+)
+from conveyor.model import (
+    AckResult,
+    ConsumerInfo,
+    ConsumerSettings,
+    Counters,
+    Metrics,
+    PulledMessage,
+    QueueInfo,
+    QueueSettings,
+)
+
+__all__ = [
+    "AckResult",
+    "App",
+    "BatchTooLarge",
+    "ConsumerExists",
+    "ConsumerInfo",
+    "ConsumerNotFound",
+    "ConsumerSettings",
+    "Conveyor",
+    "ConveyorError",
+    "CorruptStorage",
+    "Counters",
+    "DeliveryPaused",
+    "Forbidden",
+    "InvalidBatchDelay",
+    "InvalidMessage",
+    "InvalidQueueId",
+    "InvalidQueueName",
+    "InvalidRequest",
+    "InvalidSetting",
+    "MalformedJSON",
+    "Message",
+    "MessageBatch",
+    "MessageTooLarge",
+    "Metrics",
+    "Overloaded",
+    "PulledMessage",
+    "Queue",
+    "QueueExists",
+    "QueueInfo",
+    "QueueNotFound",
+    "QueueSettings",
+    "StorageError",
+    "StorageFull",
+    "TooManyMessages",
+    "Unauthorized",
+    "connect",
+]

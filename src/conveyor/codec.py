@@ -21,7 +21,7 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=F
 def check_content_type(content_type: object) -> ContentType:
     """Return ``content_type`` if Conveyor stores it, else raise :class:`InvalidMessage`."""
     if content_type in CONTENT_TYPES:
-        return content_type  # type: ignore[return-value]
+        return content_type
     if content_type == "v8":
         raise InvalidMessage(
             "content type 'v8' (a JavaScript structured clone) is not supported in Python; "

@@ -96,9 +96,7 @@ class Engine(ABC):
         """Register the queue's one consumer; ``ConsumerExists`` if it has one."""
 
     @abstractmethod
-    def update_consumer(
-        self, consumer_id: str, settings: ConsumerSettings, dead_letter_queue: str
-    ) -> ConsumerInfo:
+    def update_consumer(self, consumer_id: str, settings: ConsumerSettings, dead_letter_queue: str) -> ConsumerInfo:
         """Replace a consumer's settings."""
 
     @abstractmethod
@@ -111,8 +109,8 @@ class Engine(ABC):
 
     # -- messages -----------------------------------------------------------------------------
     @abstractmethod
-    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> None:
-        """Store ``messages`` atomically and durably, all in one shard."""
+    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> Metrics:
+        """Store ``messages`` atomically and durably, all in one shard; returns the queue's metrics."""
 
     @abstractmethod
     def lease(
@@ -178,6 +176,13 @@ class Engine(ABC):
     @abstractmethod
     def wait(self, queue_id: str, timeout: float) -> None:
         """Block until messages may have arrived on the queue, or ``timeout`` seconds pass."""
+
+    def acquire_leadership(self) -> bool:
+        """Try (without blocking) to become the deployment's coordinator; True if this engine is."""
+        return True
+
+    def release_leadership(self) -> None:  # noqa: B027 - engines without leadership have nothing to give up
+        """Give coordinator leadership up."""
 
     @abstractmethod
     def close(self) -> None:

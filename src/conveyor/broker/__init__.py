@@ -1,0 +1,1 @@
+"""The broker side: the coordinator and its maintenance services."""

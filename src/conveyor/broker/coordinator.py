@@ -1,0 +1,96 @@
+"""The coordinator: one per deployment, running the maintenance services.
+
+Leadership is the engine's to grant (embedded: an exclusive lock on the directory's
+``coordinator.lock``; PostgreSQL: an advisory lock). Every worker process runs a Coordinator; the one
+holding leadership does the work, the others retry now and then and take over when the leader dies
+(the operating system releases a dead process's lock).
+
+Services, each on its own interval:
+
+- **retention**: delete messages older than their queue's ``message_retention_period`` (counted in
+  the queue's ``expired`` counter).
+- **shard split**: sample each queue's ``sent`` counter; when a queue's write rate per active shard
+  stayed above ``limits.SHARD_SPLIT_RATE`` (5,000 msg/s) over one ``SHARD_SAMPLE_SECONDS`` window,
+  add a shard (up to ``limits.MAX_SHARDS``). Producer processes spread over the shards by their home
+  slot, so a split pays off when several processes produce.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from conveyor import limits
+from conveyor.engine.base import Engine
+
+log = logging.getLogger("conveyor.coordinator")
+
+RETENTION_INTERVAL = 30.0
+LEADERSHIP_RETRY = 5.0
+
+
+class ShardSplitter:
+    """Adds a shard to queues whose write rate per shard is high."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._last: dict[str, tuple[float, int]] = {}
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        for queue in self.engine.list_queues():
+            sent = self.engine.counters(queue.queue_id).sent
+            before = self._last.get(queue.queue_id)
+            self._last[queue.queue_id] = (now, sent)
+            if before is None or now <= before[0]:
+                continue
+            rate = (sent - before[1]) / (now - before[0])
+            if rate / max(1, queue.shards) > limits.SHARD_SPLIT_RATE and queue.shards < limits.MAX_SHARDS:
+                count = self.engine.add_shard(queue.queue_id)
+                log.info("queue %s writes %.0f msg/s: added a shard (now %d)", queue.queue_name, rate, count)
+
+
+class Coordinator:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.services: list[tuple[str, float, Callable[[], object]]] = [
+            ("retention", RETENTION_INTERVAL, engine.expire),
+            ("shard-split", limits.SHARD_SAMPLE_SECONDS, ShardSplitter(engine)),
+        ]
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.leader = False
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="conveyor-coordinator", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.leader:
+            self.engine.release_leadership()
+            self.leader = False
+
+    def _loop(self) -> None:
+        due = {name: 0.0 for name, _, _ in self.services}
+        while not self._stop.is_set():
+            if not self.leader:
+                self.leader = self.engine.acquire_leadership()
+                if self.leader:
+                    log.info("this process is the coordinator")
+                else:
+                    self._stop.wait(LEADERSHIP_RETRY)
+                    continue
+            now = time.monotonic()
+            for name, interval, service in self.services:
+                if now >= due[name]:
+                    due[name] = now + interval
+                    try:
+                        service()
+                    except Exception:
+                        log.exception("coordinator service %s failed", name)
+            self._stop.wait(max(0.05, min(due.values()) - time.monotonic()))

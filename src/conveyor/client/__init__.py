@@ -1,0 +1,1 @@
+"""Sync and async facades over an engine (or, later, over HTTP)."""

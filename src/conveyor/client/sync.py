@@ -1,0 +1,258 @@
+"""The synchronous client: :class:`Conveyor` (the queues of one deployment) and :class:`Queue`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from conveyor import limits
+from conveyor.client import validation as check
+from conveyor.codec import decode
+from conveyor.engine.base import Engine
+from conveyor.errors import ConsumerNotFound, DeliveryPaused, InvalidRequest
+from conveyor.model import (
+    AckResult,
+    ConsumerInfo,
+    ConsumerSettings,
+    ConsumerType,
+    Counters,
+    DeliveryPolicy,
+    Metrics,
+    PulledMessage,
+    QueueInfo,
+    QueueSettings,
+    StoredMessage,
+)
+
+
+def to_pulled(m: StoredMessage) -> PulledMessage:
+    return PulledMessage(m.id, decode(m.body, m.content_type), m.attempts, m.lease_id, m.timestamp_ms, m.content_type)
+
+
+class Conveyor:
+    """The queues of one deployment.
+
+    >>> cv = conveyor.connect("sqlite:///tmp/conveyor")
+    >>> q = cv.create_queue("emails")
+    >>> q.send({"to": "a@b"})
+    Metrics(backlog_count=1, ...)
+    """
+
+    def __init__(self, engine: Engine, url: str = "") -> None:
+        self.engine = engine
+        self.url = url
+
+    def __enter__(self) -> Conveyor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def create_queue(
+        self,
+        name: str,
+        *,
+        delivery_delay: int = 0,
+        message_retention_period: int = limits.DEFAULT_RETENTION_SECONDS,
+        delivery_paused: bool = False,
+        shards: int = 1,
+    ) -> Queue:
+        """Create a queue; raises ``QueueExists`` if the name is taken."""
+        check.check_queue_name(name)
+        settings = check.check_queue_settings(QueueSettings(delivery_delay, delivery_paused, message_retention_period))
+        check.check_range("shards", shards, 1, limits.MAX_SHARDS)
+        return Queue(self, self.engine.create_queue(name, settings, shards))
+
+    def queue(self, name: str) -> Queue:
+        """The queue called ``name``; raises ``conveyor.QueueNotFound`` if missing."""
+        return Queue(self, self.engine.get_queue(check.check_queue_name(name)))
+
+    def queue_by_id(self, queue_id: str) -> Queue:
+        return Queue(self, self.engine.get_queue_by_id(queue_id))
+
+    def list_queues(self) -> list[QueueInfo]:
+        return self.engine.list_queues()
+
+    def delete_queue(self, name: str) -> None:
+        self.engine.delete_queue(self.queue(name).id)
+
+
+class Queue:
+    """A handle on one queue: producing, pulling, and managing it."""
+
+    def __init__(self, client: Conveyor, info: QueueInfo) -> None:
+        self._client = client
+        self._engine = client.engine
+        self._info = info
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.name} {self.id}>"
+
+    @property
+    def name(self) -> str:
+        return self._info.queue_name
+
+    @property
+    def id(self) -> str:
+        return self._info.queue_id
+
+    def info(self) -> QueueInfo:
+        """The queue's current settings and consumers (read fresh)."""
+        self._info = self._engine.get_queue_by_id(self.id)
+        return self._info
+
+    # -- producing ----------------------------------------------------------------------------
+    def send(self, body: Any, content_type: str = "json", delay_seconds: int | None = None) -> Metrics:
+        """Store one message durably; returns the queue's metrics.
+
+        >>> q.send({"n": 1}); q.send("hi", content_type="text", delay_seconds=30)
+        """
+        delay = self._info.settings.delivery_delay if delay_seconds is None else check.check_delay(delay_seconds)
+        return self._engine.enqueue(self.id, [check.prepare_message(body, content_type, delay)])
+
+    def send_batch(self, messages: Sequence[Mapping[str, Any]], delay_seconds: int | None = None) -> Metrics:
+        """Store up to 100 messages atomically: all of them or none.
+
+        >>> q.send_batch([{"body": {"n": 1}}, {"body": b"\\x00", "content_type": "bytes", "delay_seconds": 5}])
+        """
+        prepared = check.prepare_batch(messages, delay_seconds, self._info.settings.delivery_delay)
+        return self._engine.enqueue(self.id, prepared)
+
+    # -- management ---------------------------------------------------------------------------
+    def metrics(self) -> Metrics:
+        return self._engine.metrics(self.id)
+
+    def counters(self) -> Counters:
+        return self._engine.counters(self.id)
+
+    def update(
+        self,
+        *,
+        delivery_delay: int | None = None,
+        message_retention_period: int | None = None,
+        delivery_paused: bool | None = None,
+    ) -> QueueInfo:
+        """Change some settings; the others keep their values."""
+        current = self.info().settings
+        changes: dict[str, Any] = {
+            k: v
+            for k, v in {
+                "delivery_delay": delivery_delay,
+                "message_retention_period": message_retention_period,
+                "delivery_paused": delivery_paused,
+            }.items()
+            if v is not None
+        }
+        settings = check.check_queue_settings(dataclasses.replace(current, **changes))
+        self._info = self._engine.update_queue(self.id, settings)
+        return self._info
+
+    def pause_delivery(self) -> QueueInfo:
+        return self.update(delivery_paused=True)
+
+    def resume_delivery(self) -> QueueInfo:
+        return self.update(delivery_paused=False)
+
+    def purge(self) -> int:
+        """Delete every message (delayed and in flight too); returns how many."""
+        return self._engine.purge(self.id)
+
+    def peek(self, batch_size: int = 10) -> list[PulledMessage]:
+        """Read up to ``batch_size`` messages without leasing them."""
+        check.check_range("batch_size", batch_size, 1, limits.MAX_BATCH_SIZE, InvalidRequest)
+        return [to_pulled(m) for m in self._engine.peek(self.id, batch_size)]
+
+    def redrive(self, to: str) -> int:
+        """Move every message of this (dead letter) queue to queue ``to``; returns the count."""
+        target = self._client.queue(to)
+        return self._engine.redrive(self.id, target.id)
+
+    def delete(self) -> None:
+        self._engine.delete_queue(self.id)
+
+    # -- consumers ----------------------------------------------------------------------------
+    def consumer(self) -> ConsumerInfo | None:
+        consumers = self.info().consumers
+        return consumers[0] if consumers else None
+
+    def add_consumer(
+        self,
+        type: ConsumerType,
+        *,
+        script_name: str = "",
+        settings: ConsumerSettings | None = None,
+        dead_letter_queue: str | None = None,
+    ) -> ConsumerInfo:
+        """Register the queue's one consumer; raises ``ConsumerExists`` (11004) if it has one."""
+        settings = check.check_consumer_settings(settings or ConsumerSettings())
+        dlq = "" if dead_letter_queue is None else check.check_queue_name(dead_letter_queue)
+        if dlq == self.name:
+            raise InvalidRequest(f"queue {self.name!r} cannot be its own dead letter queue")
+        return self._engine.add_consumer(self.id, type, script_name, settings, dlq)
+
+    def add_pull_consumer(
+        self,
+        batch_size: int = limits.DEFAULT_PULL_BATCH_SIZE,
+        max_retries: int = limits.DEFAULT_MAX_RETRIES,
+        dead_letter_queue: str | None = None,
+        visibility_timeout_ms: int = limits.DEFAULT_VISIBILITY_TIMEOUT_MS,
+        retry_delay: int = 0,
+    ) -> ConsumerInfo:
+        """Register an ``http_pull`` consumer, so clients can :meth:`pull` and :meth:`ack`."""
+        settings = ConsumerSettings(
+            batch_size=batch_size,
+            max_retries=max_retries,
+            retry_delay=retry_delay,
+            visibility_timeout_ms=visibility_timeout_ms,
+        )
+        return self.add_consumer("http_pull", settings=settings, dead_letter_queue=dead_letter_queue)
+
+    def remove_consumer(self) -> None:
+        consumer = self.consumer()
+        if consumer is None:
+            raise ConsumerNotFound(f"queue {self.name!r} has no consumer")
+        self._engine.remove_consumer(consumer.consumer_id)
+
+    def _pull_consumer(self) -> ConsumerInfo:
+        consumer = self.consumer()
+        if consumer is None or consumer.type != "http_pull":
+            raise InvalidRequest(
+                f"queue {self.name!r} has no http_pull consumer; add one with add_pull_consumer() first"
+            )
+        return consumer
+
+    # -- pulling ------------------------------------------------------------------------------
+    def pull(self, batch_size: int | None = None, visibility_timeout_ms: int | None = None) -> list[PulledMessage]:
+        """Lease up to ``batch_size`` messages for ``visibility_timeout_ms``; ``[]`` when none.
+
+        >>> for m in q.pull(batch_size=5): ...; q.ack(acks=[m.lease_id])
+        """
+        consumer = self._pull_consumer()
+        if self._info.settings.delivery_paused:
+            raise DeliveryPaused(f"queue_delivery_paused: delivery of queue {self.name!r} is paused")
+        size = consumer.settings.batch_size if batch_size is None else batch_size
+        check.check_range("batch_size", size, 1, limits.MAX_BATCH_SIZE, InvalidRequest)
+        vt = consumer.settings.visibility_timeout_ms if visibility_timeout_ms is None else visibility_timeout_ms
+        check.check_range("visibility_timeout_ms", vt, 1, limits.MAX_VISIBILITY_TIMEOUT_MS, InvalidRequest)
+        policy = DeliveryPolicy(consumer.settings.max_retries, consumer.dead_letter_queue or None)
+        return [to_pulled(m) for m in self._engine.lease(self.id, size, vt, policy)]
+
+    def ack(self, acks: Sequence[str] = (), retries: Sequence[tuple[str, int | None] | str] = ()) -> AckResult:
+        """Settle pulled messages: acks are deleted, retries come back after their delay.
+
+        ``retries`` holds lease ids or ``(lease_id, delay_seconds)`` pairs; a missing delay takes
+        the consumer's ``retry_delay``.
+        """
+        consumer = self._pull_consumer()
+        default = consumer.settings.retry_delay
+        pairs: list[tuple[str, int]] = []
+        for item in retries:
+            lid, delay = (item, None) if isinstance(item, str) else item
+            pairs.append((lid, default if delay is None else check.check_delay(delay)))
+        policy = DeliveryPolicy(consumer.settings.max_retries, consumer.dead_letter_queue or None)
+        result = self._engine.settle(self.id, list(acks), pairs, policy)
+        return AckResult(result.acked, result.retried + result.dead_lettered + result.dropped, result.warnings)

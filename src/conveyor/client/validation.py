@@ -1,0 +1,111 @@
+"""Checks of every input against Cloudflare's limits, each refusal naming the limit and the value.
+
+Shared by the Python API, the CLI and the HTTP server, so all three refuse the same things with the
+same codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from conveyor import limits
+from conveyor.codec import encode
+from conveyor.errors import (
+    BatchTooLarge,
+    InvalidBatchDelay,
+    InvalidMessage,
+    InvalidQueueName,
+    InvalidRequest,
+    InvalidSetting,
+    MessageTooLarge,
+    TooManyMessages,
+)
+from conveyor.model import ConsumerSettings, NewMessage, QueueSettings
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_queue_name(name: object) -> str:
+    if not isinstance(name, str) or not limits.QUEUE_NAME_PATTERN.match(name):
+        raise InvalidQueueName(
+            f"invalid queue name {name!r}: use 1 to 63 lowercase letters, digits and hyphens, "
+            "starting and ending with a letter or digit"
+        )
+    return name
+
+
+def check_range(name: str, value: object, low: int, high: int, error: type[InvalidRequest] = InvalidSetting) -> int:
+    if not _is_int(value) or not low <= value <= high:  # type: ignore[operator]
+        raise error(f"{name} is {value!r}; it must be a whole number from {low} to {high}")
+    return value  # type: ignore[return-value]
+
+
+def check_queue_settings(settings: QueueSettings) -> QueueSettings:
+    check_range("delivery_delay", settings.delivery_delay, 0, limits.MAX_DELAY_SECONDS)
+    check_range(
+        "message_retention_period",
+        settings.message_retention_period,
+        limits.MIN_RETENTION_SECONDS,
+        limits.MAX_RETENTION_SECONDS,
+    )
+    if not isinstance(settings.delivery_paused, bool):
+        raise InvalidSetting(f"delivery_paused is {settings.delivery_paused!r}; it must be true or false")
+    return settings
+
+
+def check_consumer_settings(settings: ConsumerSettings) -> ConsumerSettings:
+    check_range("batch_size", settings.batch_size, 1, limits.MAX_BATCH_SIZE)
+    check_range("max_retries", settings.max_retries, 0, limits.MAX_RETRIES)
+    check_range("max_wait_time_ms", settings.max_wait_time_ms, 0, int(limits.MAX_BATCH_TIMEOUT * 1000))
+    check_range("retry_delay", settings.retry_delay, 0, limits.MAX_DELAY_SECONDS)
+    check_range("visibility_timeout_ms", settings.visibility_timeout_ms, 1, limits.MAX_VISIBILITY_TIMEOUT_MS)
+    if settings.max_concurrency is not None:
+        check_range("max_concurrency", settings.max_concurrency, 1, limits.MAX_CONCURRENCY)
+    return settings
+
+
+def check_delay(value: object, *, batch: bool = False) -> int:
+    name = "batch delay_seconds" if batch else "delay_seconds"
+    error = InvalidBatchDelay if batch else InvalidMessage
+    return check_range(name, value, 0, limits.MAX_DELAY_SECONDS, error)
+
+
+def check_message_size(size: int) -> None:
+    if size > limits.MAX_MESSAGE_BYTES:
+        raise MessageTooLarge(f"message is {size} bytes; the limit is {limits.MAX_MESSAGE_BYTES}")
+
+
+def prepare_message(body: Any, content_type: object, delay: int) -> NewMessage:
+    data, kind = encode(body, content_type)
+    check_message_size(len(data))
+    return NewMessage(data, kind, delay)
+
+
+def prepare_batch(messages: Sequence[Mapping[str, Any]], batch_delay: int | None, queue_delay: int) -> list[NewMessage]:
+    """Encode and check a batch send: per-message delay > batch delay > the queue's delay."""
+    if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
+        raise InvalidRequest("messages must be a list of {'body': ..., 'content_type': ..., 'delay_seconds': ...}")
+    if not messages:
+        raise InvalidRequest("a batch needs at least one message")
+    if len(messages) > limits.MAX_BATCH_MESSAGES:
+        raise TooManyMessages(f"batch has {len(messages)} messages; the limit is {limits.MAX_BATCH_MESSAGES}")
+    default_delay = queue_delay if batch_delay is None else check_delay(batch_delay, batch=True)
+    out: list[NewMessage] = []
+    total = 0
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping) or "body" not in message:
+            raise InvalidMessage(f"message {i} of the batch has no body")
+        delay = message.get("delay_seconds")
+        prepared = prepare_message(
+            message["body"],
+            message.get("content_type", "json"),
+            default_delay if delay is None else check_delay(delay),
+        )
+        total += len(prepared.body)
+        out.append(prepared)
+    if total > limits.MAX_BATCH_BYTES:
+        raise BatchTooLarge(f"batch is {total} bytes; the limit is {limits.MAX_BATCH_BYTES}")
+    return out

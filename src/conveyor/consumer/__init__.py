@@ -1,0 +1,1 @@
+"""Push consumers: the dispatcher, the autoscaler and the handler runner behind ``App``."""

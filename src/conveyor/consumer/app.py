@@ -1,0 +1,178 @@
+"""``App``: push consumers declared with a decorator, run by ``app.run()`` or ``conveyor worker``."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, TypeVar
+
+from conveyor import limits
+from conveyor.broker.coordinator import Coordinator
+from conveyor.client import validation as check
+from conveyor.client.sync import Conveyor
+from conveyor.consumer.dispatcher import ConsumerSpec, Dispatcher
+from conveyor.consumer.runner import HandlerRunner
+from conveyor.errors import ConsumerExists
+from conveyor.model import ConsumerSettings
+
+log = logging.getLogger("conveyor.worker")
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_GRACE_SECONDS = 30.0
+
+
+class App:
+    """A set of push consumers, run together.
+
+    >>> app = conveyor.App("sqlite:///tmp/conveyor")
+    >>> @app.consumer("emails", max_batch_size=10, dead_letter_queue="emails-dlq")
+    ... def handle(batch):
+    ...     for m in batch.messages:
+    ...         m.ack()
+    >>> app.run()          # until SIGINT/SIGTERM, then a graceful stop
+    """
+
+    def __init__(self, conveyor: Conveyor | str | None = None, *, grace_period: float = DEFAULT_GRACE_SECONDS) -> None:
+        if conveyor is None or isinstance(conveyor, str):
+            from conveyor.client.connect import connect
+
+            conveyor = connect(conveyor)
+        self.conveyor = conveyor
+        self.grace_period = grace_period
+        self.specs: list[ConsumerSpec] = []
+        self.dispatchers: dict[str, Dispatcher] = {}
+        self._runner: HandlerRunner | None = None
+        self._coordinator: Coordinator | None = None
+        self._stop = threading.Event()
+
+    def consumer(
+        self,
+        queue: str,
+        *,
+        max_batch_size: int = limits.DEFAULT_MAX_BATCH_SIZE,
+        max_batch_timeout: float = limits.DEFAULT_MAX_BATCH_TIMEOUT,
+        max_retries: int = limits.DEFAULT_MAX_RETRIES,
+        retry_delay: int = 0,
+        dead_letter_queue: str | None = None,
+        max_concurrency: int | None = None,
+        visibility_timeout_ms: int = limits.DEFAULT_VISIBILITY_TIMEOUT_MS,
+        handler_timeout: float = limits.DEFAULT_HANDLER_TIMEOUT,
+    ) -> Callable[[F], F]:
+        """Declare ``fn(batch)`` (plain or ``async``) as the push consumer of ``queue``."""
+        check.check_queue_name(queue)
+        if dead_letter_queue is not None:
+            check.check_queue_name(dead_letter_queue)
+        if not isinstance(max_batch_timeout, int | float) or not 0 <= max_batch_timeout <= limits.MAX_BATCH_TIMEOUT:
+            check.check_range("max_batch_timeout", max_batch_timeout, 0, int(limits.MAX_BATCH_TIMEOUT))
+        settings = check.check_consumer_settings(
+            ConsumerSettings(
+                batch_size=max_batch_size,
+                max_retries=max_retries,
+                max_wait_time_ms=int(max_batch_timeout * 1000),
+                max_concurrency=max_concurrency,
+                retry_delay=retry_delay,
+                visibility_timeout_ms=visibility_timeout_ms,
+            )
+        )
+        if handler_timeout <= 0:
+            check.check_range("handler_timeout", handler_timeout, 1, 10**9)
+        if any(spec.queue == queue for spec in self.specs):
+            raise ConsumerExists(f"this app already has a consumer for queue {queue!r}")
+
+        def register(fn: F) -> F:
+            self.specs.append(ConsumerSpec(queue, fn, settings, dead_letter_queue, float(handler_timeout)))
+            return fn
+
+        return register
+
+    # -- running ------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Register the consumers and start delivering in background threads."""
+        if self._runner is not None:
+            return
+        self._stop.clear()
+        engine = self.conveyor.engine
+        runner = HandlerRunner()
+        dispatchers: dict[str, Dispatcher] = {}
+        for spec in self.specs:
+            queue = self.conveyor.queue(spec.queue)
+            self._register(queue.id, spec)
+            dispatchers[spec.queue] = Dispatcher(engine, queue.id, spec, runner)
+        self._runner, self.dispatchers = runner, dispatchers
+        self._coordinator = Coordinator(engine)
+        self._coordinator.start()
+        for dispatcher in dispatchers.values():
+            dispatcher.start()
+        log.info("worker started: consumers for %s", ", ".join(d.spec.queue for d in dispatchers.values()))
+
+    def _register(self, queue_id: str, spec: ConsumerSpec) -> None:
+        engine = self.conveyor.engine
+        info = engine.get_queue_by_id(queue_id)
+        dlq = spec.dead_letter_queue or ""
+        for existing in info.consumers:
+            if existing.type == "worker" and existing.script_name == spec.script_name:
+                engine.update_consumer(existing.consumer_id, spec.settings, dlq)
+                return
+            raise ConsumerExists(
+                f"queue {spec.queue!r} already has a consumer ({existing.type} {existing.script_name!r}); "
+                "remove it first: conveyor queues consumer remove"
+            )
+        engine.add_consumer(queue_id, "worker", spec.script_name, spec.settings, dlq)
+
+    def stop(self, grace: float | None = None) -> None:
+        """Stop gracefully: no new leases, running handlers get ``grace`` seconds to finish."""
+        runner = self._runner
+        if runner is None:
+            return
+        grace = self.grace_period if grace is None else grace
+        threads = [threading.Thread(target=d.stop, args=(grace,), daemon=True) for d in self.dispatchers.values()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if self._coordinator is not None:
+            self._coordinator.stop()
+        runner.shutdown()
+        self._runner = None
+        log.info("worker stopped")
+
+    def run(self) -> None:
+        """Deliver until SIGINT or SIGTERM, then stop gracefully."""
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            log.info("received %s: stopping gracefully", signal.Signals(signum).name)
+            self._stop.set()
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self.start()
+            while not self._stop.wait(0.5):
+                pass
+        finally:
+            self.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        """Deliver until nothing is deliverable, delayed or in flight; False if ``timeout`` passed first."""
+        self.start()
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                if all(d.idle() for d in self.dispatchers.values()) and all(
+                    self.conveyor.engine.metrics(d.queue_id).backlog_count == 0 for d in self.dispatchers.values()
+                ):
+                    return True
+                time.sleep(0.01)
+            return False
+        finally:
+            self.stop()
+
+    def concurrency(self, queue: str) -> int:
+        """Batches of ``queue`` running right now."""
+        dispatcher = self.dispatchers.get(queue)
+        return dispatcher.concurrency if dispatcher else 0

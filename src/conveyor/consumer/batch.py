@@ -1,0 +1,110 @@
+"""What a push handler receives: :class:`MessageBatch` of :class:`Message`, with Cloudflare's
+ack/retry contract.
+
+- Each message is decided once: the first of ``ack()`` / ``retry()`` wins, later calls are ignored
+  with a warning. A batch call (``ack_all`` / ``retry_all``) decides every message not decided yet,
+  so a per-message call beats a later batch call, and the second batch call changes nothing.
+- After the handler: undecided messages are acked if it returned, retried if it raised.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from conveyor.model import Metrics
+
+log = logging.getLogger("conveyor.consumer")
+
+ACK = "ack"
+RETRY = "retry"
+
+
+class Message:
+    """One delivered message: ``id``, ``timestamp``, ``body``, ``attempts``, ``content_type``."""
+
+    __slots__ = ("_decision", "_delay", "attempts", "body", "content_type", "id", "lease_id", "timestamp_ms")
+
+    def __init__(self, id: str, timestamp_ms: int, body: Any, attempts: int, content_type: str, lease_id: str) -> None:
+        self.id = id
+        self.timestamp_ms = timestamp_ms
+        self.body = body
+        self.attempts = attempts
+        self.content_type = content_type
+        self.lease_id = lease_id
+        self._decision: str | None = None
+        self._delay: int | None = None
+
+    def __repr__(self) -> str:
+        return f"<Message {self.id} attempts={self.attempts}>"
+
+    @property
+    def timestamp(self) -> datetime:
+        """When the message was sent."""
+        return datetime.fromtimestamp(self.timestamp_ms / 1000, UTC)
+
+    def ack(self) -> None:
+        """Mark the message delivered: it will not come back, even if the handler then raises."""
+        self._decide(ACK, None, "ack()")
+
+    def retry(self, delay_seconds: int | None = None) -> None:
+        """Deliver the message again, after ``delay_seconds`` (default: the consumer's retry_delay)."""
+        self._decide(RETRY, delay_seconds, "retry()")
+
+    def _decide(self, decision: str, delay: int | None, call: str) -> bool:
+        if self._decision is not None:
+            log.warning("message %s: %s ignored, it was already marked %s", self.id, call, self._decision)
+            return False
+        self._decision, self._delay = decision, delay
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    metrics: Metrics
+
+
+class MessageBatch:
+    """A batch of messages from one queue, handed to a push consumer's handler."""
+
+    def __init__(self, queue: str, messages: list[Message], metrics: Metrics) -> None:
+        self.queue = queue
+        self.messages = messages
+        self.metadata = BatchMetadata(metrics)
+        self._batch_call: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<MessageBatch {self.queue} x{len(self.messages)}>"
+
+    def ack_all(self) -> None:
+        """Ack every message not already marked."""
+        self._all(ACK, None, "ack_all()")
+
+    def retry_all(self, delay_seconds: int | None = None) -> None:
+        """Retry every message not already marked."""
+        self._all(RETRY, delay_seconds, "retry_all()")
+
+    def _all(self, decision: str, delay: int | None, call: str) -> None:
+        if self._batch_call is not None:
+            log.warning("batch of %s: %s ignored, %s came first", self.queue, call, self._batch_call)
+            return
+        self._batch_call = call
+        for m in self.messages:
+            if m._decision is None:
+                m._decision, m._delay = decision, delay
+
+    def outcome(self, failed: bool, default_delay: int) -> tuple[list[str], list[tuple[str, int]], int]:
+        """Lease ids to ack, (lease id, delay) to retry, and how many retries were explicit."""
+        acks: list[str] = []
+        retries: list[tuple[str, int]] = []
+        explicit = 0
+        for m in self.messages:
+            decision = m._decision or (RETRY if failed else ACK)
+            if decision == ACK:
+                acks.append(m.lease_id)
+            else:
+                explicit += m._decision == RETRY
+                retries.append((m.lease_id, default_delay if m._delay is None else m._delay))
+        return acks, retries, explicit

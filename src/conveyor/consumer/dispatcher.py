@@ -1,0 +1,242 @@
+"""The dispatcher of one push consumer: lease, assemble batches, run them, settle them.
+
+One thread leases and assembles batches; one *keeper* thread renews the leases of everything held
+(heartbeat) and fails handlers that run past their time limit (watchdog). A batch is handed to the
+handler when it holds ``batch_size`` messages or its first message has waited ``max_wait`` seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from conveyor.codec import decode
+from conveyor.consumer.autoscaler import Autoscaler
+from conveyor.consumer.batch import Message, MessageBatch
+from conveyor.consumer.runner import Handler, HandlerRunner, HandlerTimeout
+from conveyor.engine.base import Engine
+from conveyor.model import ConsumerSettings, DeliveryPolicy, Metrics, StoredMessage
+
+log = logging.getLogger("conveyor.consumer")
+
+# How long an idle dispatcher sleeps at most before looking again (a safety net: sends, retries
+# and lease expiries wake it sooner).
+IDLE_WAIT_SECONDS = 1.0
+# How often the queue's pause flag and metrics are re-read.
+SETTINGS_REFRESH_SECONDS = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSpec:
+    """A push consumer as the decorator declared it."""
+
+    queue: str
+    handler: Handler
+    settings: ConsumerSettings
+    dead_letter_queue: str | None
+    handler_timeout: float
+
+    @property
+    def script_name(self) -> str:
+        return f"{self.handler.__module__}:{self.handler.__qualname__}"
+
+
+@dataclass(eq=False)
+class Flight:
+    """A batch being handled."""
+
+    batch: MessageBatch
+    deadline: float
+    settled: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def claim(self) -> bool:
+        """True exactly once: whoever claims the flight settles it."""
+        with self.lock:
+            if self.settled:
+                return False
+            self.settled = True
+            return True
+
+
+class Dispatcher:
+    def __init__(self, engine: Engine, queue_id: str, spec: ConsumerSpec, runner: HandlerRunner) -> None:
+        self.engine = engine
+        self.queue_id = queue_id
+        self.spec = spec
+        self.runner = runner
+        self.policy = DeliveryPolicy(spec.settings.max_retries, spec.dead_letter_queue)
+        self.scaler = Autoscaler(spec.queue, spec.settings.max_concurrency)
+        self._vt = spec.settings.visibility_timeout_ms
+        self._max_wait = spec.settings.max_wait_time_ms / 1000
+        self._pending: list[StoredMessage] = []
+        self._pending_since = 0.0
+        self._flights: set[Flight] = set()
+        self._lock = threading.Condition()
+        self._stopping = threading.Event()
+        self._keeper_stop = threading.Event()
+        self._paused = False
+        self._metrics = Metrics(0, 0, 0)
+        self._refreshed = 0.0
+        self._threads: list[threading.Thread] = []
+        self.handled = 0
+        self.failures = 0
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        for target, name in ((self._lease_loop, "lease"), (self._keeper_loop, "keeper")):
+            thread = threading.Thread(target=target, name=f"conveyor-{name}-{self.spec.queue}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, grace: float) -> None:
+        """Stop leasing, give unstarted messages back, let running handlers finish within ``grace``."""
+        self._stopping.set()
+        with self._lock:
+            self._lock.notify_all()
+        for thread in self._threads[:1]:
+            thread.join()
+        with self._lock:
+            pending, self._pending = self._pending, []
+        if pending:
+            self.engine.release(self.queue_id, [m.lease_id for m in pending])
+        deadline = time.monotonic() + grace
+        with self._lock:
+            while self._flights and (left := deadline - time.monotonic()) > 0:
+                self._lock.wait(left)
+            if self._flights:
+                log.warning(
+                    "queue %s: %d batches still running after the %.0f s grace period; their messages "
+                    "will be delivered again when their leases run out",
+                    self.spec.queue,
+                    len(self._flights),
+                    grace,
+                )
+        self._keeper_stop.set()
+        for thread in self._threads[1:]:
+            thread.join()
+
+    def idle(self) -> bool:
+        """Nothing held: no batch running, nothing leased and waiting."""
+        with self._lock:
+            return not self._flights and not self._pending
+
+    @property
+    def concurrency(self) -> int:
+        return self.scaler.running
+
+    # -- leasing ------------------------------------------------------------------------------
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now - self._refreshed >= SETTINGS_REFRESH_SECONDS:
+            self._refreshed = now
+            self._paused = self.engine.get_queue_by_id(self.queue_id).settings.delivery_paused
+            self._metrics = self.engine.metrics(self.queue_id)
+
+    def _lease_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._step()
+            except Exception:
+                log.exception("queue %s: dispatcher error; retrying in 1 s", self.spec.queue)
+                self._stopping.wait(1.0)
+
+    def _step(self) -> None:
+        self._refresh()
+        if self._paused:
+            self._stopping.wait(SETTINGS_REFRESH_SECONDS)
+            return
+        with self._lock:
+            while not self.scaler.has_room() and not self._stopping.is_set():
+                self._lock.wait()
+        if self._stopping.is_set():
+            return
+        size = self.spec.settings.batch_size
+        need = size - len(self._pending)
+        leased = self.engine.lease(self.queue_id, need, self._vt, self.policy)
+        with self._lock:
+            if leased and not self._pending:
+                self._pending_since = time.monotonic()
+            self._pending.extend(leased)
+            waited = time.monotonic() - self._pending_since
+            if self._pending and (len(self._pending) >= size or waited >= self._max_wait):
+                batch, self._pending = self._pending, []
+                self._launch(batch)
+                return
+        if self._pending:
+            self.engine.wait(self.queue_id, self._max_wait - waited)
+        elif not leased:
+            self.engine.wait(self.queue_id, self._idle_timeout())
+
+    def _idle_timeout(self) -> float:
+        next_ms = self.engine.next_visible_ms(self.queue_id)
+        if next_ms is None:
+            return IDLE_WAIT_SECONDS
+        return min(IDLE_WAIT_SECONDS, max(0.0, (next_ms - self.engine.clock.now_ms()) / 1000))
+
+    # -- running ------------------------------------------------------------------------------
+    def _launch(self, stored: list[StoredMessage]) -> None:
+        """Start one batch (called with the lock held)."""
+        messages = [
+            Message(m.id, m.timestamp_ms, decode(m.body, m.content_type), m.attempts, m.content_type, m.lease_id)
+            for m in stored
+        ]
+        flight = Flight(
+            MessageBatch(self.spec.queue, messages, self._metrics),
+            time.monotonic() + self.spec.handler_timeout,
+        )
+        self._flights.add(flight)
+        self.scaler.started()
+        self.runner.submit(
+            self.spec.handler,
+            flight.batch,
+            self.spec.handler_timeout,
+            lambda error: self._finish(flight, error),
+        )
+
+    def _finish(self, flight: Flight, error: BaseException | None) -> None:
+        if not flight.claim():
+            return
+        failed = error is not None
+        if failed:
+            kind = "ran past its time limit" if isinstance(error, HandlerTimeout) else "raised"
+            log.error(
+                "queue %s: handler %s; retrying the batch's %d unacked messages",
+                self.spec.queue,
+                kind,
+                len(flight.batch.messages),
+                exc_info=error,
+            )
+        acks, retries, _ = flight.batch.outcome(failed, self.spec.settings.retry_delay)
+        try:
+            self.engine.settle(self.queue_id, acks, retries, self.policy)
+        except Exception:
+            log.exception("queue %s: could not settle a batch; it will be delivered again", self.spec.queue)
+        with self._lock:
+            self._flights.discard(flight)
+            self.handled += len(flight.batch.messages)
+            self.failures += failed
+            self.scaler.finished(failed)
+            self._lock.notify_all()
+
+    # -- heartbeat and watchdog ---------------------------------------------------------------
+    def _keeper_loop(self) -> None:
+        interval = min(1.0, self._vt / 3000)
+        while not self._keeper_stop.wait(interval):
+            now = time.monotonic()
+            with self._lock:
+                flights = list(self._flights)
+                held = [m.lease_id for m in self._pending]
+            for flight in flights:
+                if now > flight.deadline:
+                    timeout = HandlerTimeout(f"handler ran past its time limit of {self.spec.handler_timeout:g} s")
+                    self._finish(flight, timeout)
+                elif not flight.settled:
+                    held.extend(m.lease_id for m in flight.batch.messages)
+            if held:
+                try:
+                    self.engine.extend(self.queue_id, held, self._vt)
+                except Exception:
+                    log.exception("queue %s: lease heartbeat failed", self.spec.queue)

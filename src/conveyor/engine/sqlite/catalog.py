@@ -1,0 +1,251 @@
+"""The embedded catalog: queues, consumers and the shard map, in ``catalog.db``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TypeVar
+
+from conveyor.engine.sqlfile import load_script
+from conveyor.engine.sqlite.storage import open_database, translate_error
+from conveyor.errors import ConsumerExists, ConsumerNotFound, QueueExists, QueueNotFound
+from conveyor.ids import iso_now, new_id
+from conveyor.model import ConsumerInfo, ConsumerSettings, ConsumerType, QueueInfo, QueueSettings
+
+SCHEMA = load_script("conveyor.engine.sqlite", "catalog.sql")
+T = TypeVar("T")
+
+_QUEUE_COLUMNS = (
+    "queue_id, name, created_on, modified_on, delivery_delay, delivery_paused, retention, "
+    "(SELECT count(*) FROM shards s WHERE s.queue_id = queues.queue_id)"
+)
+_CONSUMER_COLUMNS = (
+    "c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings"
+)
+
+
+def _consumer(row: tuple[Any, ...]) -> ConsumerInfo:
+    return ConsumerInfo(
+        consumer_id=row[0],
+        queue_id=row[1],
+        queue_name=row[2],
+        type=row[3],
+        script_name=row[4],
+        created_on=row[5],
+        dead_letter_queue=row[6],
+        settings=ConsumerSettings(**json.loads(row[7])),
+    )
+
+
+class Catalog:
+    """Transactional metadata; every method is one short transaction."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn = open_database(path, SCHEMA)
+        self._lock = threading.Lock()
+        self._seen_version = -1
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def _tx(self, fn: Callable[[sqlite3.Connection], T], *, write: bool = True) -> T:
+        with self._lock:
+            conn = self._conn
+            try:
+                if write:
+                    conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = fn(conn)
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+                return result
+            except sqlite3.IntegrityError:
+                raise
+            except sqlite3.Error as exc:
+                raise translate_error(exc, str(self.path)) from None
+
+    def changed(self) -> bool:
+        """Whether another connection changed the catalog since the last call."""
+        version = self._tx(lambda c: c.execute("PRAGMA data_version").fetchone()[0], write=False)
+        changed = version != self._seen_version
+        self._seen_version = version
+        return bool(changed)
+
+    # -- queues -------------------------------------------------------------------------------
+    def _queue(self, conn: sqlite3.Connection, where: str, value: str) -> QueueInfo:
+        row = conn.execute(f"SELECT {_QUEUE_COLUMNS} FROM queues WHERE {where} = ?", (value,)).fetchone()
+        if row is None:
+            raise QueueNotFound(f"queue {value!r} does not exist")
+        consumers = conn.execute(
+            f"SELECT {_CONSUMER_COLUMNS} FROM consumers c JOIN queues q USING (queue_id) WHERE c.queue_id = ?",
+            (row[0],),
+        ).fetchall()
+        return QueueInfo(
+            queue_id=row[0],
+            queue_name=row[1],
+            created_on=row[2],
+            modified_on=row[3],
+            settings=QueueSettings(
+                delivery_delay=row[4], delivery_paused=bool(row[5]), message_retention_period=row[6]
+            ),
+            consumers=tuple(_consumer(c) for c in consumers),
+            shards=row[7],
+        )
+
+    def create_queue(self, name: str, settings: QueueSettings, shards: int, now_ms: int) -> QueueInfo:
+        def fn(conn: sqlite3.Connection) -> QueueInfo:
+            if conn.execute("SELECT 1 FROM queues WHERE name = ?", (name,)).fetchone():
+                raise QueueExists(f"a queue named {name!r} already exists")
+            queue_id, now = new_id(), iso_now()
+            conn.execute(
+                "INSERT INTO queues VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    queue_id,
+                    name,
+                    now,
+                    now,
+                    settings.delivery_delay,
+                    int(settings.delivery_paused),
+                    settings.message_retention_period,
+                ),
+            )
+            conn.executemany(
+                "INSERT INTO shards (queue_id, shard_no, created_ms) VALUES (?, ?, ?)",
+                [(queue_id, n, now_ms) for n in range(shards)],
+            )
+            return self._queue(conn, "queue_id", queue_id)
+
+        return self._tx(fn)
+
+    def get_queue(self, name: str) -> QueueInfo:
+        return self._tx(lambda c: self._queue(c, "name", name), write=False)
+
+    def get_queue_by_id(self, queue_id: str) -> QueueInfo:
+        return self._tx(lambda c: self._queue(c, "queue_id", queue_id), write=False)
+
+    def list_queues(self) -> list[QueueInfo]:
+        def fn(conn: sqlite3.Connection) -> list[QueueInfo]:
+            ids = conn.execute("SELECT queue_id FROM queues ORDER BY name").fetchall()
+            return [self._queue(conn, "queue_id", qid) for (qid,) in ids]
+
+        return self._tx(fn, write=False)
+
+    def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
+        def fn(conn: sqlite3.Connection) -> QueueInfo:
+            updated = conn.execute(
+                "UPDATE queues SET delivery_delay = ?, delivery_paused = ?, retention = ?, modified_on = ? "
+                "WHERE queue_id = ?",
+                (
+                    settings.delivery_delay,
+                    int(settings.delivery_paused),
+                    settings.message_retention_period,
+                    iso_now(),
+                    queue_id,
+                ),
+            ).rowcount
+            if not updated:
+                raise QueueNotFound(f"queue {queue_id!r} does not exist")
+            return self._queue(conn, "queue_id", queue_id)
+
+        return self._tx(fn)
+
+    def delete_queue(self, queue_id: str) -> list[int]:
+        """Delete the queue's rows; returns its shard numbers, whose files the caller removes."""
+
+        def fn(conn: sqlite3.Connection) -> list[int]:
+            shards = [n for (n,) in conn.execute("SELECT shard_no FROM shards WHERE queue_id = ?", (queue_id,))]
+            if not conn.execute("DELETE FROM queues WHERE queue_id = ?", (queue_id,)).rowcount:
+                raise QueueNotFound(f"queue {queue_id!r} does not exist")
+            return shards
+
+        return self._tx(fn)
+
+    # -- shard map ----------------------------------------------------------------------------
+    def shards(self, queue_id: str) -> list[tuple[int, str]]:
+        """(shard number, state) of every shard of the queue."""
+        return self._tx(
+            lambda c: c.execute(
+                "SELECT shard_no, state FROM shards WHERE queue_id = ? ORDER BY shard_no", (queue_id,)
+            ).fetchall(),
+            write=False,
+        )
+
+    def add_shard(self, queue_id: str, now_ms: int) -> int:
+        def fn(conn: sqlite3.Connection) -> int:
+            (top,) = conn.execute("SELECT max(shard_no) FROM shards WHERE queue_id = ?", (queue_id,)).fetchone()
+            if top is None:
+                raise QueueNotFound(f"queue {queue_id!r} does not exist")
+            conn.execute(
+                "INSERT INTO shards (queue_id, shard_no, created_ms) VALUES (?, ?, ?)",
+                (queue_id, top + 1, now_ms),
+            )
+            return int(top) + 2
+
+        return self._tx(fn)
+
+    def next_producer_slot(self) -> int:
+        return int(
+            self._tx(
+                lambda c: c.execute(
+                    "UPDATE sequences SET value = value + 1 WHERE name = 'producer_seq' RETURNING value"
+                ).fetchone()[0]
+            )
+        )
+
+    # -- consumers ----------------------------------------------------------------------------
+    def add_consumer(
+        self, queue_id: str, type: ConsumerType, script_name: str, settings: ConsumerSettings, dlq: str
+    ) -> ConsumerInfo:
+        def fn(conn: sqlite3.Connection) -> ConsumerInfo:
+            queue = self._queue(conn, "queue_id", queue_id)
+            if queue.consumers:
+                raise ConsumerExists(
+                    f"queue {queue.queue_name!r} already has a consumer ({queue.consumers[0].type}); "
+                    "a queue has one consumer at a time"
+                )
+            consumer_id = new_id()
+            conn.execute(
+                "INSERT INTO consumers VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (consumer_id, queue_id, type, script_name, iso_now(), dlq, json.dumps(asdict(settings))),
+            )
+            return self._consumer(conn, consumer_id)
+
+        return self._tx(fn)
+
+    def _consumer(self, conn: sqlite3.Connection, consumer_id: str) -> ConsumerInfo:
+        row = conn.execute(
+            f"SELECT {_CONSUMER_COLUMNS} FROM consumers c JOIN queues q USING (queue_id) WHERE consumer_id = ?",
+            (consumer_id,),
+        ).fetchone()
+        if row is None:
+            raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
+        return _consumer(row)
+
+    def update_consumer(self, consumer_id: str, settings: ConsumerSettings, dlq: str) -> ConsumerInfo:
+        def fn(conn: sqlite3.Connection) -> ConsumerInfo:
+            updated = conn.execute(
+                "UPDATE consumers SET settings = ?, dead_letter_queue = ? WHERE consumer_id = ?",
+                (json.dumps(asdict(settings)), dlq, consumer_id),
+            ).rowcount
+            if not updated:
+                raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
+            return self._consumer(conn, consumer_id)
+
+        return self._tx(fn)
+
+    def remove_consumer(self, consumer_id: str) -> None:
+        def fn(conn: sqlite3.Connection) -> None:
+            if not conn.execute("DELETE FROM consumers WHERE consumer_id = ?", (consumer_id,)).rowcount:
+                raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
+
+        self._tx(fn)

@@ -1,0 +1,429 @@
+"""The embedded engine: a directory with ``catalog.db`` and one ``shards/QUEUE_ID.N.db`` per shard.
+
+Routing: each process takes a *home slot* from the catalog the first time it sends; it writes a
+queue's messages to active shard ``slot % shards``, so producer processes spread over a queue's
+shards while each process keeps one write path (and one group commit) per queue. Consumers lease
+from every shard, starting at a rotating offset.
+
+Wake-ups: a send wakes consumers in the same process at once (a condition variable). Consumers in
+other processes notice a commit through SQLite's ``PRAGMA data_version``, read from shared memory
+every few milliseconds while they wait — a read of the WAL index, not of the disk.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import secrets
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+from conveyor.engine.base import Clock, Engine, SystemClock
+from conveyor.engine.sqlite.catalog import Catalog
+from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
+from conveyor.engine.sqlite.storage import ensure_directory
+from conveyor.errors import QueueNotFound
+from conveyor.ids import new_id
+from conveyor.model import (
+    ConsumerInfo,
+    ConsumerSettings,
+    ConsumerType,
+    Counters,
+    DeliveryPolicy,
+    Metrics,
+    NewMessage,
+    QueueInfo,
+    QueueSettings,
+    SettleResult,
+    StoredMessage,
+)
+
+log = logging.getLogger("conveyor.engine")
+
+# How often a waiting consumer looks for commits made by other processes.
+CROSS_PROCESS_POLL_SECONDS = 0.004
+REDRIVE_CHUNK = 500
+MALFORMED = "malformed lease id"
+
+Leases = dict[int, dict[int, list[int]]]  # shard -> token -> seqs
+
+
+def lease_id(shard: int, seq: int, token: int) -> str:
+    return f"{shard:x}-{seq:x}-{token:x}"
+
+
+def _parse_leases(ids: Iterable[str], warnings: dict[str, str]) -> dict[str, tuple[int, int, int]]:
+    parsed: dict[str, tuple[int, int, int]] = {}
+    for lid in ids:
+        try:
+            shard, seq, token = (int(part, 16) for part in lid.split("-"))
+        except ValueError:
+            warnings[lid] = MALFORMED
+            continue
+        parsed[lid] = (shard, seq, token)
+    return parsed
+
+
+class SQLiteEngine(Engine):
+    """Queues in a directory of SQLite files.
+
+    >>> engine = SQLiteEngine("/var/lib/conveyor")
+    >>> engine.create_queue("emails", QueueSettings()).queue_name
+    'emails'
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], clock: Clock | None = None) -> None:
+        self.directory = Path(directory)
+        self.clock = clock or SystemClock()
+        ensure_directory(self.directory)
+        ensure_directory(self.directory / "shards")
+        self.catalog = Catalog(self.directory / "catalog.db")
+        self._lock = threading.RLock()
+        self._shards: dict[str, list[Shard]] = {}
+        self._active: dict[str, list[Shard]] = {}
+        self._slot: int | None = None
+        self._wake: dict[str, threading.Condition] = defaultdict(threading.Condition)
+        self._rotation = 0
+        # Every shard object this engine opened, kept across shard-map refreshes.
+        self._keep: dict[str, list[Shard]] = {}
+        self._leader_file: BinaryIO | None = None
+
+    # -- shard map ----------------------------------------------------------------------------
+    def _refresh(self) -> None:
+        """Drop cached shard maps when any process changed the catalog."""
+        if self.catalog.changed():
+            with self._lock:
+                self._active.clear()
+                self._shards.clear()
+
+    def _open_shards(self, queue_id: str) -> tuple[list[Shard], list[Shard]]:
+        self._refresh()
+        with self._lock:
+            if queue_id not in self._shards:
+                rows = self.catalog.shards(queue_id)
+                if not rows:
+                    raise QueueNotFound(f"queue {queue_id!r} does not exist")
+                known = {s.number: s for s in self._cached(queue_id)}
+                shards = [known.get(n) or Shard(self._shard_path(queue_id, n), n) for n, _ in rows]
+                self._shards[queue_id] = shards
+                self._active[queue_id] = [s for s, (_, state) in zip(shards, rows, strict=True) if state == "active"]
+                self._keep[queue_id] = shards
+            return self._shards[queue_id], self._active[queue_id]
+
+    def _cached(self, queue_id: str) -> list[Shard]:
+        return self._keep.get(queue_id, [])
+
+    def _shard_path(self, queue_id: str, number: int) -> Path:
+        return self.directory / "shards" / f"{queue_id}.{number}.db"
+
+    def _all(self, queue_id: str) -> list[Shard]:
+        return self._open_shards(queue_id)[0]
+
+    def _home(self, queue_id: str) -> Shard:
+        active = self._open_shards(queue_id)[1]
+        if self._slot is None:
+            self._slot = self.catalog.next_producer_slot()
+        return active[self._slot % len(active)]
+
+    def _by_number(self, queue_id: str) -> dict[int, Shard]:
+        return {s.number: s for s in self._all(queue_id)}
+
+    # -- catalog ------------------------------------------------------------------------------
+    def create_queue(self, name: str, settings: QueueSettings, shards: int = 1) -> QueueInfo:
+        return self.catalog.create_queue(name, settings, shards, self.clock.now_ms())
+
+    def get_queue(self, name: str) -> QueueInfo:
+        return self.catalog.get_queue(name)
+
+    def get_queue_by_id(self, queue_id: str) -> QueueInfo:
+        return self.catalog.get_queue_by_id(queue_id)
+
+    def list_queues(self) -> list[QueueInfo]:
+        return self.catalog.list_queues()
+
+    def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
+        info = self.catalog.update_queue(queue_id, settings)
+        self._notify(queue_id)
+        return info
+
+    def delete_queue(self, queue_id: str) -> None:
+        shards = self._all(queue_id)
+        self.catalog.delete_queue(queue_id)
+        with self._lock:
+            self._shards.pop(queue_id, None)
+            self._active.pop(queue_id, None)
+            self._keep.pop(queue_id, None)
+        for shard in shards:
+            shard.mark_deleted()
+            shard.close()
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{shard.path}{suffix}").unlink(missing_ok=True)
+
+    def add_consumer(
+        self,
+        queue_id: str,
+        type: ConsumerType,
+        script_name: str,
+        settings: ConsumerSettings,
+        dead_letter_queue: str,
+    ) -> ConsumerInfo:
+        return self.catalog.add_consumer(queue_id, type, script_name, settings, dead_letter_queue)
+
+    def update_consumer(self, consumer_id: str, settings: ConsumerSettings, dead_letter_queue: str) -> ConsumerInfo:
+        return self.catalog.update_consumer(consumer_id, settings, dead_letter_queue)
+
+    def remove_consumer(self, consumer_id: str) -> None:
+        self.catalog.remove_consumer(consumer_id)
+
+    def add_shard(self, queue_id: str) -> int:
+        count = self.catalog.add_shard(queue_id, self.clock.now_ms())
+        log.info("queue %s now has %d shards", queue_id, count)
+        return count
+
+    # -- messages -----------------------------------------------------------------------------
+    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> Metrics:
+        now = self.clock.now_ms()
+        rows: list[InsertRow] = [
+            (new_id(), now, now + m.delay_seconds * 1000, 0, m.content_type, m.body) for m in messages
+        ]
+        home = self._home(queue_id)
+        count, nbytes, oldest = home.insert(rows, sum(len(m.body) for m in messages))
+        self._notify(queue_id)
+        shards = self._all(queue_id)
+        if len(shards) == 1:
+            return Metrics(count, nbytes, oldest)
+        return self.metrics(queue_id)
+
+    def lease(
+        self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy
+    ) -> list[StoredMessage]:
+        shards = self._all(queue_id)
+        self._rotation += 1
+        start = self._rotation % len(shards)
+        out: list[StoredMessage] = []
+        for shard in shards[start:] + shards[:start]:
+            need = max_messages - len(out)
+            if need <= 0:
+                break
+            now = self.clock.now_ms()
+            token = secrets.randbits(62)
+            exhausted: list[Row] = []
+            for seq, mid, ts, ctype, body, attempts in shard.lease(now, need, now + visibility_ms, token):
+                if attempts > policy.max_deliveries:
+                    exhausted.append((seq, mid, ts, ctype, body))
+                else:
+                    out.append(StoredMessage(mid, ts, body, ctype, attempts, lease_id(shard.number, seq, token)))
+            if exhausted:
+                self._dead_letter(queue_id, shard, [(token, row) for row in exhausted], policy)
+        return out
+
+    def _group(self, queue_id: str, ids: Iterable[str], warnings: dict[str, str]) -> Leases:
+        grouped: Leases = defaultdict(lambda: defaultdict(list))
+        numbers = self._by_number(queue_id)
+        for lid, (shard, seq, token) in _parse_leases(ids, warnings).items():
+            if shard not in numbers:
+                warnings[lid] = MALFORMED
+                continue
+            grouped[shard][token].append(seq)
+        return grouped
+
+    def extend(self, queue_id: str, lease_ids: Sequence[str], visibility_ms: int) -> None:
+        until = self.clock.now_ms() + visibility_ms
+        shards = self._by_number(queue_id)
+        for number, leases in self._group(queue_id, lease_ids, {}).items():
+            shards[number].extend(leases, until)
+
+    def release(self, queue_id: str, lease_ids: Sequence[str]) -> None:
+        now = self.clock.now_ms()
+        shards = self._by_number(queue_id)
+        for number, leases in self._group(queue_id, lease_ids, {}).items():
+            shards[number].release(leases, now)
+        self._notify(queue_id)
+
+    def settle(
+        self,
+        queue_id: str,
+        acks: Sequence[str],
+        retries: Sequence[tuple[str, int]],
+        policy: DeliveryPolicy,
+    ) -> SettleResult:
+        warnings: dict[str, str] = {}
+        now = self.clock.now_ms()
+        shards = self._by_number(queue_id)
+        ack_groups = self._group(queue_id, acks, warnings)
+        delays = dict(retries)
+        retry_groups: dict[int, dict[tuple[int, int], list[int]]] = defaultdict(lambda: defaultdict(list))
+        for number, leases in self._group(queue_id, delays, warnings).items():
+            for token, seqs in leases.items():
+                for seq in seqs:
+                    visible_at = now + delays[lease_id(number, seq, token)] * 1000
+                    retry_groups[number][(token, visible_at)].append(seq)
+        acked = retried = dropped = dead = 0
+        for number in set(ack_groups) | set(retry_groups):
+            shard = shards[number]
+            result = shard.settle(
+                ack_groups.get(number, {}),
+                retry_groups.get(number, {}),
+                policy.max_deliveries,
+                drop_exhausted=policy.dead_letter_queue is None,
+            )
+            acked, retried, dropped = acked + result.acked, retried + result.retried, dropped + result.dropped
+            for (token, seq), text in result.warnings.items():
+                warnings[lease_id(number, seq, token)] = text
+            if result.exhausted:
+                dead += self._dead_letter(queue_id, shard, result.exhausted, policy)
+        if dropped:
+            log.warning(
+                "queue %s: dropped %d messages after %d deliveries (no dead letter queue)",
+                queue_id,
+                dropped,
+                policy.max_deliveries,
+            )
+        if retried:
+            self._notify(queue_id)
+        return SettleResult(acked, retried, dead, dropped, warnings)
+
+    def _dead_letter(self, queue_id: str, shard: Shard, held: list[tuple[int, Row]], policy: DeliveryPolicy) -> int:
+        """Copy exhausted messages to the dead letter queue, then delete them here.
+
+        The copy commits before the delete, so a crash in between leaves the message in both places
+        (it will be dead-lettered again: at least once), never in neither.
+        """
+        if policy.dead_letter_queue is not None:
+            dlq = self._dead_letter_queue(policy.dead_letter_queue)
+            now = self.clock.now_ms()
+            rows = [(mid, ts, now, 0, ctype, body) for _, (_, mid, ts, ctype, body) in held]
+            self._home(dlq).insert(rows, sum(len(r[5]) for r in rows), sent=False)
+            self._notify(dlq)
+        by_token: dict[int, list[int]] = defaultdict(list)
+        for token, row in held:
+            by_token[token].append(row[0])
+        moved = 0
+        for token, seqs in by_token.items():
+            moved += shard.remove_leased(token, seqs, dead_lettered=policy.dead_letter_queue is not None)
+        if policy.dead_letter_queue is None:
+            log.warning("queue %s: dropped %d messages whose deliveries ran out", queue_id, moved)
+        return moved
+
+    def _dead_letter_queue(self, name: str) -> str:
+        try:
+            return self.catalog.get_queue(name).queue_id
+        except QueueNotFound:
+            try:
+                return self.create_queue(name, QueueSettings()).queue_id
+            except Exception:
+                return self.catalog.get_queue(name).queue_id
+
+    def purge(self, queue_id: str) -> int:
+        return sum(shard.purge() for shard in self._all(queue_id))
+
+    def peek(self, queue_id: str, max_messages: int) -> list[StoredMessage]:
+        out: list[StoredMessage] = []
+        for shard in self._all(queue_id):
+            for _, mid, ts, ctype, body, attempts in shard.peek(max_messages - len(out)):
+                out.append(StoredMessage(mid, ts, body, ctype, attempts, ""))
+            if len(out) >= max_messages:
+                break
+        return out
+
+    def metrics(self, queue_id: str) -> Metrics:
+        count = nbytes = 0
+        oldest = 0
+        for shard in self._all(queue_id):
+            stats = shard.stats()
+            count, nbytes = count + stats[0], nbytes + stats[1]
+            first = shard.oldest()
+            if first and (not oldest or first < oldest):
+                oldest = first
+        return Metrics(count, nbytes, oldest)
+
+    def counters(self, queue_id: str) -> Counters:
+        totals = [0] * 6
+        in_flight = 0
+        now = self.clock.now_ms()
+        for shard in self._all(queue_id):
+            stats = shard.stats()
+            totals = [a + b for a, b in zip(totals, stats[2:], strict=True)]
+            in_flight += shard.in_flight(now)
+        sent, acked, retried, dead_lettered, expired, dropped = totals
+        return Counters(sent, acked, retried, dead_lettered, expired, dropped, in_flight)
+
+    def expire(self) -> dict[str, int]:
+        now = self.clock.now_ms()
+        expired: dict[str, int] = {}
+        for queue in self.list_queues():
+            cutoff = now - queue.settings.message_retention_period * 1000
+            count = sum(shard.expire(cutoff) for shard in self._all(queue.queue_id))
+            if count:
+                expired[queue.queue_id] = count
+                log.info("queue %s: %d messages expired past retention", queue.queue_name, count)
+        return expired
+
+    def redrive(self, from_queue_id: str, to_queue_id: str) -> int:
+        moved = 0
+        target = self._home(to_queue_id)
+        for shard in self._all(from_queue_id):
+            while rows := shard.oldest_rows(REDRIVE_CHUNK):
+                now = self.clock.now_ms()
+                inserts: list[InsertRow] = [(mid, ts, now, 0, ct, body) for _, mid, ts, ct, body in rows]
+                target.insert(inserts, sum(len(r[5]) for r in inserts), sent=False)
+                moved += shard.remove([r[0] for r in rows])
+                self._notify(to_queue_id)
+        return moved
+
+    def next_visible_ms(self, queue_id: str) -> int | None:
+        times = [t for s in self._all(queue_id) if (t := s.next_visible()) is not None]
+        return min(times) if times else None
+
+    # -- waking consumers ---------------------------------------------------------------------
+    def _notify(self, queue_id: str) -> None:
+        cond = self._wake[queue_id]
+        with cond:
+            cond.notify_all()
+
+    def wait(self, queue_id: str, timeout: float) -> None:
+        shards = self._all(queue_id)
+        deadline = time.monotonic() + timeout
+        cond = self._wake[queue_id]
+        with cond:
+            while True:
+                if any([s.changed() for s in shards]):
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                if cond.wait(min(remaining, CROSS_PROCESS_POLL_SECONDS)):
+                    return
+
+    def acquire_leadership(self) -> bool:
+        if self._leader_file is not None:
+            return True
+        handle = open(self.directory / "coordinator.lock", "a+b")  # noqa: SIM115 - held while leading
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        self._leader_file = handle
+        return True
+
+    def release_leadership(self) -> None:
+        if self._leader_file is not None:
+            self._leader_file.close()
+            self._leader_file = None
+
+    def close(self) -> None:
+        self.release_leadership()
+        with self._lock:
+            for shards in self._keep.values():
+                for shard in shards:
+                    shard.close()
+            self._keep.clear()
+            self._shards.clear()
+            self._active.clear()
+        self.catalog.close()

@@ -1,0 +1,284 @@
+"""One storage shard: a SQLite file holding some of one queue's messages, with its own write path.
+
+Every write goes through the shard's :class:`GroupCommitter`; reads (metrics, peek, wake-up checks)
+use a second connection so they never wait behind a group's fsync.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conveyor.codec import ContentType
+from conveyor.engine.sqlfile import load_queries, load_script
+from conveyor.engine.sqlite.group_commit import GroupCommitter
+from conveyor.engine.sqlite.storage import open_database, translate_error
+from conveyor.errors import QueueNotFound
+
+Q = load_queries("conveyor.engine.sqlite", "queries.sql")
+SCHEMA = load_script("conveyor.engine.sqlite", "shard.sql")
+
+# A row as the queries return it: (seq, id, timestamp_ms, content_type, body[, attempts]).
+Row = tuple[int, str, int, ContentType, bytes]
+LeasedRow = tuple[int, str, int, ContentType, bytes, int]
+# A message going in: (id, timestamp_ms, visible_at_ms, attempts, content_type, body).
+InsertRow = tuple[str, int, int, int, str, bytes]
+
+MISSING = "message not found: it was already acked, purged, expired or dead-lettered"
+SUPERSEDED = "lease superseded: the message was delivered again since, so this call changed nothing"
+
+
+@dataclass(slots=True)
+class ShardSettlement:
+    acked: int = 0
+    retried: int = 0
+    dropped: int = 0
+    # Messages whose deliveries are used up, still stored under their lease: (token, row).
+    exhausted: list[tuple[int, Row]] = field(default_factory=list)
+    # (token, seq) -> warning text.
+    warnings: dict[tuple[int, int], str] = field(default_factory=dict)
+
+
+def _seqs(seqs: Iterable[int]) -> str:
+    return json.dumps(list(seqs))
+
+
+class Shard:
+    """The message table of one shard file."""
+
+    def __init__(self, path: Path, number: int) -> None:
+        self.path = path
+        self.number = number
+        conn = open_database(path, SCHEMA)
+        self._writer = GroupCommitter(conn, str(path))
+        self._write_conn = conn
+        self._reader = open_database(path, SCHEMA)
+        self._read_lock = threading.Lock()
+        self._seen_version = -1
+
+    def close(self) -> None:
+        with self._read_lock:
+            self._reader.close()
+        self._writer.run(lambda c: None)
+        self._write_conn.close()
+
+    # -- writes -------------------------------------------------------------------------------
+    def insert(self, rows: Sequence[InsertRow], nbytes: int, *, sent: bool = True) -> tuple[int, int, int]:
+        """Store ``rows``; returns the shard's backlog count, bytes and oldest timestamp."""
+
+        def op(c: sqlite3.Connection) -> tuple[int, int, int]:
+            counts = c.execute(Q["count_in"], {"n": len(rows), "bytes": nbytes, "sent": sent * len(rows)})
+            row = counts.fetchone()
+            if row is None:
+                raise QueueNotFound("the queue was deleted while this message was being sent")
+            c.executemany(Q["insert"], rows)
+            oldest = c.execute(Q["oldest"]).fetchone()
+            return row[0], row[1], oldest[0] if oldest else 0
+
+        return self._writer.run(op)
+
+    def lease(self, now_ms: int, n: int, until_ms: int, token: int) -> list[LeasedRow]:
+        def op(c: sqlite3.Connection) -> list[LeasedRow]:
+            args = {"now": now_ms, "n": n, "until": until_ms, "token": token}
+            return c.execute(Q["lease"], args).fetchall()
+
+        return self._writer.run(op)
+
+    def extend(self, leases: dict[int, list[int]], until_ms: int) -> None:
+        def op(c: sqlite3.Connection) -> None:
+            for token, seqs in leases.items():
+                c.execute(Q["extend"], {"until": until_ms, "token": token, "seqs": _seqs(seqs)})
+
+        self._writer.run(op)
+
+    def release(self, leases: dict[int, list[int]], now_ms: int) -> None:
+        def op(c: sqlite3.Connection) -> None:
+            for token, seqs in leases.items():
+                c.execute(Q["release"], {"now": now_ms, "token": token, "seqs": _seqs(seqs)})
+
+        self._writer.run(op)
+
+    def settle(
+        self,
+        acks: dict[int, list[int]],
+        retries: dict[tuple[int, int], list[int]],
+        max_deliveries: int,
+        drop_exhausted: bool,
+    ) -> ShardSettlement:
+        """Acks and retries in one commit. ``retries`` maps (token, visible_at_ms) to seqs.
+
+        Retried messages past ``max_deliveries`` are dropped (``drop_exhausted``) or returned in
+        ``exhausted``, still stored, for the caller to copy to a dead letter queue first.
+        """
+
+        def op(c: sqlite3.Connection) -> ShardSettlement:
+            out = ShardSettlement()
+            gone_bytes = 0
+            for token, seqs in acks.items():
+                done = c.execute(Q["ack"], {"token": token, "seqs": _seqs(seqs)}).fetchall()
+                out.acked += len(done)
+                gone_bytes += sum(size for _, size in done)
+                self._warn(c, token, seqs, {seq for seq, _ in done}, out.warnings)
+            for (token, visible_at), seqs in retries.items():
+                args = {"visible_at": visible_at, "token": token, "seqs": _seqs(seqs)}
+                moved = {seq for (seq,) in c.execute(Q["retry"], {**args, "max_deliveries": max_deliveries})}
+                out.retried += len(moved)
+                rest = [seq for seq in seqs if seq not in moved]
+                if not rest:
+                    continue
+                if drop_exhausted:
+                    dropped = c.execute(Q["take_leased"], {"token": token, "seqs": _seqs(rest)}).fetchall()
+                    out.dropped += len(dropped)
+                    gone_bytes += sum(len(row[4]) for row in dropped)
+                    handled = {row[0] for row in dropped}
+                else:
+                    found = c.execute(
+                        "SELECT seq, id, timestamp_ms, content_type, body FROM messages "
+                        "WHERE lease = ? AND seq IN (SELECT value FROM json_each(?))",
+                        (token, _seqs(rest)),
+                    ).fetchall()
+                    out.exhausted.extend((token, row) for row in found)
+                    handled = {row[0] for row in found}
+                self._warn(c, token, rest, handled, out.warnings)
+            gone = out.acked + out.dropped
+            if gone:
+                c.execute(
+                    Q["count_out"],
+                    {
+                        "n": gone,
+                        "bytes": gone_bytes,
+                        "acked": out.acked,
+                        "dead_lettered": 0,
+                        "dropped": out.dropped,
+                        "expired": 0,
+                    },
+                )
+            if out.retried:
+                c.execute(Q["count_retried"], {"n": out.retried})
+            return out
+
+        return self._writer.run(op)
+
+    @staticmethod
+    def _warn(
+        c: sqlite3.Connection,
+        token: int,
+        asked: list[int],
+        done: set[int],
+        warnings: dict[tuple[int, int], str],
+    ) -> None:
+        missed = [seq for seq in asked if seq not in done]
+        if not missed:
+            return
+        current = dict(c.execute(Q["lease_of"], {"seqs": _seqs(missed)}).fetchall())
+        for seq in missed:
+            warnings[(token, seq)] = MISSING if seq not in current else SUPERSEDED
+
+    def remove_leased(self, token: int, seqs: Sequence[int], *, dead_lettered: bool) -> int:
+        """Delete messages still held under ``token`` (after they were copied elsewhere)."""
+
+        def op(c: sqlite3.Connection) -> int:
+            rows = c.execute(Q["take_leased"], {"token": token, "seqs": _seqs(seqs)}).fetchall()
+            c.execute(
+                Q["count_out"],
+                {
+                    "n": len(rows),
+                    "bytes": sum(len(r[4]) for r in rows),
+                    "acked": 0,
+                    "dead_lettered": len(rows) if dead_lettered else 0,
+                    "dropped": 0 if dead_lettered else len(rows),
+                    "expired": 0,
+                },
+            )
+            return len(rows)
+
+        return self._writer.run(op)
+
+    def remove(self, seqs: Sequence[int]) -> int:
+        """Delete messages by sequence number, whatever their state (redrive moved them)."""
+
+        def op(c: sqlite3.Connection) -> int:
+            sizes = c.execute(Q["remove"], {"seqs": _seqs(seqs)}).fetchall()
+            c.execute(
+                Q["count_out"],
+                {
+                    "n": len(sizes),
+                    "bytes": sum(s for (s,) in sizes),
+                    "acked": 0,
+                    "dead_lettered": 0,
+                    "dropped": 0,
+                    "expired": 0,
+                },
+            )
+            return len(sizes)
+
+        return self._writer.run(op)
+
+    def purge(self) -> int:
+        def op(c: sqlite3.Connection) -> int:
+            count = c.execute(Q["purge"]).rowcount
+            c.execute(Q["purge_counts"])
+            return int(count)
+
+        return self._writer.run(op)
+
+    def expire(self, cutoff_ms: int) -> int:
+        def op(c: sqlite3.Connection) -> int:
+            sizes = c.execute(Q["expire"], {"cutoff": cutoff_ms}).fetchall()
+            if sizes:
+                c.execute(
+                    Q["count_out"],
+                    {
+                        "n": len(sizes),
+                        "bytes": sum(s for (s,) in sizes),
+                        "acked": 0,
+                        "dead_lettered": 0,
+                        "dropped": 0,
+                        "expired": len(sizes),
+                    },
+                )
+            return len(sizes)
+
+        return self._writer.run(op)
+
+    def mark_deleted(self) -> None:
+        """Tombstone the shard so that no process can store into it any more."""
+        self._writer.run(lambda c: c.execute(Q["mark_deleted"]))
+
+    # -- reads --------------------------------------------------------------------------------
+    def _read(self, sql: str, args: dict[str, int] | None = None) -> list[tuple[int, ...]]:
+        with self._read_lock:
+            try:
+                return self._reader.execute(sql, args or {}).fetchall()
+            except sqlite3.Error as exc:
+                raise translate_error(exc, str(self.path)) from None
+
+    def stats(self) -> tuple[int, ...]:
+        return self._read(Q["stats"])[0]
+
+    def oldest(self) -> int:
+        rows = self._read(Q["oldest"])
+        return rows[0][0] if rows else 0
+
+    def peek(self, n: int) -> list[LeasedRow]:
+        return self._read(Q["peek"], {"n": n})  # type: ignore[return-value]
+
+    def oldest_rows(self, n: int) -> list[Row]:
+        return self._read(Q["oldest_rows"], {"n": n})  # type: ignore[return-value]
+
+    def next_visible(self) -> int | None:
+        return self._read(Q["next_visible"])[0][0]
+
+    def in_flight(self, now_ms: int) -> int:
+        return self._read(Q["in_flight"], {"now": now_ms})[0][0]
+
+    def changed(self) -> bool:
+        """Whether any process committed to this shard since the last call (cheap: no disk read)."""
+        version = self._read("PRAGMA data_version")[0][0]
+        changed = version != self._seen_version
+        self._seen_version = version
+        return changed

@@ -1,0 +1,72 @@
+"""Opening Conveyor's SQLite files: settings, format checks, and clear errors for bad storage."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from conveyor.errors import ConveyorError, CorruptStorage, StorageError, StorageFull
+
+# PRAGMA application_id of every Conveyor file: the bytes 'Conv'.
+APPLICATION_ID = 0x436F6E76
+SCHEMA_VERSION = 1
+
+
+def translate_error(exc: sqlite3.Error, path: str) -> ConveyorError:
+    """A ConveyorError that names the file and what went wrong."""
+    text = str(exc)
+    if "disk is full" in text or (isinstance(exc, sqlite3.OperationalError) and "full" in text):
+        return StorageFull(f"storage is full writing {path}: {text}; nothing of this write was stored")
+    if "not a database" in text or "malformed" in text:
+        return CorruptStorage(f"{path} is corrupt or not a database: {text}")
+    if "readonly" in text or "unable to open" in text:
+        return StorageError(f"cannot write {path}: {text}")
+    return StorageError(f"storage error on {path}: {text}")
+
+
+def ensure_directory(path: Path) -> None:
+    """Create ``path`` if needed; refuse one that cannot be written."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"cannot create the data directory {path}: {exc.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise StorageError(f"the data directory {path} is not writable")
+
+
+def open_database(path: Path, schema: str, *, create: bool = True) -> sqlite3.Connection:
+    """Open (and, if new, initialise) one of Conveyor's files.
+
+    The file is put in WAL mode with ``synchronous=FULL``: every commit is fsynced before it
+    returns. A file that is not SQLite, or a SQLite file some other program made, is refused with
+    :class:`CorruptStorage` and left untouched.
+    """
+    name = str(path)
+    if not create and not path.exists():
+        raise StorageError(f"{name} does not exist")
+    try:
+        conn = sqlite3.connect(name, isolation_level=None, check_same_thread=False, timeout=60.0)
+    except sqlite3.Error as exc:
+        raise translate_error(exc, name) from None
+    try:
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        if app_id != APPLICATION_ID:
+            tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+            if app_id != 0 or tables:
+                raise CorruptStorage(f"{name} is a database of another program, not Conveyor's")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if app_id != APPLICATION_ID:
+            conn.executescript("BEGIN IMMEDIATE;\n" + schema + "\nCOMMIT;")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise CorruptStorage(f"{name} has schema version {version}; this Conveyor reads {SCHEMA_VERSION}")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise translate_error(exc, name) from None
+    except ConveyorError:
+        conn.close()
+        raise
+    return conn

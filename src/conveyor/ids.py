@@ -1,0 +1,16 @@
+"""Identifiers and timestamps in Cloudflare's formats."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+
+def new_id() -> str:
+    """A random id: 32 lowercase hex characters, like Cloudflare's queue, consumer and message ids."""
+    return os.urandom(16).hex()
+
+
+def iso_now() -> str:
+    """The current time in ISO-8601 with microseconds and a ``Z``, as Cloudflare writes it."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
