@@ -1,0 +1,37 @@
+"""Shared fixtures. ``conveyor_client`` is parametrized over every engine: the conformance suite
+runs once per engine (and, later, over the HTTP transport)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import conveyor
+
+# Every engine the conformance suite runs against: name -> factory(tmp_path) -> Conveyor.
+ENGINES: dict[str, Callable[[Path], conveyor.Conveyor]] = {
+    "sqlite": lambda tmp: conveyor.connect(f"sqlite://{tmp / 'data'}"),
+}
+
+
+@pytest.fixture(params=sorted(ENGINES))
+def engine_name(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def conveyor_client(engine_name: str, tmp_path: Path) -> Iterator[conveyor.Conveyor]:
+    """A fresh, empty deployment on each engine."""
+    client = ENGINES[engine_name](tmp_path)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    """A fresh embedded (SQLite) data directory."""
+    return tmp_path / "data"
