@@ -1,9 +1,12 @@
 """Types of the native helper built from ``_atomics.c`` (see ``_native.py``)."""
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
-from typing_extensions import Buffer
+import numpy as np
+from typing_extensions import Buffer as _PlainBuffer
+
+Buffer: TypeAlias = _PlainBuffer | np.ndarray[Any, Any]
 
 def load(buffer: Buffer, offset: int, /) -> int: ...
 def store(buffer: Buffer, offset: int, value: int, /) -> None: ...

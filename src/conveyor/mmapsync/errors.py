@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conveyor.errors import ConveyorError, CorruptStorage, StorageError
+from conveyor.errors import ConveyorError, CorruptStorage, InvalidRequest, StorageError
 
 
 class NativeBuildError(ConveyorError):
@@ -39,3 +39,7 @@ class TooManyReaders(ConveyorError):
     """Every reader slot in the state file is held by a live reader."""
 
     status = 503
+
+
+class DuplicateKey(InvalidRequest):
+    """A FeatureStore publication named the same key twice; nothing was published."""

@@ -1,0 +1,153 @@
+"""``Synchronizer``: one writer publishes versions of a data set, many processes read them in place."""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
+
+from conveyor.mmapsync.layout import DEFAULT_SLOTS, Version
+from conveyor.mmapsync.publisher import Publisher
+from conveyor.mmapsync.reader import ReaderSlot
+from conveyor.mmapsync.state import StateFile
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+T = TypeVar("T")
+
+DEFAULT_GRACE = 1.0
+
+_open_synchronizers: weakref.WeakSet[Synchronizer[object]] = weakref.WeakSet()
+
+
+def _identity(data: memoryview) -> memoryview:
+    return data
+
+
+class Synchronizer(Generic[T]):
+    """A data set at ``PREFIX_state``, ``PREFIX_data_0`` and ``PREFIX_data_1``.
+
+    ``read()`` is a context manager yielding the published bytes as a zero-copy ``memoryview`` (or,
+    given ``decode``, the object ``decode`` built from them once per version), valid until the block
+    ends. Reading never waits for a lock: it pins the active data file in this reader's slot of the
+    state file, re-checks the version and retries if a write slipped in. ``write()`` fills the other
+    data file, waits up to ``grace`` seconds for live readers still pinning it, and swaps.
+
+    One instance per thread is the simple rule; nested reads, and reads from several threads of
+    one instance, share one pin and so one version.
+
+    >>> sync = Synchronizer(f"{tmp}/settings")
+    >>> sync.write(b"shards=8")
+    Version(index=1, size=8, checksum=...)
+    >>> with sync.read() as data:
+    ...     bytes(data[:6])
+    b'shards'
+    """
+
+    @overload
+    def __init__(self: Synchronizer[memoryview], prefix: str | Path, *, slots: int = DEFAULT_SLOTS) -> None: ...
+
+    @overload
+    def __init__(
+        self, prefix: str | Path, *, decode: Callable[[memoryview], T], slots: int = DEFAULT_SLOTS
+    ) -> None: ...
+
+    def __init__(
+        self,
+        prefix: str | Path,
+        *,
+        decode: Callable[[memoryview], T] | None = None,
+        slots: int = DEFAULT_SLOTS,
+    ) -> None:
+        self.prefix = str(prefix)
+        self._decode = decode if decode is not None else cast(Callable[[memoryview], T], _identity)
+        self._slots = slots
+        self._state: StateFile | None = None
+        self._reader: ReaderSlot[T] | None = None
+        self._publisher: Publisher | None = None
+        self._pin: AbstractContextManager[T] | None = None
+        _open_synchronizers.add(cast(Synchronizer[object], self))
+
+    def read(self) -> AbstractContextManager[T]:
+        """Pin the published version for the ``with`` block and yield its data.
+
+        Raises :class:`DataSetNotFound` if nothing exists at the prefix, :class:`NothingPublished`
+        before the first write, :class:`TruncatedFile` or :class:`ForeignFile` for damaged files.
+        """
+        pin = self._pin
+        if pin is None:
+            pin = self._open_reader()
+        return pin
+
+    def write(self, data: Buffer, *, grace: float = DEFAULT_GRACE) -> Version:
+        """Publish ``data`` as the next version and return it.
+
+        Waits up to ``grace`` seconds for live readers of the idle data file; a dead reader's pin never
+        delays it. Raises :class:`ReadersStillActive` (publishing nothing) if a live reader outstays it.
+        """
+        view = memoryview(data).cast("B")
+        with self.writing(len(view), grace=grace) as target:
+            target[:] = view
+        return self.version()
+
+    def writing(self, size: int, *, grace: float = DEFAULT_GRACE) -> AbstractContextManager[memoryview]:
+        """Yield ``size`` writable bytes to fill in place; they are published when the block ends.
+
+        For data built directly in the mapped file instead of copied there (``FeatureStore`` does).
+        Nothing is published if the block raises.
+        """
+        return self._open_publisher().writing(size, grace)
+
+    def version(self) -> Version:
+        """The version published now (index of the active data file, data size, checksum)."""
+        return self._open_state(create=False).version()
+
+    def close(self) -> None:
+        """Give back this instance's reader slot and descriptors (a read must not be held)."""
+        if self._reader is not None:
+            self._reader.close()
+        if self._publisher is not None:
+            self._publisher.close()
+        self._reader = self._publisher = self._pin = self._state = None
+
+    def __enter__(self) -> Synchronizer[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open_state(self, *, create: bool) -> StateFile:
+        if self._state is None:
+            self._state = StateFile.create(self.prefix, self._slots) if create else StateFile.open(self.prefix)
+        return self._state
+
+    def _open_reader(self) -> AbstractContextManager[T]:
+        self._reader = ReaderSlot(self._open_state(create=False), self.prefix, self._decode)
+        self._pin = cast(AbstractContextManager[T], self._reader.pin)
+        return self._pin
+
+    def _open_publisher(self) -> Publisher:
+        if self._publisher is None:
+            self._publisher = Publisher(self._open_state(create=True), self.prefix)
+        return self._publisher
+
+    def _after_fork(self) -> None:
+        # The child shares the parent's open file descriptions, and with them the parent's slot lock
+        # and writer lock: it must not use them, so it lets go of its copies and opens afresh.
+        if self._reader is not None:
+            self._reader.abandon()
+        if self._publisher is not None:
+            self._publisher.close()
+        self._reader = self._publisher = self._pin = self._state = None
+
+
+def _forget_inherited_slots() -> None:
+    for sync in list(_open_synchronizers):
+        sync._after_fork()
+
+
+os.register_at_fork(after_in_child=_forget_inherited_slots)
