@@ -49,6 +49,7 @@ class Flight:
 
     batch: MessageBatch
     deadline: float
+    extended_at: float
     settled: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -183,10 +184,9 @@ class Dispatcher:
             Message(m.id, m.timestamp_ms, decode(m.body, m.content_type), m.attempts, m.content_type, m.lease_id)
             for m in stored
         ]
-        flight = Flight(
-            MessageBatch(self.spec.queue, messages, self._metrics),
-            time.monotonic() + self.spec.handler_timeout,
-        )
+        now = time.monotonic()
+        batch = MessageBatch(self.spec.queue, messages, self._metrics)
+        flight = Flight(batch, now + self.spec.handler_timeout, now)
         self._flights.add(flight)
         self.scaler.started()
         self.runner.submit(
@@ -223,17 +223,20 @@ class Dispatcher:
 
     # -- heartbeat and watchdog ---------------------------------------------------------------
     def _keeper_loop(self) -> None:
-        interval = min(1.0, self._vt / 3000)
+        """Renew leases a third of the way into their visibility timeout; fail overdue handlers."""
+        renew_after = self._vt / 3000
+        interval = min(1.0, renew_after / 2)
         while not self._keeper_stop.wait(interval):
             now = time.monotonic()
             with self._lock:
                 flights = list(self._flights)
-                held = [m.lease_id for m in self._pending]
+                held = [m.lease_id for m in self._pending] if now - self._pending_since > renew_after else []
             for flight in flights:
                 if now > flight.deadline:
                     timeout = HandlerTimeout(f"handler ran past its time limit of {self.spec.handler_timeout:g} s")
                     self._finish(flight, timeout)
-                elif not flight.settled:
+                elif not flight.settled and now - flight.extended_at > renew_after:
+                    flight.extended_at = now
                     held.extend(m.lease_id for m in flight.batch.messages)
             if held:
                 try:
