@@ -211,11 +211,25 @@ class Queue:
         )
         return self.add_consumer("http_pull", settings=settings, dead_letter_queue=dead_letter_queue)
 
-    def remove_consumer(self) -> None:
+    def remove_consumer(self, *, type: ConsumerType | None = None, script_name: str | None = None) -> ConsumerInfo:
+        """Remove the queue's consumer and return it; ``ConsumerNotFound`` if it has none.
+
+        ``type`` and ``script_name``, when given, must match the consumer, so that removing "the
+        http_pull consumer" or "worker ``emails:handle``" never removes a different one.
+
+        >>> q.remove_consumer(type="worker", script_name="emails:handle")
+        """
         consumer = self.consumer()
         if consumer is None:
             raise ConsumerNotFound(f"queue {self.name!r} has no consumer")
+        if (type is not None and consumer.type != type) or (
+            script_name is not None and consumer.script_name != script_name
+        ):
+            wanted = " ".join(x for x in (type, script_name) if x)
+            actual = " ".join(x for x in (consumer.type, consumer.script_name) if x)
+            raise ConsumerNotFound(f"queue {self.name!r} has no consumer {wanted!r}; its consumer is {actual!r}")
         self._engine.remove_consumer(consumer.consumer_id)
+        return consumer
 
     def _pull_consumer(self) -> ConsumerInfo:
         consumer = self.consumer()
