@@ -60,38 +60,47 @@ class GroupCommitter:
 
     def _commit(self, group: list[_Op[object]]) -> None:
         conn = self._conn
+        lost: BaseException | None = None
         try:
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            self._fail(group, translate_error(exc, self._path))
-            return
-        if len(group) == 1:
-            op = group[0]
-            try:
-                op.result = op.fn(conn)
-            except BaseException as exc:
-                op.error = exc
-        else:
             for op in group:
-                conn.execute("SAVEPOINT op")
-                try:
-                    op.result = op.fn(conn)
-                except BaseException as exc:
-                    op.error = exc
-                    conn.execute("ROLLBACK TO op")
-                conn.execute("RELEASE op")
-        try:
-            if all(op.error is not None for op in group):
-                conn.execute("ROLLBACK")
+                self._apply(conn, op, savepoint=len(group) > 1)
+                if not conn.in_transaction:
+                    # SQLite may roll the whole transaction back on a full disk or an I/O error: the
+                    # ops applied before this one lost their writes too, so none of them may succeed.
+                    lost = op.error or self._storage_error("the transaction was rolled back")
+                    break
             else:
-                conn.execute("COMMIT")
+                conn.execute("ROLLBACK" if all(op.error is not None for op in group) else "COMMIT")
         except sqlite3.Error as exc:
+            lost = translate_error(exc, self._path)
+        except BaseException as exc:
+            # No op may be left undecided: a follower would take its missing result for success.
+            lost = exc
+        if lost is not None:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            self._fail(group, translate_error(exc, self._path))
-            return
+            self._fail(group, lost)
         for op in group:
             op.done = True
+
+    def _apply(self, conn: sqlite3.Connection, op: _Op[object], *, savepoint: bool) -> None:
+        """Run one op; inside a savepoint when it shares the transaction, so a failure undoes only it."""
+        if savepoint:
+            conn.execute("SAVEPOINT op")
+        try:
+            op.result = op.fn(conn)
+        except sqlite3.Error as exc:
+            op.error = translate_error(exc, self._path)
+        except BaseException as exc:
+            op.error = exc
+        if savepoint and conn.in_transaction:
+            if op.error is not None:
+                conn.execute("ROLLBACK TO op")
+            conn.execute("RELEASE op")
+
+    def _storage_error(self, text: str) -> BaseException:
+        return translate_error(sqlite3.OperationalError(text), self._path)
 
     @staticmethod
     def _fail(group: list[_Op[object]], error: BaseException) -> None:
