@@ -43,6 +43,9 @@ class GroupCommitter:
         self._pending: list[_Op[object]] = []
         self._queue_lock = threading.Lock()
         self._commit_lock = threading.Lock()
+        # Transactions committed and operations they carried: operations / commits is the sharing.
+        self.commits = 0
+        self.operations = 0
 
     def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in a transaction shared with concurrent callers; return once it is durable."""
@@ -81,6 +84,9 @@ class GroupCommitter:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             self._fail(group, lost)
+        else:
+            self.commits += 1
+            self.operations += len(group)
         for op in group:
             op.done = True
 

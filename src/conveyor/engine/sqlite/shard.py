@@ -54,7 +54,7 @@ class Shard:
         self.path = path
         self.number = number
         conn = open_database(path, SCHEMA)
-        self._writer = GroupCommitter(conn, str(path))
+        self.committer = GroupCommitter(conn, str(path))
         self._write_conn = conn
         self._reader = open_database(path, SCHEMA)
         self._read_lock = threading.Lock()
@@ -63,7 +63,7 @@ class Shard:
     def close(self) -> None:
         with self._read_lock:
             self._reader.close()
-        self._writer.run(lambda c: None)
+        self.committer.run(lambda c: None)
         self._write_conn.close()
 
     # -- writes -------------------------------------------------------------------------------
@@ -79,28 +79,28 @@ class Shard:
             oldest = c.execute(Q["oldest"]).fetchone()
             return row[0], row[1], oldest[0] if oldest else 0
 
-        return self._writer.run(op)
+        return self.committer.run(op)
 
     def lease(self, now_ms: int, n: int, until_ms: int, token: int) -> list[LeasedRow]:
         def op(c: sqlite3.Connection) -> list[LeasedRow]:
             args = {"now": now_ms, "n": n, "until": until_ms, "token": token}
             return c.execute(Q["lease"], args).fetchall()
 
-        return self._writer.run(op)
+        return self.committer.run(op)
 
     def extend(self, leases: dict[int, list[int]], until_ms: int) -> None:
         def op(c: sqlite3.Connection) -> None:
             for token, seqs in leases.items():
                 c.execute(Q["extend"], {"until": until_ms, "token": token, "seqs": _seqs(seqs)})
 
-        self._writer.run(op)
+        self.committer.run(op)
 
     def release(self, leases: dict[int, list[int]], now_ms: int) -> None:
         def op(c: sqlite3.Connection) -> None:
             for token, seqs in leases.items():
                 c.execute(Q["release"], {"now": now_ms, "token": token, "seqs": _seqs(seqs)})
 
-        self._writer.run(op)
+        self.committer.run(op)
 
     def settle(
         self,
@@ -161,7 +161,7 @@ class Shard:
                 c.execute(Q["count_retried"], {"n": out.retried})
             return out
 
-        return self._writer.run(op)
+        return self.committer.run(op)
 
     @staticmethod
     def _warn(
@@ -196,7 +196,7 @@ class Shard:
             )
             return len(rows)
 
-        return self._writer.run(op)
+        return self.committer.run(op)
 
     def remove(self, seqs: Sequence[int]) -> int:
         """Delete messages by sequence number, whatever their state (redrive moved them)."""
@@ -216,7 +216,7 @@ class Shard:
             )
             return len(sizes)
 
-        return self._writer.run(op)
+        return self.committer.run(op)
 
     def purge(self) -> int:
         def op(c: sqlite3.Connection) -> int:
@@ -224,7 +224,7 @@ class Shard:
             c.execute(Q["purge_counts"])
             return int(count)
 
-        return self._writer.run(op)
+        return self.committer.run(op)
 
     def expire(self, cutoff_ms: int) -> int:
         def op(c: sqlite3.Connection) -> int:
@@ -243,11 +243,11 @@ class Shard:
                 )
             return len(sizes)
 
-        return self._writer.run(op)
+        return self.committer.run(op)
 
     def mark_deleted(self) -> None:
         """Tombstone the shard so that no process can store into it any more."""
-        self._writer.run(lambda c: c.execute(Q["mark_deleted"]))
+        self.committer.run(lambda c: c.execute(Q["mark_deleted"]))
 
     # -- reads --------------------------------------------------------------------------------
     def _read(self, sql: str, args: dict[str, int] | None = None) -> list[tuple[int, ...]]:

@@ -1,0 +1,66 @@
+"""Group commit: concurrent producers share transactions (and fsyncs); each send stays atomic."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import conveyor
+from conveyor.engine.sqlite import SQLiteEngine
+
+
+def test_concurrent_sends_share_commits(data_dir: Path) -> None:
+    engine = SQLiteEngine(data_dir)
+    cv = conveyor.Conveyor(engine)
+    q = cv.create_queue("busy")
+    q.send("warm-up", content_type="text")
+    shard = engine._all(q.id)[0]
+    before_commits, before_ops = shard.committer.commits, shard.committer.operations
+    start = threading.Barrier(32)
+
+    def produce(worker: int) -> None:
+        start.wait()
+        for n in range(25):
+            q.send({"worker": worker, "n": n})
+
+    threads = [threading.Thread(target=produce, args=(w,)) for w in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    commits = shard.committer.commits - before_commits
+    operations = shard.committer.operations - before_ops
+    assert operations == 32 * 25
+    assert commits < operations
+    assert q.metrics().backlog_count == 32 * 25 + 1
+    cv.close()
+
+
+def test_a_failing_operation_does_not_undo_the_others_in_its_group(data_dir: Path) -> None:
+    engine = SQLiteEngine(data_dir)
+    cv = conveyor.Conveyor(engine)
+    q = cv.create_queue("mixed")
+    shard = engine._all(q.id)[0]
+    results: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def good() -> None:
+        barrier.wait()
+        q.send("ok", content_type="text")
+        results.append("ok")
+
+    def bad() -> None:
+        barrier.wait()
+        try:
+            shard.committer.run(lambda c: c.execute("INSERT INTO no_such_table VALUES (1)"))
+        except Exception:
+            results.append("failed")
+
+    threads = [threading.Thread(target=good) for _ in range(6)] + [threading.Thread(target=bad) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["failed"] * 2 + ["ok"] * 6
+    assert q.metrics().backlog_count == 6
+    cv.close()
