@@ -35,3 +35,14 @@ def conveyor_client(engine_name: str, tmp_path: Path) -> Iterator[conveyor.Conve
 def data_dir(tmp_path: Path) -> Path:
     """A fresh embedded (SQLite) data directory."""
     return tmp_path / "data"
+
+
+@pytest.fixture
+def second_client(engine_name: str, tmp_path: Path) -> Iterator[conveyor.Conveyor]:
+    """Another connection to the deployment of ``conveyor_client`` (another producer process's
+    view): an engine factory called twice with the same ``tmp_path`` opens the same deployment."""
+    client = ENGINES[engine_name](tmp_path)
+    try:
+        yield client
+    finally:
+        client.close()

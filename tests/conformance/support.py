@@ -1,0 +1,125 @@
+"""Helpers of the conformance suite: a hand-driven clock, backlog checks, push-consumer runs.
+
+Everything here goes through the public API (``conveyor.Conveyor``, ``Queue``, ``App``) or the
+engine interface (``conveyor.engine.base.Engine``), so the same tests hold for every engine.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import conveyor
+
+
+class FakeClock:
+    """A clock that moves only when a test says so (the engines read time only from ``clock``)."""
+
+    def __init__(self, start_ms: int | None = None) -> None:
+        self.ms = start_ms if start_ms is not None else time.time_ns() // 1_000_000
+        self._lock = threading.Lock()
+
+    def now_ms(self) -> int:
+        with self._lock:
+            return self.ms
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.ms += round(seconds * 1000)
+
+
+def backlog(q: conveyor.Queue) -> tuple[int, int]:
+    m = q.metrics()
+    return m.backlog_count, m.backlog_bytes
+
+
+def bodies(q: conveyor.Queue, limit: int = 100) -> list[Any]:
+    """The bodies stored in ``q`` (peeked, so nothing is leased)."""
+    return [m.body for m in q.peek(batch_size=limit)]
+
+
+def refused(q: conveyor.Queue, error: type[conveyor.ConveyorError], code: int, action: Callable[[], object]) -> str:
+    """Run ``action``: it must raise exactly ``error`` with Cloudflare ``code`` and leave ``q``'s
+    stored messages as they were. Returns the error text (``"... (code N)"``)."""
+    before = backlog(q), bodies(q)
+    with pytest.raises(error) as caught:
+        action()
+    assert type(caught.value) is error
+    assert caught.value.code == code
+    text = str(caught.value)
+    assert text.endswith(f"(code {code})")
+    assert (backlog(q), bodies(q)) == before
+    return text
+
+
+Handler = Callable[[conveyor.MessageBatch], Any]
+
+
+def consume(
+    client: conveyor.Conveyor, queue: str, handler: Handler, *, timeout: float = 20.0, **settings: Any
+) -> conveyor.App:
+    """Run ``handler`` as the push consumer of ``queue`` until the queue is drained."""
+    app = conveyor.App(client)
+    settings.setdefault("max_batch_timeout", 0)
+    app.consumer(queue, **settings)(handler)
+    assert app.drain(timeout), f"queue {queue!r} was not drained within {timeout} s"
+    return app
+
+
+def run_until(
+    client: conveyor.Conveyor, queue: str, handler: Handler, done: Callable[[], bool], **settings: Any
+) -> None:
+    """Run ``handler`` as the push consumer of ``queue`` until ``done()`` (for runs that leave
+    delayed messages behind, which ``drain`` would wait for)."""
+    app = conveyor.App(client)
+    settings.setdefault("max_batch_timeout", 0)
+    app.consumer(queue, **settings)(handler)
+    app.start()
+    try:
+        wait_for(done)
+    finally:
+        app.stop(grace=5)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
+
+
+def release_schedule(q: conveyor.Queue, clock: FakeClock, delays: list[int]) -> dict[Any, int]:
+    """When each stored message of ``q`` becomes deliverable: ``{body: delay}``, checked just
+    before and at each of ``delays`` (seconds from now), by pulling with a long lease.
+
+    The queue must have an ``http_pull`` consumer; the clock is moved forward.
+    """
+    start = clock.now_ms()
+    seen: dict[Any, int] = {}
+    for delay in sorted(set(delays)):
+        clock.ms = start + delay * 1000 - 1
+        early = q.pull(batch_size=100, visibility_timeout_ms=43_200_000)
+        assert not early, f"{[m.body for m in early]} delivered before {delay} s"
+        clock.ms = start + delay * 1000
+        for m in q.pull(batch_size=100, visibility_timeout_ms=43_200_000):
+            seen[m.body] = delay
+    return seen
+
+
+def shard_of_messages(client: conveyor.Conveyor, q: conveyor.Queue) -> dict[str, int]:
+    """Which shard holds each message id of ``q``: engine-specific, one inspector per engine."""
+    from conveyor.engine.sqlite import SQLiteEngine
+
+    engine = client.engine
+    if isinstance(engine, SQLiteEngine):
+        out: dict[str, int] = {}
+        for n in range(q.info().shards):
+            with sqlite3.connect(engine.directory / "shards" / f"{q.id}.{n}.db") as db:
+                out.update((mid, n) for (mid,) in db.execute("SELECT id FROM messages"))
+        return out
+    raise NotImplementedError(f"add a shard inspector for {type(engine).__name__} in tests/conformance/conftest.py")
