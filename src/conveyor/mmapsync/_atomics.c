@@ -222,8 +222,9 @@ static int Pin_init(PinObject *self, PyObject *args, PyObject *kwargs) {
     return 0;
 }
 
+/* A pin still held at deallocation is left as it is: in a forked child this object is a copy of the
+   parent's, whose pin is the parent's to clear; in the owner, closing the slot's lock retires it. */
 static void Pin_dealloc(PinObject *self) {
-    if (self->slot && self->depth > 0) STORE(self->slot, 0);
     Py_CLEAR(self->cached);
     Py_CLEAR(self->refresh);
     if (self->state.obj) PyBuffer_Release(&self->state);

@@ -105,7 +105,7 @@ class DataFiles:
     def view(self, index: int, size: int) -> memoryview:
         """The first ``size`` bytes of data file ``index`` (zero-copy), growing it when writable."""
         if size == 0:
-            return memoryview(b"")
+            return memoryview(bytearray()) if self._writable else memoryview(b"")
         current = self._maps[index]
         if current is None or len(current) < size:
             current = self._maps[index] = self._map(index, size)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -11,8 +12,8 @@ from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
 
 from conveyor.mmapsync.layout import DEFAULT_SLOTS, Version
 from conveyor.mmapsync.publisher import Publisher
-from conveyor.mmapsync.reader import ReaderSlot
-from conveyor.mmapsync.state import StateFile
+from conveyor.mmapsync.reader import ReaderSlot, VersionDecoder
+from conveyor.mmapsync.state import DataFiles, StateFile
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -37,8 +38,8 @@ class Synchronizer(Generic[T]):
     state file, re-checks the version and retries if a write slipped in. ``write()`` fills the other
     data file, waits up to ``grace`` seconds for live readers still pinning it, and swaps.
 
-    One instance per thread is the simple rule; nested reads, and reads from several threads of
-    one instance, share one pin and so one version.
+    Each thread reading through an instance gets a reader slot of its own; nested reads in one thread
+    share that slot's pin, and so one version.
 
     >>> sync = Synchronizer(f"{tmp}/settings")
     >>> sync.write(b"shards=8")
@@ -67,9 +68,10 @@ class Synchronizer(Generic[T]):
         self._decode = decode if decode is not None else cast(Callable[[memoryview], T], _identity)
         self._slots = slots
         self._state: StateFile | None = None
-        self._reader: ReaderSlot[T] | None = None
+        self._data: DataFiles | None = None
+        self._readers: weakref.WeakSet[ReaderSlot[T]] = weakref.WeakSet()
+        self._thread = threading.local()
         self._publisher: Publisher | None = None
-        self._pin: AbstractContextManager[T] | None = None
         _open_synchronizers.add(cast(Synchronizer[object], self))
 
     def read(self) -> AbstractContextManager[T]:
@@ -78,8 +80,9 @@ class Synchronizer(Generic[T]):
         Raises :class:`DataSetNotFound` if nothing exists at the prefix, :class:`NothingPublished`
         before the first write, :class:`TruncatedFile` or :class:`ForeignFile` for damaged files.
         """
-        pin = self._pin
-        if pin is None:
+        try:
+            pin: AbstractContextManager[T] = self._thread.pin
+        except AttributeError:
             pin = self._open_reader()
         return pin
 
@@ -107,12 +110,12 @@ class Synchronizer(Generic[T]):
         return self._open_state(create=False).version()
 
     def close(self) -> None:
-        """Give back this instance's reader slot and descriptors (a read must not be held)."""
-        if self._reader is not None:
-            self._reader.close()
+        """Give back this instance's reader slots and descriptors (no read may be held)."""
+        for reader in list(self._readers):
+            reader.close()
         if self._publisher is not None:
             self._publisher.close()
-        self._reader = self._publisher = self._pin = self._state = None
+        self._forget()
 
     def __enter__(self) -> Synchronizer[T]:
         return self
@@ -126,9 +129,14 @@ class Synchronizer(Generic[T]):
         return self._state
 
     def _open_reader(self) -> AbstractContextManager[T]:
-        self._reader = ReaderSlot(self._open_state(create=False), self.prefix, self._decode)
-        self._pin = cast(AbstractContextManager[T], self._reader.pin)
-        return self._pin
+        state = self._open_state(create=False)
+        if self._data is None:
+            self._data = DataFiles(self.prefix, writable=False)
+        reader = ReaderSlot(state, VersionDecoder(state, self._data, self._decode))
+        self._readers.add(reader)
+        self._thread.reader = reader
+        self._thread.pin = reader.pin
+        return cast(AbstractContextManager[T], reader.pin)
 
     def _open_publisher(self) -> Publisher:
         if self._publisher is None:
@@ -138,11 +146,18 @@ class Synchronizer(Generic[T]):
     def _after_fork(self) -> None:
         # The child shares the parent's open file descriptions, and with them the parent's slot lock
         # and writer lock: it must not use them, so it lets go of its copies and opens afresh.
-        if self._reader is not None:
-            self._reader.abandon()
+        for reader in list(self._readers):
+            reader.abandon()
         if self._publisher is not None:
             self._publisher.close()
-        self._reader = self._publisher = self._pin = self._state = None
+        self._forget()
+
+    def _forget(self) -> None:
+        self._readers = weakref.WeakSet()
+        self._thread = threading.local()
+        self._publisher = None
+        self._state = None
+        self._data = None
 
 
 def _forget_inherited_slots() -> None:

@@ -1,0 +1,65 @@
+"""Bodies of the reader and writer processes the mmapsync tests start (importable by spawn)."""
+
+from __future__ import annotations
+
+import random
+import time
+import zlib
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Event
+
+from conveyor.mmapsync import ReadersStillActive, Synchronizer
+
+
+def framed(seq: int, rng: random.Random) -> bytes:
+    """A payload that carries its own sequence number and CRC-32, so any tear is visible."""
+    body = seq.to_bytes(8, "little") + rng.randbytes(rng.randrange(16, 64 * 1024))
+    return body + zlib.crc32(body).to_bytes(4, "little")
+
+
+def is_intact(data: memoryview) -> bool:
+    """Whether a payload made by :func:`framed` reads back whole."""
+    return zlib.crc32(data[:-4]) == int.from_bytes(data[-4:], "little")
+
+
+def publish_until(prefix: str, stop: Event, published: Queue[int]) -> None:
+    """Publish framed payloads back to back until ``stop``; report how many went out."""
+    sync = Synchronizer(prefix)
+    rng = random.Random(1)
+    seq = 0
+    while not stop.is_set():
+        try:
+            sync.write(framed(seq + 1, rng), grace=0.5)
+        except ReadersStillActive:
+            continue
+        seq += 1
+    published.put(seq)
+
+
+def read_and_check(prefix: str, seconds: float, results: Queue[tuple[int, int, int, int]]) -> None:
+    """Read for ``seconds``; report (reads, torn reads, sequence regressions, versions seen)."""
+    sync = Synchronizer(prefix)
+    reads = torn = regressions = 0
+    last = 0
+    seen: set[int] = set()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with sync.read() as data:
+            intact = is_intact(data)
+            seq = int.from_bytes(data[:8], "little")
+        reads += 1
+        torn += not intact
+        regressions += seq < last
+        last = max(last, seq)
+        seen.add(seq)
+    results.put((reads, torn, regressions, len(seen)))
+
+
+def hold_read(prefix: str, holding: Event, release: Event, released: Event) -> None:
+    """Take a read, say so, keep it until ``release`` (or until killed), say so; then idle, alive."""
+    sync = Synchronizer(prefix)
+    with sync.read():
+        holding.set()
+        release.wait(60)
+    released.set()
+    time.sleep(60)
