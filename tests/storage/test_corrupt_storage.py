@@ -1,0 +1,142 @@
+"""Corrupt and foreign files: each is refused with CorruptStorage naming the file, and nothing else
+of the directory is touched, so the data that is still good stays readable."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from seeded_storage import SeededDirectory, assert_all_stored, stored_numbers
+
+import conveyor
+
+PAGE = 4096
+
+
+def random_bytes(path: Path) -> None:
+    size = path.stat().st_size
+    path.write_bytes(os.urandom(size))
+
+
+def truncated(path: Path) -> None:
+    os.truncate(path, path.stat().st_size // 2)
+
+
+def garbled_tables(path: Path) -> None:
+    """Overwrite pages 2-4: the root pages of the tables the schema creates first."""
+    data = bytearray(path.read_bytes())
+    data[PAGE : 4 * PAGE] = os.urandom(3 * PAGE)
+    path.write_bytes(bytes(data))
+
+
+def garbled_header(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[:100] = os.urandom(100)
+    path.write_bytes(bytes(data))
+
+
+DAMAGE: dict[str, Callable[[Path], None]] = {
+    "random bytes": random_bytes,
+    "truncated": truncated,
+    "garbled tables": garbled_tables,
+    "garbled header": garbled_header,
+}
+
+
+def foreign_database(path: Path) -> None:
+    """A SQLite file some other program made: its own tables and rows, nothing of Conveyor's."""
+    path.unlink(missing_ok=True)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, customer TEXT, total REAL)")
+        conn.executemany("INSERT INTO invoices (customer, total) VALUES (?, ?)", [("acme", 12.5), ("initech", 99.0)])
+    conn.close()
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_corrupt_shard_is_refused_naming_it_and_other_data_survives(seeded: SeededDirectory, damage: str) -> None:
+    shard = seeded.shard(seeded.victim_id)
+    original = shard.read_bytes()
+    DAMAGE[damage](shard)
+    damaged = shard.read_bytes()
+
+    with conveyor.connect(seeded.url) as cv:
+        victim = cv.queue("victim")
+        with pytest.raises(conveyor.CorruptStorage, match="is corrupt or not a database") as raised:
+            victim.send_batch([{"body": {"n": -1}}, {"body": {"n": -2}}])
+        assert str(shard) in str(raised.value)
+        with pytest.raises(conveyor.CorruptStorage):
+            victim.metrics()
+        assert stored_numbers(cv, "kept") == list(range(100))
+
+    assert shard.read_bytes() == damaged
+    # Put the good file back: the failed calls left the rest of the directory consistent with it.
+    shard.write_bytes(original)
+    assert_all_stored(seeded)
+
+
+@pytest.mark.parametrize("damage", ["random bytes", "truncated", "garbled header"])
+def test_corrupt_catalog_is_refused_naming_it_and_shards_are_untouched(seeded: SeededDirectory, damage: str) -> None:
+    original = seeded.catalog.read_bytes()
+    DAMAGE[damage](seeded.catalog)
+    before = seeded.files()
+
+    with pytest.raises(conveyor.CorruptStorage, match="is corrupt or not a database") as raised:
+        conveyor.connect(seeded.url)
+    assert str(seeded.catalog) in str(raised.value)
+
+    assert seeded.files() == before
+    seeded.catalog.write_bytes(original)
+    assert_all_stored(seeded)
+
+
+def test_foreign_database_as_catalog_is_refused_and_left_byte_for_byte(data_dir: Path) -> None:
+    data_dir.mkdir()
+    catalog = data_dir / "catalog.db"
+    foreign_database(catalog)
+    before = catalog.read_bytes()
+
+    with pytest.raises(conveyor.CorruptStorage, match="database of another program") as raised:
+        conveyor.connect(f"sqlite://{data_dir}")
+    assert str(catalog) in str(raised.value)
+
+    assert catalog.read_bytes() == before
+    assert sorted(p.name for p in data_dir.iterdir()) == ["catalog.db", "shards"]
+    conn = sqlite3.connect(catalog)
+    assert conn.execute("SELECT customer, total FROM invoices ORDER BY id").fetchall() == [
+        ("acme", 12.5),
+        ("initech", 99.0),
+    ]
+    conn.close()
+
+
+def test_foreign_database_as_shard_is_refused_and_left_byte_for_byte(seeded: SeededDirectory) -> None:
+    shard = seeded.shard(seeded.victim_id)
+    original = shard.read_bytes()
+    foreign_database(shard)
+    before = shard.read_bytes()
+
+    with conveyor.connect(seeded.url) as cv:
+        with pytest.raises(conveyor.CorruptStorage, match="database of another program") as raised:
+            cv.queue("victim").send({"n": -1})
+        assert str(shard) in str(raised.value)
+        assert stored_numbers(cv, "kept") == list(range(100))
+
+    assert shard.read_bytes() == before
+    shard.write_bytes(original)
+    assert_all_stored(seeded)
+
+
+def test_database_of_a_newer_conveyor_is_refused(seeded: SeededDirectory) -> None:
+    conn = sqlite3.connect(seeded.catalog)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    before = seeded.files()
+
+    with pytest.raises(conveyor.CorruptStorage, match="schema version 99") as raised:
+        conveyor.connect(seeded.url)
+    assert str(seeded.catalog) in str(raised.value)
+    assert seeded.files() == before
