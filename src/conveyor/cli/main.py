@@ -1,0 +1,43 @@
+"""The ``conveyor`` command's root: the global ``--url`` option and the command tree."""
+
+from __future__ import annotations
+
+import click
+
+from conveyor.cli.context import CliState, ConveyorGroup
+from conveyor.cli.demo import demo
+from conveyor.cli.messages import ack, peek, pull, redrive, send
+from conveyor.cli.queues import queues_group
+from conveyor.cli.worker import worker
+
+
+@click.group(cls=ConveyorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--url",
+    envvar="CONVEYOR_URL",
+    metavar="URL",
+    help="The deployment: sqlite:///path/to/dir (default: SQLite in ./.conveyor/). Env: CONVEYOR_URL.",
+)
+@click.version_option(package_name="conveyor", prog_name="conveyor")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None) -> None:
+    """Conveyor: durable message queues with Cloudflare Queues' semantics.
+
+    \b
+    conveyor queues create emails
+    conveyor send emails '{"to": "a@b"}'
+    conveyor worker myapp:app
+    conveyor demo
+
+    Every command takes --json for machine-readable output.
+    """
+    ctx.obj = CliState(url)
+
+
+for command in (queues_group, send, pull, ack, peek, redrive, worker, demo):
+    cli.add_command(command)
+
+
+def main() -> None:
+    """The console script's entry point."""
+    cli(prog_name="conveyor")

@@ -1,0 +1,37 @@
+"""Progress bars for long operations, on stderr so that stdout stays parseable."""
+
+from __future__ import annotations
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from conveyor.cli.context import console
+
+
+def message_progress(*, quiet: bool = False) -> Progress:
+    """A progress display counting messages; silent when ``quiet`` or when stderr is not a terminal."""
+    err = console(stderr=True)
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("[progress.description]{task.description:<26}"),
+        BarColumn(bar_width=36),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TextColumn("[cyan]{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=err,
+        disable=quiet or not err.is_terminal,
+        refresh_per_second=12,
+    )
+
+
+def rate_text(count: float, seconds: float) -> str:
+    """``12,345 msg/s`` (or an empty string before there is anything to measure)."""
+    return f"{count / seconds:,.0f} msg/s" if seconds > 0 and count else ""

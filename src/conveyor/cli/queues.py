@@ -1,0 +1,178 @@
+"""``conveyor queues ...``: create, list, inspect, change, pause, purge and delete queues."""
+
+from __future__ import annotations
+
+import click
+from rich.text import Text
+
+from conveyor import limits
+from conveyor.cli.consumers import consumer_group
+from conveyor.cli.context import CliError, CliState, ConveyorGroup, emit, json_option, pass_state
+from conveyor.cli.render import queue_panel, queues_table
+from conveyor.cli.shapes import counters_json, metrics_json, queue_json
+from conveyor.model import QueueInfo
+
+
+@click.group("queues", cls=ConveyorGroup)
+def queues_group() -> None:
+    """Manage queues: create, list, info, update, delete, pause-delivery, resume-delivery, purge,
+    and their consumers."""
+
+
+def _changed(verb: str, info: QueueInfo) -> Text:
+    return Text.assemble((f"{verb} queue ", ""), (info.queue_name, "bold cyan"), (f" ({info.queue_id})", "dim"))
+
+
+@queues_group.command("create")
+@click.argument("name")
+@click.option(
+    "--delivery-delay-secs",
+    type=int,
+    default=0,
+    show_default=True,
+    help=f"Seconds every message waits before it can be delivered (0 to {limits.MAX_DELAY_SECONDS}).",
+)
+@click.option(
+    "--message-retention-period-secs",
+    type=int,
+    default=limits.DEFAULT_RETENTION_SECONDS,
+    show_default=True,
+    help=f"Seconds a message is kept before it expires "
+    f"({limits.MIN_RETENTION_SECONDS} to {limits.MAX_RETENTION_SECONDS}).",
+)
+@click.option(
+    "--shards",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Storage shards to start with; the coordinator adds more under write load.",
+)
+@json_option
+@pass_state
+def create(
+    state: CliState, name: str, delivery_delay_secs: int, message_retention_period_secs: int, shards: int, as_json: bool
+) -> None:
+    """Create the queue NAME (lowercase letters, digits and hyphens)."""
+    q = state.connect().create_queue(
+        name,
+        delivery_delay=delivery_delay_secs,
+        message_retention_period=message_retention_period_secs,
+        shards=shards,
+    )
+    info = q.info()
+    emit(as_json, queue_json(info), lambda: _changed("Created", info))
+
+
+@queues_group.command("list")
+@json_option
+@pass_state
+def list_(state: CliState, as_json: bool) -> None:
+    """List every queue with its backlog and consumer."""
+    cv = state.connect()
+    queues = cv.list_queues()
+    if as_json:
+        emit(True, [queue_json(q) for q in queues], str)
+        return
+    metrics = [cv.queue_by_id(q.queue_id).metrics() for q in queues]
+    emit(False, None, lambda: queues_table(queues, metrics))
+
+
+@queues_group.command("info")
+@click.argument("name")
+@json_option
+@pass_state
+def info(state: CliState, name: str, as_json: bool) -> None:
+    """Show the queue NAME: settings, consumer, backlog and lifetime counters."""
+    q = state.connect().queue(name)
+    queue, metrics, counters = q.info(), q.metrics(), q.counters()
+    data = queue_json(queue) | {"metrics": metrics_json(metrics), "counters": counters_json(counters)}
+    emit(as_json, data, lambda: queue_panel(queue, metrics, counters))
+
+
+@queues_group.command("update")
+@click.argument("name")
+@click.option("--delivery-delay-secs", type=int, help="New delivery delay in seconds.")
+@click.option("--message-retention-period-secs", type=int, help="New retention period in seconds.")
+@json_option
+@pass_state
+def update(
+    state: CliState,
+    name: str,
+    delivery_delay_secs: int | None,
+    message_retention_period_secs: int | None,
+    as_json: bool,
+) -> None:
+    """Change settings of the queue NAME; the settings not given keep their values."""
+    if delivery_delay_secs is None and message_retention_period_secs is None:
+        raise click.UsageError("nothing to update: give --delivery-delay-secs and/or --message-retention-period-secs")
+    queue = state.connect().queue(name)
+    updated = queue.update(delivery_delay=delivery_delay_secs, message_retention_period=message_retention_period_secs)
+    emit(as_json, queue_json(updated), lambda: _changed("Updated", updated))
+
+
+@queues_group.command("delete")
+@click.argument("name")
+@json_option
+@pass_state
+def delete(state: CliState, name: str, as_json: bool) -> None:
+    """Delete the queue NAME with its consumer and every message in it."""
+    queue = state.connect().queue(name)
+    gone = queue.info()
+    queue.delete()
+    emit(
+        as_json,
+        {"deleted": True, "queue_id": gone.queue_id, "queue_name": gone.queue_name},
+        lambda: _changed("Deleted", gone),
+    )
+
+
+@queues_group.command("pause-delivery")
+@click.argument("name")
+@json_option
+@pass_state
+def pause_delivery(state: CliState, name: str, as_json: bool) -> None:
+    """Stop delivering messages of the queue NAME (sends are still accepted)."""
+    updated = state.connect().queue(name).pause_delivery()
+    emit(as_json, queue_json(updated), lambda: _changed("Paused delivery of", updated))
+
+
+@queues_group.command("resume-delivery")
+@click.argument("name")
+@json_option
+@pass_state
+def resume_delivery(state: CliState, name: str, as_json: bool) -> None:
+    """Resume delivering messages of the queue NAME."""
+    updated = state.connect().queue(name).resume_delivery()
+    emit(as_json, queue_json(updated), lambda: _changed("Resumed delivery of", updated))
+
+
+@queues_group.command("purge")
+@click.argument("name")
+@click.option("--force", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+@pass_state
+def purge(state: CliState, name: str, force: bool, as_json: bool) -> None:
+    """Permanently delete every message of the queue NAME, delayed and in-flight ones included.
+
+    Asks you to type the queue's name to confirm, unless --force is given.
+    """
+    queue = state.connect().queue(name)
+    if not force:
+        typed = click.prompt(
+            f"This permanently deletes every message in queue {name}. Type the queue name to proceed",
+            default="",
+            show_default=False,
+            err=True,
+        )
+        if typed != name:
+            raise CliError(f"purge aborted: you typed {typed!r}, not {name!r}")
+    count = queue.purge()
+    info = queue.info()
+    emit(
+        as_json,
+        queue_json(info) | {"purged_count": count},
+        lambda: Text.assemble(_changed("Purged", info), f": {count:,} messages deleted"),
+    )
+
+
+queues_group.add_command(consumer_group)

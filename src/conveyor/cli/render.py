@@ -1,0 +1,143 @@
+"""Tables for people: queues, consumers and messages as rich renderables."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from conveyor.model import ConsumerInfo, Counters, Metrics, PulledMessage, QueueInfo
+
+BODY_PREVIEW_CHARS = 60
+
+
+def _when(iso: str) -> str:
+    """An ISO-8601 time without sub-seconds, for a narrow column."""
+    return iso.split(".")[0].replace("T", " ").removesuffix("Z")
+
+
+def _ms_time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if ms else "-"
+
+
+def _consumer_label(c: ConsumerInfo) -> str:
+    return f"{c.type} {c.script_name}" if c.script_name else c.type
+
+
+def queues_table(queues: Sequence[QueueInfo], metrics: Sequence[Metrics]) -> RenderableType:
+    if not queues:
+        return Text("No queues yet. Create one: conveyor queues create NAME", style="dim")
+    table = Table(title="Queues", title_justify="left")
+    table.add_column("name", style="bold cyan")
+    table.add_column("id", style="dim")
+    table.add_column("backlog", justify="right")
+    table.add_column("consumer")
+    table.add_column("delivery")
+    table.add_column("created")
+    for q, m in zip(queues, metrics, strict=True):
+        table.add_row(
+            q.queue_name,
+            q.queue_id,
+            f"{m.backlog_count:,}",
+            ", ".join(_consumer_label(c) for c in q.consumers) or "-",
+            Text("paused", style="yellow") if q.settings.delivery_paused else Text("active", style="green"),
+            _when(q.created_on),
+        )
+    return table
+
+
+def queue_panel(q: QueueInfo, m: Metrics | None = None, c: Counters | None = None) -> RenderableType:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    rows: list[tuple[str, str | Text]] = [
+        ("queue", Text(q.queue_name, style="bold cyan")),
+        ("id", q.queue_id),
+        ("created", _when(q.created_on)),
+        ("modified", _when(q.modified_on)),
+        ("delivery", Text("paused", style="yellow") if q.settings.delivery_paused else Text("active", style="green")),
+        ("delivery delay", f"{q.settings.delivery_delay} s"),
+        ("retention", f"{q.settings.message_retention_period:,} s"),
+        ("shards", str(q.shards)),
+    ]
+    if m is not None:
+        rows += [
+            ("backlog", f"{m.backlog_count:,} messages, {m.backlog_bytes:,} bytes"),
+            ("oldest message", _ms_time(m.oldest_message_timestamp_ms)),
+        ]
+    if c is not None:
+        rows += [
+            ("in flight", f"{c.in_flight:,}"),
+            (
+                "lifetime",
+                f"sent {c.sent:,}  acked {c.acked:,}  retried {c.retried:,}  dead-lettered {c.dead_lettered:,}  "
+                f"expired {c.expired:,}  dropped {c.dropped:,}",
+            ),
+        ]
+    for key, value in rows:
+        table.add_row(key, value)
+    parts: list[RenderableType] = [table]
+    if q.consumers:
+        parts += [Text(""), consumers_table(q.consumers)]
+    else:
+        parts.append(Text("no consumer", style="dim"))
+    return Group(*parts)
+
+
+def consumers_table(consumers: Sequence[ConsumerInfo]) -> RenderableType:
+    if not consumers:
+        return Text("no consumer", style="dim")
+    table = Table(title="Consumers", title_justify="left")
+    for column in ("type", "script", "batch size", "max retries", "retry delay", "dead letter queue", "details"):
+        table.add_column(column)
+    for c in consumers:
+        s = c.settings
+        if c.type == "worker":
+            concurrency = "auto" if s.max_concurrency is None else str(s.max_concurrency)
+            details = f"max wait {s.max_wait_time_ms} ms, concurrency {concurrency}"
+        else:
+            details = f"visibility timeout {s.visibility_timeout_ms:,} ms"
+        table.add_row(
+            c.type,
+            c.script_name or "-",
+            str(s.batch_size),
+            str(s.max_retries),
+            f"{s.retry_delay} s",
+            c.dead_letter_queue or "-",
+            details,
+        )
+    return table
+
+
+def _preview(body: Any, content_type: str) -> str:
+    if content_type == "bytes":
+        text = f"<{len(body)} bytes> {bytes(body[:24]).hex()}"
+    elif content_type == "text":
+        text = str(body)
+    else:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= BODY_PREVIEW_CHARS else text[: BODY_PREVIEW_CHARS - 1] + "…"
+
+
+def messages_table(messages: Sequence[PulledMessage], title: str, show_lease: bool) -> RenderableType:
+    if not messages:
+        return Text("no messages", style="dim")
+    table = Table(title=title, title_justify="left")
+    table.add_column("id", style="dim")
+    table.add_column("sent")
+    table.add_column("attempts", justify="right")
+    table.add_column("type")
+    table.add_column("body")
+    if show_lease:
+        table.add_column("lease id", style="dim")
+    for m in messages:
+        row = [m.id, _ms_time(m.timestamp_ms), str(m.attempts), m.content_type, _preview(m.body, m.content_type)]
+        if show_lease:
+            row.append(m.lease_id)
+        table.add_row(*row)
+    return table

@@ -1,0 +1,116 @@
+"""``conveyor worker module:app``: import a module, find its ``conveyor.App``, and run it."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import sys
+
+import click
+
+from conveyor.cli.context import CliState, json_option, pass_state
+from conveyor.consumer.app import App
+
+LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+
+
+class JSONLogFormatter(logging.Formatter):
+    """One JSON object per log line, for log collectors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": round(record.created, 3),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure_logging(level: str, as_json: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JSONLogFormatter() if as_json else logging.Formatter(LOG_FORMAT))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def load_app(target: str) -> App:
+    """The ``App`` named by ``module:attribute`` (the module is imported from the current directory too)."""
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise click.BadParameter(f"{target!r} is not module:attribute, e.g. myapp.workers:app", param_hint="APP")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not module_name.startswith(exc.name):
+            raise  # the module exists; something it imports is missing: show the real traceback
+        raise click.BadParameter(f"cannot import module {module_name!r}: {exc}", param_hint="APP") from None
+    app: object = module
+    for part in attribute.split("."):
+        try:
+            app = getattr(app, part)
+        except AttributeError:
+            raise click.BadParameter(
+                f"module {module_name!r} has no attribute {attribute!r}", param_hint="APP"
+            ) from None
+    if not isinstance(app, App):
+        raise click.BadParameter(
+            f"{target} is a {type(app).__name__}, not a conveyor.App; create one with app = conveyor.App()",
+            param_hint="APP",
+        )
+    return app
+
+
+@click.command("worker")
+@click.argument("target", metavar="APP")
+@click.option(
+    "--grace-period",
+    type=float,
+    help="Seconds running handlers get to finish after SIGTERM/SIGINT (default: the App's, 30).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+@json_option
+@pass_state
+def worker(state: CliState, target: str, grace_period: float | None, log_level: str, as_json: bool) -> None:
+    """Run the push consumers of APP (`module:attribute`, a conveyor.App) until SIGTERM or SIGINT.
+
+    The module is imported with the current directory on the path. With --url, the App connects to
+    that deployment (unless its code names another). --json logs one JSON object per line.
+
+    \b
+    conveyor worker myapp.workers:app
+    """
+    configure_logging(log_level.upper(), as_json)
+    if state.url:
+        # App() with no URL connects to $CONVEYOR_URL: point it at --url before the module creates it.
+        os.environ["CONVEYOR_URL"] = state.url
+    app = load_app(target)
+    if grace_period is not None:
+        app.grace_period = grace_period
+    log = logging.getLogger("conveyor.worker")
+    if not app.specs:
+        log.warning("%s declares no consumers; nothing to run", target)
+        return
+    log.info(
+        "running %s on %s: %s",
+        target,
+        app.conveyor.url,
+        "; ".join(
+            f"{s.queue} -> {s.script_name} (batch {s.settings.batch_size}, "
+            f"concurrency {s.settings.max_concurrency or 'auto'})"
+            for s in app.specs
+        ),
+    )
+    app.run()
