@@ -36,8 +36,9 @@ DEFAULT_PULL_BATCH_SIZE = 5
 DEFAULT_VISIBILITY_TIMEOUT_MS = 30_000
 MAX_VISIBILITY_TIMEOUT_MS = 12 * 3600 * 1000
 
-QUEUE_NAME_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-ID_PATTERN = re.compile(r"^[0-9a-f]{32}$")
+# \Z, not $: `$` also matches before a trailing newline, which would let "q\n" through `.match`.
+QUEUE_NAME_PATTERN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
+ID_PATTERN = re.compile(r"^[0-9a-f]{32}\Z")
 
 # Sharding: the coordinator adds a shard to a queue whose write rate per shard stays above this for
 # one sampling window, up to MAX_SHARDS. 5,000 msg/s is Cloudflare's per-queue throughput.
