@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 from conveyor.errors import ConveyorError, CorruptStorage, StorageError, StorageFull
@@ -11,6 +12,8 @@ from conveyor.errors import ConveyorError, CorruptStorage, StorageError, Storage
 # PRAGMA application_id of every Conveyor file: the bytes 'Conv'.
 APPLICATION_ID = 0x436F6E76
 SCHEMA_VERSION = 1
+# How long opening a file waits for other processes that are switching it to WAL.
+WAL_SWITCH_TIMEOUT = 60.0
 
 
 def translate_error(exc: sqlite3.Error, path: str) -> ConveyorError:
@@ -50,16 +53,17 @@ def open_database(path: Path, schema: str, *, create: bool = True) -> sqlite3.Co
     except sqlite3.Error as exc:
         raise translate_error(exc, name) from None
     try:
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        if app_id != APPLICATION_ID:
-            tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
-            if app_id != 0 or tables:
-                raise CorruptStorage(f"{name} is a database of another program, not Conveyor's")
-        conn.execute("PRAGMA journal_mode = WAL")
+        _check_ours(conn, name)
+        _use_wal(conn)
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
-        if app_id != APPLICATION_ID:
-            conn.executescript("BEGIN IMMEDIATE;\n" + schema + "\nCOMMIT;")
+        # Check again under the write lock: several processes may open a new file at once, and
+        # only the first may initialise it (the others must see its schema, not an empty file).
+        conn.execute("BEGIN IMMEDIATE")
+        if not _check_ours(conn, name):
+            for statement in _statements(schema):
+                conn.execute(statement)
+        conn.execute("COMMIT")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise CorruptStorage(f"{name} has schema version {version}; this Conveyor reads {SCHEMA_VERSION}")
@@ -70,3 +74,40 @@ def open_database(path: Path, schema: str, *, create: bool = True) -> sqlite3.Co
         conn.close()
         raise
     return conn
+
+
+def _check_ours(conn: sqlite3.Connection, name: str) -> bool:
+    """True for a Conveyor file, False for an empty one; ``CorruptStorage`` for anything else."""
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    if app_id == APPLICATION_ID:
+        return True
+    tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+    if app_id != 0 or tables:
+        raise CorruptStorage(f"{name} is a database of another program, not Conveyor's")
+    return False
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of ``script``, one by one (``executescript`` would commit our transaction)."""
+    out: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            out.append(pending)
+            pending = ""
+    return out
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL, retrying while another process holds the file: SQLite answers a journal-mode
+    change with "database is locked" at once instead of waiting in its busy handler."""
+    deadline = time.monotonic() + WAL_SWITCH_TIMEOUT
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
