@@ -3,13 +3,16 @@
 One writer process publishes a new version of a data set; any number of reader processes read the
 current version in place, through a zero-copy ``memoryview``, without ever waiting for a lock.
 
+>>> import json
 >>> from conveyor.mmapsync import Synchronizer
->>> sync = Synchronizer("/dev/shm/shard-map")
->>> sync.write(b'{"shards": 8}')
->>> with sync.read() as data:
-...     json.loads(data)
+>>> Synchronizer("/dev/shm/shard-map").write(b'{"shards": 8}')
+Version(index=1, size=13, checksum=6305564)
+>>> shard_map = Synchronizer("/dev/shm/shard-map", decode=lambda data: json.loads(bytes(data)))
+>>> with shard_map.read() as settings:  # decoded once per published version, then cached
+...     settings["shards"]
+8
 
-See ``FeatureStore`` for u64 keys → float32 vectors on top of it.
+``FeatureStore`` maps u64 keys to float32 vectors on top of it.
 
 Files
 =====
@@ -66,6 +69,7 @@ magic number, so foreign files are refused and tools written for the published f
 
 from conveyor.mmapsync.errors import (
     DataSetNotFound,
+    DuplicateKey,
     ForeignFile,
     NativeBuildError,
     NothingPublished,
@@ -73,11 +77,15 @@ from conveyor.mmapsync.errors import (
     TooManyReaders,
     TruncatedFile,
 )
+from conveyor.mmapsync.feature_store import FeatureStore, FeatureTable
 from conveyor.mmapsync.layout import Version, checksum
 from conveyor.mmapsync.synchronizer import Synchronizer
 
 __all__ = [
     "DataSetNotFound",
+    "DuplicateKey",
+    "FeatureStore",
+    "FeatureTable",
     "ForeignFile",
     "NativeBuildError",
     "NothingPublished",

@@ -46,7 +46,6 @@ def _library_path(source: bytes) -> Path:
 
 
 def _compile(library: Path) -> None:
-    library.parent.mkdir(parents=True, exist_ok=True)
     fd, scratch = tempfile.mkstemp(dir=library.parent, prefix=".build-", suffix=library.suffix)
     os.close(fd)
     command = [
@@ -77,6 +76,11 @@ def load() -> ModuleType:
     if loaded is not None:
         return loaded
     library = _library_path(SOURCE.read_bytes())
+    try:
+        library.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:  # no writable home: fall back to a per-user directory under the temp dir
+        library = Path(tempfile.gettempdir()) / f"conveyor-native-{os.getuid()}" / library.name
+        library.parent.mkdir(mode=0o700, exist_ok=True)
     if not library.exists():
         _compile(library)
     spec = importlib.util.spec_from_file_location(MODULE_NAME, library)

@@ -126,7 +126,7 @@ class FeatureStore:
 
     >>> store = FeatureStore("/dev/shm/features")
     >>> store.publish(keys=[7, 42], vectors=[[0.5, 1.0], [2.0, 4.0]])
-    Version(index=1, size=384, checksum=...)
+    Version(index=1, size=208, checksum=15926136)
     >>> with store.read() as table:
     ...     table[42], table.take([42, 7]).shape
     (array([2., 4.], dtype=float32), (2, 2))
@@ -146,7 +146,7 @@ class FeatureStore:
             raise ValueError(f"vectors must be a (keys, dim) matrix, not shape {matrix.shape}")
         with self.publishing(keys, matrix.shape[1], grace=grace) as values:
             values[:] = matrix
-        return self._sync.version()
+        return self._sync.last_published()
 
     @contextmanager
     def publishing(self, keys: ArrayLike, dim: int, *, grace: float = DEFAULT_GRACE) -> Iterator[Vectors]:

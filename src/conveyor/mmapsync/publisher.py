@@ -35,6 +35,8 @@ class Publisher:
         self._prefix = prefix
         self._data = DataFiles(prefix, writable=True)
         self._lock_fd = os.open(state.path, os.O_RDWR)
+        self.last: Version | None = None
+        """The version this publisher published most recently."""
 
     @contextmanager
     def writing(self, size: int, grace: float) -> Iterator[memoryview]:
@@ -53,6 +55,7 @@ class Publisher:
             published = Version(index=target, size=size, checksum=checksum(buffer))
             store(self._state.buffer, WORD_OFFSET, published.word)
             fetch_add(self._state.buffer, PUBLICATIONS_OFFSET, 1)
+            self.last = published
         finally:
             unlock(self._lock_fd, *WRITER_LOCK)
 

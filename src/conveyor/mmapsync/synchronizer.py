@@ -10,6 +10,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar, cast, overload
 
+from conveyor.mmapsync.errors import NothingPublished
 from conveyor.mmapsync.layout import DEFAULT_SLOTS, Version
 from conveyor.mmapsync.publisher import Publisher
 from conveyor.mmapsync.reader import ReaderSlot, VersionDecoder
@@ -39,11 +40,12 @@ class Synchronizer(Generic[T]):
     data file, waits up to ``grace`` seconds for live readers still pinning it, and swaps.
 
     Each thread reading through an instance gets a reader slot of its own; nested reads in one thread
-    share that slot's pin, and so one version.
+    share that slot's pin, and so one version. ``slots`` sizes the slot table when this instance is
+    the one that creates the state file: it bounds the reading threads open at once, over all processes.
 
-    >>> sync = Synchronizer(f"{tmp}/settings")
+    >>> sync = Synchronizer("/dev/shm/settings")
     >>> sync.write(b"shards=8")
-    Version(index=1, size=8, checksum=...)
+    Version(index=1, size=8, checksum=484021)
     >>> with sync.read() as data:
     ...     bytes(data[:6])
     b'shards'
@@ -95,7 +97,7 @@ class Synchronizer(Generic[T]):
         view = memoryview(data).cast("B")
         with self.writing(len(view), grace=grace) as target:
             target[:] = view
-        return self.version()
+        return self.last_published()
 
     def writing(self, size: int, *, grace: float = DEFAULT_GRACE) -> AbstractContextManager[memoryview]:
         """Yield ``size`` writable bytes to fill in place; they are published when the block ends.
@@ -104,6 +106,13 @@ class Synchronizer(Generic[T]):
         Nothing is published if the block raises.
         """
         return self._open_publisher().writing(size, grace)
+
+    def last_published(self) -> Version:
+        """The version this instance published last (another writer may have published since)."""
+        published = self._open_publisher().last
+        if published is None:
+            raise NothingPublished(f"this Synchronizer has published nothing to {self.prefix}")
+        return published
 
     def version(self) -> Version:
         """The version published now (index of the active data file, data size, checksum)."""
