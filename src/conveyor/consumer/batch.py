@@ -91,9 +91,15 @@ class MessageBatch:
             log.warning("batch of %s: %s ignored, %s came first", self.queue, call, self._batch_call)
             return
         self._batch_call = call
+        skipped = 0
         for m in self.messages:
             if m._decision is None:
                 m._decision, m._delay = decision, delay
+            else:
+                skipped += 1
+        if skipped:
+            # The per-message call came first and wins; the batch call is ignored for those.
+            log.warning("batch of %s: %s ignored for %d messages already marked", self.queue, call, skipped)
 
     def outcome(self, failed: bool, default_delay: int) -> tuple[list[str], list[tuple[str, int]], int]:
         """Lease ids to ack, (lease id, delay) to retry, and how many retries were explicit."""
