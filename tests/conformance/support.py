@@ -123,3 +123,24 @@ def shard_of_messages(client: conveyor.Conveyor, q: conveyor.Queue) -> dict[str,
                 out.update((mid, n) for (mid,) in db.execute("SELECT id FROM messages"))
         return out
     raise NotImplementedError(f"add a shard inspector for {type(engine).__name__} in tests/conformance/conftest.py")
+
+
+class Deliveries:
+    """What push handlers saw: the attempts of each body, and the size of each batch."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.attempts: dict[Any, list[int]] = {}
+        self.batch_sizes: list[int] = []
+        self.messages: list[conveyor.Message] = []
+
+    def record(self, batch: conveyor.MessageBatch) -> None:
+        with self._lock:
+            self.batch_sizes.append(len(batch.messages))
+            for m in batch.messages:
+                self.attempts.setdefault(m.body, []).append(m.attempts)
+                self.messages.append(m)
+
+    def redelivered(self) -> set[Any]:
+        with self._lock:
+            return {body for body, seen in self.attempts.items() if len(seen) > 1}

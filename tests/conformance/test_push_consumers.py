@@ -1,0 +1,293 @@
+"""Push consumers (``conveyor.App``): Cloudflare's ``queue(batch)`` handler contract."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+import pytest
+
+import conveyor
+from conformance.support import Deliveries, FakeClock, backlog, consume, release_schedule, run_until, wait_for
+from conveyor import limits
+
+
+def test_handler_that_returns_acks_every_message(conveyor_client: conveyor.Conveyor, queue: conveyor.Queue) -> None:
+    seen = Deliveries()
+    queue.send_batch([{"body": i} for i in range(25)])
+    consume(conveyor_client, "q", seen.record, max_batch_size=10)
+    assert sorted(seen.attempts) == list(range(25))
+    assert seen.redelivered() == set()
+    assert max(seen.batch_sizes) <= 10
+    assert backlog(queue) == (0, 0)
+    assert queue.counters().acked == 25
+
+
+def test_message_and_batch_carry_cloudflare_fields(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue, clock: FakeClock
+) -> None:
+    sent_at = clock.now_ms()
+    queue.send("hi", content_type="text")
+    batches: list[conveyor.MessageBatch] = []
+    consume(conveyor_client, "q", batches.append)
+    [batch] = batches
+    [m] = batch.messages
+    assert batch.queue == "q"
+    assert limits.ID_PATTERN.match(m.id)
+    assert (m.body, m.content_type, m.attempts) == ("hi", "text", 1)
+    assert m.timestamp.timestamp() * 1000 == pytest.approx(sent_at)
+    assert isinstance(batch.metadata.metrics, conveyor.Metrics)
+
+
+def test_handler_exception_retries_all_but_explicit_acks(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue
+) -> None:
+    seen = Deliveries()
+    queue.send_batch([{"body": b} for b in ("acked", "retried-1", "retried-2")])
+
+    def handler(batch: conveyor.MessageBatch) -> None:
+        seen.record(batch)
+        if batch.messages[0].attempts == 1:
+            next(m for m in batch.messages if m.body == "acked").ack()
+            raise RuntimeError("boom")
+
+    consume(conveyor_client, "q", handler, max_batch_size=3)
+    assert seen.attempts == {"acked": [1], "retried-1": [1, 2], "retried-2": [1, 2]}
+    assert backlog(queue) == (0, 0)
+
+
+def test_ack_all_then_exception_retries_nothing(conveyor_client: conveyor.Conveyor, queue: conveyor.Queue) -> None:
+    seen = Deliveries()
+    queue.send_batch([{"body": i} for i in range(3)])
+
+    def handler(batch: conveyor.MessageBatch) -> None:
+        seen.record(batch)
+        batch.ack_all()
+        raise RuntimeError("after ack_all")
+
+    consume(conveyor_client, "q", handler, max_batch_size=3)
+    assert seen.redelivered() == set() and len(seen.attempts) == 3
+    assert queue.counters().acked == 3
+
+
+Decide = Callable[[conveyor.MessageBatch], None]
+
+
+def _ack_then_retry(b: conveyor.MessageBatch) -> None:
+    b.messages[0].ack()
+    b.messages[0].retry()
+
+
+def _retry_then_ack(b: conveyor.MessageBatch) -> None:
+    b.messages[0].retry()
+    b.messages[0].ack()
+
+
+def _ack_then_retry_all(b: conveyor.MessageBatch) -> None:
+    b.messages[0].ack()
+    b.retry_all()
+
+
+def _retry_then_ack_all(b: conveyor.MessageBatch) -> None:
+    b.messages[0].retry()
+    b.ack_all()
+
+
+def _ack_all_then_retry_all(b: conveyor.MessageBatch) -> None:
+    b.ack_all()
+    b.retry_all()
+
+
+def _retry_all_then_ack_all(b: conveyor.MessageBatch) -> None:
+    b.retry_all()
+    b.ack_all()
+
+
+@pytest.mark.parametrize(
+    ("decide", "retried"),
+    [
+        (_ack_then_retry, set()),
+        (_retry_then_ack, {0}),
+        (_ack_then_retry_all, {1}),
+        (_retry_then_ack_all, {0}),
+        (_ack_all_then_retry_all, set()),
+        (_retry_all_then_ack_all, {0, 1}),
+    ],
+    ids=lambda v: v.__name__.strip("_") if callable(v) else None,
+)
+def test_first_call_wins(
+    conveyor_client: conveyor.Conveyor,
+    queue: conveyor.Queue,
+    caplog: pytest.LogCaptureFixture,
+    decide: Decide,
+    retried: set[int],
+) -> None:
+    seen = Deliveries()
+    queue.send_batch([{"body": 0}, {"body": 1}])
+
+    def handler(batch: conveyor.MessageBatch) -> None:
+        seen.record(batch)
+        if batch.messages[0].attempts == 1:
+            batch.messages.sort(key=lambda m: m.body)
+            decide(batch)
+
+    with caplog.at_level(logging.WARNING, logger="conveyor.consumer"):
+        consume(conveyor_client, "q", handler, max_batch_size=2)
+    assert seen.redelivered() == retried
+    assert any("ignored" in r.getMessage() for r in caplog.records)
+
+
+def test_retry_delay_precedence_message_then_batch_then_consumer(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue, clock: FakeClock
+) -> None:
+    queue.send_batch([{"body": b} for b in ("message-delay", "consumer-delay", "batch-delay")])
+
+    def handler(batch: conveyor.MessageBatch) -> None:
+        by_body = {m.body: m for m in batch.messages}
+        by_body["message-delay"].retry(delay_seconds=30)
+        by_body["consumer-delay"].retry()
+        batch.retry_all(delay_seconds=20)
+
+    run_until(conveyor_client, "q", handler, lambda: queue.counters().retried == 3, max_batch_size=3, retry_delay=10)
+    queue.remove_consumer()
+    queue.add_pull_consumer()
+    assert release_schedule(queue, clock, [0, 10, 20, 30]) == {
+        "message-delay": 30,
+        "consumer-delay": 10,
+        "batch-delay": 20,
+    }
+
+
+@pytest.mark.parametrize(("retry_delay", "expected"), [(10, 10), (0, 0)])
+def test_failed_batch_is_retried_after_the_consumer_retry_delay(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue, clock: FakeClock, retry_delay: int, expected: int
+) -> None:
+    queue.send("m")
+    failures: list[int] = []
+
+    def handler(batch: conveyor.MessageBatch) -> None:
+        failures.append(1)
+        raise RuntimeError("fail once")
+
+    run_until(conveyor_client, "q", handler, lambda: bool(failures), retry_delay=retry_delay, max_retries=100)
+    queue.remove_consumer()
+    queue.add_pull_consumer()
+    assert release_schedule(queue, clock, [expected]) == {"m": expected}
+
+
+def test_attempts_count_every_delivery_then_the_message_is_dropped_and_counted(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen = Deliveries()
+    queue.send("poison")
+
+    def handler(batch: conveyor.MessageBatch) -> None:
+        seen.record(batch)
+        raise RuntimeError("always")
+
+    with caplog.at_level(logging.WARNING, logger="conveyor.engine"):
+        consume(conveyor_client, "q", handler, max_retries=3)
+    assert seen.attempts == {"poison": [1, 2, 3, 4]}
+    assert queue.counters().dropped == 1
+    assert backlog(queue) == (0, 0)
+    assert any("dropped" in r.getMessage() for r in caplog.records)
+
+
+def test_explicit_retries_count_toward_max_retries(conveyor_client: conveyor.Conveyor, queue: conveyor.Queue) -> None:
+    seen = Deliveries()
+    queue.send("again")
+
+    def handler(batch: conveyor.MessageBatch) -> None:
+        seen.record(batch)
+        batch.retry_all()
+
+    consume(conveyor_client, "q", handler, max_retries=2)
+    assert seen.attempts == {"again": [1, 2, 3]}
+    assert queue.counters().dropped == 1
+
+
+def test_exhausted_message_goes_to_the_dead_letter_queue_created_if_missing(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue, clock: FakeClock
+) -> None:
+    sent_at = clock.now_ms()
+    queue.send("poison")
+    seen = Deliveries()
+
+    def handler(batch: conveyor.MessageBatch) -> None:
+        seen.record(batch)
+        raise RuntimeError("always")
+
+    consume(conveyor_client, "q", handler, max_retries=1, dead_letter_queue="q-dlq")
+    assert seen.attempts == {"poison": [1, 2]}
+    assert backlog(queue) == (0, 0)
+    assert queue.counters().dead_lettered == 1
+    dlq = conveyor_client.queue("q-dlq")
+    dlq.add_pull_consumer()
+    [dead] = dlq.pull()
+    assert (dead.id, dead.timestamp_ms, dead.body, dead.attempts) == (seen.messages[0].id, sent_at, "poison", 1)
+
+
+def test_sync_and_async_handlers_both_work(conveyor_client: conveyor.Conveyor) -> None:
+    seen = Deliveries()
+
+    def sync_handler(batch: conveyor.MessageBatch) -> None:
+        seen.record(batch)
+
+    async def async_handler(batch: conveyor.MessageBatch) -> None:
+        await asyncio.sleep(0)
+        seen.record(batch)
+        if batch.messages[0].attempts == 1:
+            raise RuntimeError("async failure is retried too")
+
+    for name in ("sync", "async"):
+        conveyor_client.create_queue(name).send(name)
+    app = conveyor.App(conveyor_client)
+    app.consumer("sync", max_batch_timeout=0)(sync_handler)
+    app.consumer("async", max_batch_timeout=0)(async_handler)
+    assert app.drain(20)
+    assert seen.attempts == {"sync": [1], "async": [1, 2]}
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_handler_past_its_time_limit_counts_as_a_failure(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue, kind: str
+) -> None:
+    seen = Deliveries()
+    queue.send("slow")
+
+    def sync_handler(batch: conveyor.MessageBatch) -> None:
+        seen.record(batch)
+        if batch.messages[0].attempts == 1:
+            time.sleep(1.5)
+
+    async def async_handler(batch: conveyor.MessageBatch) -> None:
+        seen.record(batch)
+        if batch.messages[0].attempts == 1:
+            await asyncio.sleep(5)
+
+    handler = sync_handler if kind == "sync" else async_handler
+    consume(conveyor_client, "q", handler, handler_timeout=0.5, visibility_timeout_ms=3_000)
+    assert seen.attempts == {"slow": [1, 2]}
+    assert queue.counters().acked == 1
+
+
+def test_paused_queue_gets_no_push_delivery_until_resumed(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue
+) -> None:
+    seen = Deliveries()
+    queue.pause_delivery()
+    queue.send("held")
+    app = conveyor.App(conveyor_client)
+    app.consumer("q", max_batch_timeout=0)(seen.record)
+    app.start()
+    try:
+        time.sleep(0.6)  # several of the dispatcher's settings refreshes
+        assert seen.attempts == {}
+        assert queue.counters().in_flight == 0
+        queue.resume_delivery()
+        wait_for(lambda: bool(seen.attempts))
+    finally:
+        app.stop(grace=5)
+    assert seen.attempts == {"held": [1]}
