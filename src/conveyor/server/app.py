@@ -1,0 +1,137 @@
+"""The ASGI application: the routes, one middleware for request ids, timing and access logs, and
+the translation of every refusal into Cloudflare's envelope.
+
+>>> app = build_app(Service(engine, Authenticator(TokenStore(path))))
+>>> uvicorn.run(app, host="127.0.0.1", port=8787)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from conveyor.errors import ConveyorError
+from conveyor.server import engine_routes, prometheus, routes, workerd
+from conveyor.server.envelope import JSONResponse, error_body, error_response
+from conveyor.server.logs import request_id
+from conveyor.server.openapi import document
+from conveyor.server.service import Service, blocking
+
+log = logging.getLogger("conveyor.server")
+access = logging.getLogger("conveyor.server.access")
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class RequestObserver:
+    """Gives each request an id (``x-request-id``, taken from the client when sane), times it into
+    the latency histogram by route template, and writes one access log line."""
+
+    def __init__(self, app: ASGIApp, service: Service) -> None:
+        self.app = app
+        self.service = service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
+        rid = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        token = request_id.set(rid)
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            elapsed = time.perf_counter() - started
+            route = scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            self.service.requests.observe(scope["method"], template, status, elapsed)
+            access.info(
+                "%s %s %d %.2f ms",
+                scope["method"],
+                scope["path"],
+                status,
+                elapsed * 1000,
+                extra={"method": scope["method"], "path": scope["path"], "status": status, "ms": elapsed * 1000},
+            )
+            request_id.reset(token)
+
+
+async def conveyor_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ConveyorError)
+    if exc.status >= 500:
+        log.error("request failed: %s", exc)
+    return error_response(exc)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = 10207 if exc.status_code == 405 else 10000 + exc.status_code
+    return JSONResponse(
+        error_body(code, str(exc.detail)), status_code=exc.status_code, headers={"x-should-retry": "false"}
+    )
+
+
+async def internal_error(request: Request, exc: Exception) -> Response:
+    log.exception("internal error")
+    return JSONResponse(error_body(15000, "internal error"), status_code=500)
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    service: Service = request.app.state.service
+    if service.auth.no_auth:
+        accounts = None
+    else:
+        token = service.auth.token(request)
+        assert token is not None
+        accounts = [token.account_id]
+    text = await blocking(prometheus.render, service.engine, service.requests, accounts, service.concurrency)
+    return Response(text, media_type=prometheus.CONTENT_TYPE)
+
+
+async def openapi_endpoint(request: Request) -> Response:
+    return JSONResponse(document())
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+def build_app(service: Service) -> Starlette:
+    app = Starlette(
+        routes=[
+            *routes.ROUTES,
+            *engine_routes.ROUTES,
+            *workerd.ROUTES,
+            Route("/metrics", metrics_endpoint, methods=["GET"]),
+            Route("/openapi.json", openapi_endpoint, methods=["GET"]),
+            Route("/healthz", health, methods=["GET"]),
+        ],
+        exception_handlers={
+            ConveyorError: conveyor_error,
+            HTTPException: http_error,
+            Exception: internal_error,
+        },
+    )
+    app.state.service = service
+    app.add_middleware(RequestObserver, service=service)
+    return app

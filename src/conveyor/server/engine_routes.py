@@ -1,0 +1,207 @@
+"""Conveyor's own endpoints, under ``/conveyor/v1/accounts/{account_id}``: the engine primitives that
+Cloudflare's API has no words for, so the remote transport (``conveyor.connect("http://...")``) can
+run :class:`~conveyor.App` workers over HTTP: leases with a delivery policy, heartbeats (extend),
+settle, release, counters, redrive, and a long-poll ``wait``.
+
+Bodies travel as base64 of the stored bytes, so what a remote producer stores is byte for byte what
+an embedded one would. Everything is still checked here: a remote client is not trusted to have
+checked.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from conveyor import limits
+from conveyor.client import validation as check
+from conveyor.codec import check_content_type
+from conveyor.errors import BatchTooLarge, InvalidMessage, InvalidRequest
+from conveyor.model import DeliveryPolicy, NewMessage, StoredMessage
+from conveyor.server import shapes
+from conveyor.server.envelope import array, mapping, ok, read_json, text, whole
+from conveyor.server.service import blocking, context
+
+# A long-poll wait holds a thread; cap both its length and how many run at once, so waiting
+# workers never starve the pool that answers everyone else.
+MAX_WAIT_SECONDS = 5.0
+_waiters = anyio.CapacityLimiter(64)
+
+
+def _encoded(m: StoredMessage) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "timestamp_ms": m.timestamp_ms,
+        "body": base64.b64encode(m.body).decode(),
+        "content_type": m.content_type,
+        "attempts": m.attempts,
+        "lease_id": m.lease_id,
+    }
+
+
+def _new_message(item: Any, i: int) -> NewMessage:
+    if not isinstance(item, dict):
+        raise InvalidMessage(f"message {i} must be an object")
+    kind = check_content_type(item.get("content_type", "json"))
+    try:
+        body = base64.b64decode(text(item, "body", ""), validate=True)
+    except binascii.Error:
+        raise InvalidMessage(f"message {i}: body must be base64") from None
+    check.check_message_size(len(body))
+    try:
+        if kind == "json":
+            json.loads(body)
+        elif kind == "text":
+            body.decode()
+    except ValueError:
+        raise InvalidMessage(f"message {i}: body is not valid {kind}") from None
+    return NewMessage(body, kind, check.check_delay(whole(item, "delay_seconds", 0)))
+
+
+def _policy(body: dict[str, Any]) -> DeliveryPolicy:
+    given = mapping(body, "policy")
+    dlq = text(given, "dead_letter_queue") or None
+    if dlq is not None:
+        check.check_queue_name(dlq)
+    retries = check.check_range("max_retries", whole(given, "max_retries", limits.DEFAULT_MAX_RETRIES), 0, 100)
+    return DeliveryPolicy(retries, dlq)
+
+
+def _strings(body: dict[str, Any], key: str) -> list[str]:
+    items = array(body, key)
+    if not all(isinstance(i, str) for i in items):
+        raise InvalidRequest(f"{key} must be a list of strings")
+    return items
+
+
+def _visibility(body: dict[str, Any]) -> int:
+    vt = whole(body, "visibility_ms", limits.DEFAULT_VISIBILITY_TIMEOUT_MS)
+    return check.check_range("visibility_ms", vt, 1, limits.MAX_VISIBILITY_TIMEOUT_MS, InvalidRequest)
+
+
+async def enqueue(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    items = array(await read_json(request), "messages")
+    if not 1 <= len(items) <= limits.MAX_BATCH_MESSAGES:
+        check.prepare_batch(items, None, 0)  # the standard refusal for an empty or long batch
+    messages = [_new_message(item, i) for i, item in enumerate(items)]
+    total = sum(len(m.body) for m in messages)
+    if len(messages) > 1 and total > limits.MAX_BATCH_BYTES:
+        raise BatchTooLarge(f"batch is {total} bytes; the limit is {limits.MAX_BATCH_BYTES}")
+    return ok(shapes.metrics(await blocking(ctx.client.engine.enqueue, queue.id, messages)))
+
+
+async def lease(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    body = await read_json(request)
+    size = check.check_range("max_messages", whole(body, "max_messages", 1), 1, limits.MAX_BATCH_SIZE, InvalidRequest)
+    leased = await blocking(ctx.client.engine.lease, queue.id, size, _visibility(body), _policy(body))
+    return ok({"messages": [_encoded(m) for m in leased]})
+
+
+async def extend(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    body = await read_json(request)
+    await blocking(ctx.client.engine.extend, queue.id, _strings(body, "lease_ids"), _visibility(body))
+    return ok(None)
+
+
+async def settle(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    body = await read_json(request)
+    retries: list[tuple[str, int]] = []
+    for item in array(body, "retries"):
+        if not isinstance(item, dict) or not isinstance(item.get("lease_id"), str):
+            raise InvalidRequest("each retry must be {lease_id, delay_seconds}")
+        retries.append((item["lease_id"], check.check_delay(whole(item, "delay_seconds", 0))))
+    result = await blocking(ctx.client.engine.settle, queue.id, _strings(body, "acks"), retries, _policy(body))
+    return ok(
+        {
+            "acked": result.acked,
+            "retried": result.retried,
+            "dead_lettered": result.dead_lettered,
+            "dropped": result.dropped,
+            "warnings": result.warnings,
+        }
+    )
+
+
+async def release(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    await blocking(ctx.client.engine.release, queue.id, _strings(await read_json(request), "lease_ids"))
+    return ok(None)
+
+
+async def counters(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    c = await blocking(ctx.client.engine.counters, queue.id)
+    return ok(
+        {
+            "sent": c.sent,
+            "acked": c.acked,
+            "retried": c.retried,
+            "dead_lettered": c.dead_lettered,
+            "expired": c.expired,
+            "dropped": c.dropped,
+            "in_flight": c.in_flight,
+        }
+    )
+
+
+async def next_visible(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    return ok({"next_visible_ms": await blocking(ctx.client.engine.next_visible_ms, queue.id)})
+
+
+async def wait(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    body = await read_json(request, required=False)
+    timeout = body.get("timeout", 1.0)
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 0 <= timeout <= MAX_WAIT_SECONDS:
+        raise InvalidRequest(f"timeout is {timeout!r}; it must be a number of seconds from 0 to {MAX_WAIT_SECONDS:g}")
+    await anyio.to_thread.run_sync(ctx.client.engine.wait, queue.id, float(timeout), limiter=_waiters)
+    return ok(None)
+
+
+async def redrive(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    target = await ctx.queue(text(await read_json(request), "to_queue_id", ""))
+    return ok({"moved": await blocking(ctx.client.engine.redrive, queue.id, target.id)})
+
+
+async def add_shard(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    return ok({"shards": await blocking(ctx.client.engine.add_shard, queue.id)})
+
+
+PREFIX = "/conveyor/v1/accounts/{account_id}/queues/{queue_id}"
+
+ROUTES = [
+    Route(PREFIX + "/enqueue", enqueue, methods=["POST"]),
+    Route(PREFIX + "/lease", lease, methods=["POST"]),
+    Route(PREFIX + "/extend", extend, methods=["POST"]),
+    Route(PREFIX + "/settle", settle, methods=["POST"]),
+    Route(PREFIX + "/release", release, methods=["POST"]),
+    Route(PREFIX + "/counters", counters, methods=["GET"]),
+    Route(PREFIX + "/next-visible", next_visible, methods=["GET"]),
+    Route(PREFIX + "/wait", wait, methods=["POST"]),
+    Route(PREFIX + "/redrive", redrive, methods=["POST"]),
+    Route(PREFIX + "/shards", add_shard, methods=["POST"]),
+]

@@ -1,0 +1,137 @@
+"""Cloudflare's v4 envelope, its errors, and the reading of request bodies.
+
+Every answer is ``{"success", "errors", "messages", "result"}`` (lists add ``result_info``). Errors
+carry Cloudflare's code, the HTTP status of the :class:`~conveyor.errors.ConveyorError` raised, the
+header ``x-should-retry: false`` (the Python SDK would otherwise retry 408/409/429/5xx by itself), and
+``conveyor-error`` naming the exception class, so the remote transport raises the same class.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from conveyor.errors import ConveyorError, InvalidRequest, MalformedJSON
+
+# The largest request body read: a full batch (256 KB of bodies) with room for JSON escaping and
+# base64. Larger bodies are refused from their Content-Length, or as soon as the stream passes it.
+MAX_REQUEST_BYTES = 2 * 1024 * 1024
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+class RequestTooLarge(InvalidRequest):
+    code = 10205
+    status = 413
+
+
+class JSONResponse(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return _dumps(content).encode()
+
+
+def ok(result: Any, status: int = 200, result_info: Mapping[str, int] | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"success": True, "errors": [], "messages": [], "result": result}
+    if result_info is not None:
+        body["result_info"] = dict(result_info)
+    return JSONResponse(body, status_code=status)
+
+
+def error_body(code: int, message: str) -> dict[str, Any]:
+    return {"success": False, "errors": [{"code": code, "message": message}], "messages": [], "result": None}
+
+
+def error_response(exc: ConveyorError) -> JSONResponse:
+    return JSONResponse(
+        error_body(exc.code, exc.message),
+        status_code=exc.status,
+        headers={"x-should-retry": "false", "conveyor-error": type(exc).__name__},
+    )
+
+
+async def read_body(request: Request, limit: int = MAX_REQUEST_BYTES) -> bytes:
+    """The request body, refused with 413 once it passes ``limit`` (before it is read whole)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestTooLarge(f"request body is {declared} bytes; the limit is {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestTooLarge(f"request body is over {limit} bytes; the limit is {limit}")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json(request: Request, *, required: bool = True) -> dict[str, Any]:
+    """The request's JSON object; 10208 when it does not parse, 10207 when it is not an object."""
+    raw = await read_body(request)
+    if not raw.strip():
+        if required:
+            raise InvalidRequest("the request needs a JSON object body")
+        return {}
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise MalformedJSON(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"request body must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+# -- typed fields ---------------------------------------------------------------------------------
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def whole(obj: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    """``obj[key]`` as an int (JSON numbers like ``5.0`` included); 10207 for any other type."""
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not _is_number(value) or value != value or value in (float("inf"), float("-inf")) or int(value) != value:
+        raise InvalidRequest(f"{key} is {value!r}; it must be a whole number")
+    return int(value)
+
+
+def text(obj: Mapping[str, Any], key: str, default: str | None = None) -> Any:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{key} is {value!r}; it must be a string")
+    return value
+
+
+def flag(obj: Mapping[str, Any], key: str, default: bool | None = None) -> Any:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidRequest(f"{key} is {value!r}; it must be true or false")
+    return value
+
+
+def mapping(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"{key} must be a JSON object")
+    return value
+
+
+def array(obj: Mapping[str, Any], key: str) -> list[Any]:
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidRequest(f"{key} must be a JSON array")
+    return value

@@ -1,0 +1,404 @@
+"""Cloudflare's Queues REST API v4, under ``/client/v4/accounts/{account_id}``.
+
+Each handler reads the request, calls the account's :class:`~conveyor.client.sync.Conveyor` (the
+embedded API, with its checks) on the thread pool, and answers in Cloudflare's envelope and shapes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from conveyor import limits
+from conveyor.client import validation as check
+from conveyor.client.sync import Queue
+from conveyor.errors import BatchTooLarge, ConsumerNotFound, DeliveryPaused, InvalidMessage, InvalidRequest
+from conveyor.model import ConsumerInfo, ConsumerSettings, DeliveryPolicy, NewMessage, QueueInfo, QueueSettings
+from conveyor.server import shapes
+from conveyor.server.envelope import array, flag, mapping, ok, read_json, text, whole
+from conveyor.server.service import Context, blocking, context
+
+DEFAULT_PER_PAGE = 100
+MAX_PER_PAGE = 1000
+
+
+# -- queues -------------------------------------------------------------------------------------
+def _settings(body: dict[str, Any], base: QueueSettings) -> QueueSettings:
+    given = mapping(body, "settings")
+    return QueueSettings(
+        delivery_delay=whole(given, "delivery_delay", base.delivery_delay),
+        delivery_paused=flag(given, "delivery_paused", base.delivery_paused),
+        message_retention_period=whole(given, "message_retention_period", base.message_retention_period),
+    )
+
+
+async def create_queue(request: Request) -> Response:
+    ctx = context(request)
+    body = await read_json(request)
+    name = check.check_queue_name(text(body, "queue_name"))
+    ctx.principal.check_create(name)
+    s = _settings(body, QueueSettings())
+    queue = await blocking(
+        ctx.client.create_queue,
+        name,
+        delivery_delay=s.delivery_delay,
+        message_retention_period=s.message_retention_period,
+        delivery_paused=s.delivery_paused,
+    )
+    return ok(shapes.queue(await blocking(queue.info)))
+
+
+def _page(request: Request) -> tuple[int, int]:
+    def number(key: str, default: int, high: int) -> int:
+        raw = request.query_params.get(key)
+        if raw is None or raw == "":
+            return default
+        if not raw.isdigit() or not 1 <= int(raw) <= high:
+            raise InvalidRequest(f"{key} is {raw!r}; it must be a whole number from 1 to {high}")
+        return int(raw)
+
+    return number("page", 1, 10**9), number("per_page", DEFAULT_PER_PAGE, MAX_PER_PAGE)
+
+
+def paged(items: list[Any], page: int, per_page: int) -> Response:
+    chunk = items[(page - 1) * per_page : page * per_page]
+    info = {
+        "page": page,
+        "per_page": per_page,
+        "count": len(chunk),
+        "total_count": len(items),
+        "total_pages": math.ceil(len(items) / per_page),
+    }
+    return ok(chunk, result_info=info)
+
+
+async def list_queues(request: Request) -> Response:
+    ctx = context(request)
+    page, per_page = _page(request)
+    name = request.query_params.get("name")
+    queues = [
+        q
+        for q in await blocking(ctx.client.list_queues)
+        if ctx.principal.sees(q.queue_name) and (not name or q.queue_name == name)
+    ]
+    return paged([shapes.queue(q) for q in queues], page, per_page)
+
+
+async def get_queue(request: Request) -> Response:
+    queue = await context(request).queue(request.path_params["queue_id"])
+    return ok(shapes.queue(await blocking(queue.info)))
+
+
+async def _change_queue(request: Request, *, replace: bool) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    body = await read_json(request)
+    new_name = text(body, "queue_name")
+    if new_name is not None and new_name != queue.name:
+        raise InvalidRequest(f"renaming a queue ({queue.name!r} to {new_name!r}) is not supported")
+    current = (await blocking(queue.info)).settings
+    s = _settings(body, QueueSettings() if replace else current)
+    info = await blocking(
+        queue.update,
+        delivery_delay=s.delivery_delay,
+        message_retention_period=s.message_retention_period,
+        delivery_paused=s.delivery_paused,
+    )
+    return ok(shapes.queue(info))
+
+
+async def update_queue(request: Request) -> Response:
+    return await _change_queue(request, replace=True)
+
+
+async def edit_queue(request: Request) -> Response:
+    return await _change_queue(request, replace=False)
+
+
+async def delete_queue(request: Request) -> Response:
+    queue = await context(request).queue(request.path_params["queue_id"])
+    await blocking(queue.delete)
+    return ok(None)
+
+
+async def queue_metrics(request: Request) -> Response:
+    queue = await context(request).queue(request.path_params["queue_id"])
+    return ok(shapes.metrics(await blocking(queue.metrics)))
+
+
+async def start_purge(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    body = await read_json(request, required=False)
+    if flag(body, "delete_messages_permanently") is not True:
+        raise InvalidRequest("purging deletes every message for good: send delete_messages_permanently: true")
+    ctx.service.purges[queue.id] = ctx.client.engine.clock.now_ms()
+    await blocking(queue.purge)
+    return ok(shapes.queue(await blocking(queue.info)))
+
+
+async def purge_status(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    started = ctx.service.purges.get(queue.id)
+    if started is None:
+        return ok({"started_at": "", "completed": True})
+    when = datetime.fromtimestamp(started / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Purges run to completion inside the request that starts them.
+    return ok({"started_at": when, "completed": True})
+
+
+# -- consumers ----------------------------------------------------------------------------------
+def _consumer_settings(body: dict[str, Any], kind: str) -> ConsumerSettings:
+    given = mapping(body, "settings")
+    default_batch = limits.DEFAULT_PULL_BATCH_SIZE if kind == "http_pull" else limits.DEFAULT_MAX_BATCH_SIZE
+    base = ConsumerSettings(batch_size=default_batch)
+    if "max_concurrency" in given and given["max_concurrency"] is None:
+        concurrency = None
+    else:
+        concurrency = whole(given, "max_concurrency", base.max_concurrency)
+    return check.check_consumer_settings(
+        ConsumerSettings(
+            batch_size=whole(given, "batch_size", base.batch_size),
+            max_retries=whole(given, "max_retries", base.max_retries),
+            max_wait_time_ms=whole(given, "max_wait_time_ms", base.max_wait_time_ms),
+            max_concurrency=concurrency,
+            retry_delay=whole(given, "retry_delay", base.retry_delay),
+            visibility_timeout_ms=whole(given, "visibility_timeout_ms", base.visibility_timeout_ms),
+        )
+    )
+
+
+def _consumer_request(body: dict[str, Any], queue: Queue) -> tuple[str, str, ConsumerSettings, str]:
+    kind = text(body, "type", "worker")
+    if kind not in ("worker", "http_pull"):
+        raise InvalidRequest(f"consumer type is {kind!r}; it must be 'worker' or 'http_pull'")
+    script = text(body, "script_name") or text(body, "script") or ""
+    if kind == "worker" and not script:
+        raise InvalidRequest("a worker consumer needs a script_name")
+    dlq = text(body, "dead_letter_queue") or ""
+    if dlq:
+        check.check_queue_name(dlq)
+        if dlq == queue.name:
+            raise InvalidRequest(f"queue {queue.name!r} cannot be its own dead letter queue")
+    return kind, script, _consumer_settings(body, kind), dlq
+
+
+async def create_consumer(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    body = await read_json(request)
+    kind, script, settings, dlq = _consumer_request(body, queue)
+    if dlq:
+        ctx.principal.check_queue(dlq)
+    info = await blocking(
+        queue.add_consumer,
+        kind,
+        script_name=script,
+        settings=settings,
+        dead_letter_queue=dlq or None,
+    )
+    return ok(shapes.consumer(info))
+
+
+async def _queue_consumer(ctx: Context, request: Request) -> tuple[Queue, ConsumerInfo]:
+    queue = await ctx.queue(request.path_params["queue_id"])
+    consumer_id = request.path_params["consumer_id"]
+    for c in (await blocking(queue.info)).consumers:
+        if c.consumer_id == consumer_id:
+            return queue, c
+    raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist on queue {queue.name!r}")
+
+
+async def list_consumers(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    page, per_page = _page(request)
+    consumers = (await blocking(queue.info)).consumers
+    return paged([shapes.consumer(c) for c in consumers], page, per_page)
+
+
+async def get_consumer(request: Request) -> Response:
+    _, consumer = await _queue_consumer(context(request), request)
+    return ok(shapes.consumer(consumer))
+
+
+async def update_consumer(request: Request) -> Response:
+    ctx = context(request)
+    queue, consumer = await _queue_consumer(ctx, request)
+    body = await read_json(request)
+    body.setdefault("type", consumer.type)
+    if consumer.type == "worker":
+        body.setdefault("script_name", consumer.script_name)
+    kind, _, settings, dlq = _consumer_request(body, queue)
+    if kind != consumer.type:
+        raise InvalidRequest(f"a consumer's type cannot change ({consumer.type} to {kind}); delete it first")
+    if dlq:
+        ctx.principal.check_queue(dlq)
+    info = await blocking(ctx.client.engine.update_consumer, consumer.consumer_id, settings, dlq)
+    return ok(shapes.consumer(info))
+
+
+async def delete_consumer(request: Request) -> Response:
+    ctx = context(request)
+    _, consumer = await _queue_consumer(ctx, request)
+    await blocking(ctx.client.engine.remove_consumer, consumer.consumer_id)
+    return ok(None)
+
+
+# -- messages -----------------------------------------------------------------------------------
+def rest_message(message: Any, default_delay: int, where: str = "") -> NewMessage:
+    """One message of a push or bulk push, checked like the embedded API checks ``send``."""
+    if not isinstance(message, dict) or "body" not in message:
+        raise InvalidMessage(f"message{where} has no body")
+    content_type = message.get("content_type", "json")
+    body = message["body"]
+    if content_type == "bytes":
+        # Over JSON, a bytes body travels as base64 (as pulled messages do).
+        if not isinstance(body, str):
+            raise InvalidMessage(f"message{where}: a bytes body must be a base64 string")
+        try:
+            body = base64.b64decode(body, validate=True)
+        except binascii.Error:
+            raise InvalidMessage(f"message{where}: a bytes body must be a base64 string") from None
+    delay = message.get("delay_seconds")
+    if delay is not None:
+        delay = check.check_delay(whole(message, "delay_seconds"))
+    return check.prepare_message(body, content_type, default_delay if delay is None else delay)
+
+
+async def push(request: Request) -> Response:
+    ctx = context(request)
+    queue, info = await ctx.lookup(request.path_params["queue_id"])
+    body = await read_json(request)
+    message = rest_message(body, info.settings.delivery_delay)
+    metrics = await blocking(ctx.client.engine.enqueue, queue.id, [message])
+    return ok({"metadata": {"metrics": shapes.metrics(metrics)}})
+
+
+async def bulk_push(request: Request) -> Response:
+    ctx = context(request)
+    queue, info = await ctx.lookup(request.path_params["queue_id"])
+    body = await read_json(request)
+    messages = array(body, "messages")
+    if not messages:
+        raise InvalidRequest("a batch needs at least one message")
+    if len(messages) > limits.MAX_BATCH_MESSAGES:
+        check.prepare_batch(messages, None, 0)  # raises TooManyMessages with the standard message
+    batch_delay = whole(body, "delay_seconds")
+    default = info.settings.delivery_delay if batch_delay is None else check.check_delay(batch_delay, batch=True)
+    prepared = [rest_message(m, default, f" {i} of the batch") for i, m in enumerate(messages)]
+    total = sum(len(m.body) for m in prepared)
+    if total > limits.MAX_BATCH_BYTES:
+        raise BatchTooLarge(f"batch is {total} bytes; the limit is {limits.MAX_BATCH_BYTES}")
+    metrics = await blocking(ctx.client.engine.enqueue, queue.id, prepared)
+    return ok({"metadata": {"metrics": shapes.metrics(metrics)}})
+
+
+def _pull_consumer(info: QueueInfo) -> ConsumerInfo:
+    consumers = info.consumers
+    if not consumers or consumers[0].type != "http_pull":
+        raise InvalidRequest(f"queue {info.queue_name!r} has no http_pull consumer: create one first")
+    return consumers[0]
+
+
+async def pull(request: Request) -> Response:
+    ctx = context(request)
+    queue, info = await ctx.lookup(request.path_params["queue_id"])
+    body = await read_json(request, required=False)
+    consumer = _pull_consumer(info)
+    if info.settings.delivery_paused:
+        raise DeliveryPaused(f"queue_delivery_paused: delivery of queue {queue.name!r} is paused")
+    size = whole(body, "batch_size", consumer.settings.batch_size)
+    check.check_range("batch_size", size, 1, limits.MAX_BATCH_SIZE, InvalidRequest)
+    vt = whole(body, "visibility_timeout_ms")
+    if vt is None:
+        vt = whole(body, "visibility_timeout", consumer.settings.visibility_timeout_ms)
+    check.check_range("visibility_timeout_ms", vt, 1, limits.MAX_VISIBILITY_TIMEOUT_MS, InvalidRequest)
+    policy = DeliveryPolicy(consumer.settings.max_retries, consumer.dead_letter_queue or None)
+    engine = ctx.client.engine
+    leased = await blocking(engine.lease, queue.id, size, vt, policy)
+    metrics = await blocking(engine.metrics, queue.id)
+    return ok(
+        {
+            "message_backlog_count": metrics.backlog_count,
+            "messages": [shapes.pulled(m) for m in leased],
+            "metadata": {"metrics": shapes.metrics(metrics)},
+        }
+    )
+
+
+def _lease_ids(items: list[Any], key: str) -> list[dict[str, Any]]:
+    out = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("lease_id"), str):
+            raise InvalidRequest(f"each of {key} must be an object with a string lease_id")
+        out.append(item)
+    return out
+
+
+async def ack(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    body = await read_json(request, required=False)
+    acks = [a["lease_id"] for a in _lease_ids(array(body, "acks"), "acks")]
+    retries = [(r["lease_id"], whole(r, "delay_seconds")) for r in _lease_ids(array(body, "retries"), "retries")]
+    result = await blocking(queue.ack, acks=acks, retries=retries)
+    return ok({"ackCount": result.ack_count, "retryCount": result.retry_count, "warnings": result.warnings})
+
+
+async def peek(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    body = await read_json(request, required=False)
+    size = whole(body, "batch_size", 1)
+    check.check_range("batch_size", size, 1, limits.MAX_BATCH_SIZE, InvalidRequest)
+    stored = await blocking(ctx.client.engine.peek, queue.id, size)
+    return ok({"messages": [shapes.peeked(m) for m in stored]})
+
+
+async def purge_messages(request: Request) -> Response:
+    """Deleting single messages by ``ref`` is not something Conveyor's engines do: every ref gets a warning."""
+    ctx = context(request)
+    await ctx.queue(request.path_params["queue_id"])
+    body = await read_json(request)
+    refs = array(body, "refs")
+    warnings = {
+        str(r.get("ref") if isinstance(r, dict) else r): "deleting single messages is not supported; use purge"
+        for r in refs
+    }
+    return ok({"errors": [], "warnings": warnings})
+
+
+PREFIX = "/client/v4/accounts/{account_id}"
+Q = PREFIX + "/queues/{queue_id}"
+
+ROUTES = [
+    Route(PREFIX + "/queues", create_queue, methods=["POST"]),
+    Route(PREFIX + "/queues", list_queues, methods=["GET"]),
+    Route(Q, get_queue, methods=["GET"]),
+    Route(Q, update_queue, methods=["PUT"]),
+    Route(Q, edit_queue, methods=["PATCH"]),
+    Route(Q, delete_queue, methods=["DELETE"]),
+    Route(Q + "/metrics", queue_metrics, methods=["GET"]),
+    Route(Q + "/purge", start_purge, methods=["POST"]),
+    Route(Q + "/purge", purge_status, methods=["GET"]),
+    Route(Q + "/consumers", create_consumer, methods=["POST"]),
+    Route(Q + "/consumers", list_consumers, methods=["GET"]),
+    Route(Q + "/consumers/{consumer_id}", get_consumer, methods=["GET"]),
+    Route(Q + "/consumers/{consumer_id}", update_consumer, methods=["PUT"]),
+    Route(Q + "/consumers/{consumer_id}", delete_consumer, methods=["DELETE"]),
+    Route(Q + "/messages", push, methods=["POST"]),
+    Route(Q + "/messages/batch", bulk_push, methods=["POST"]),
+    Route(Q + "/messages/pull", pull, methods=["POST"]),
+    Route(Q + "/messages/ack", ack, methods=["POST"]),
+    Route(Q + "/messages/peek", peek, methods=["POST"]),
+    Route(Q + "/messages/purge", purge_messages, methods=["POST"]),
+]

@@ -1,0 +1,85 @@
+"""What every request handler needs: the engine, the authenticator, and one request's context."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from starlette.requests import Request
+
+from conveyor import limits
+from conveyor.client.sync import Conveyor, Queue
+from conveyor.engine.base import Engine
+from conveyor.errors import InvalidQueueId
+from conveyor.model import QueueInfo
+from conveyor.server.accounts import AccountEngine, check_account_id
+from conveyor.server.auth import Authenticator, Principal
+from conveyor.server.prometheus import ConcurrencySource, RequestMetrics
+
+T = TypeVar("T")
+
+
+async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a blocking engine call on the thread pool, so the event loop keeps serving others."""
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+
+@dataclass
+class Service:
+    """The state shared by every request of one server."""
+
+    engine: Engine
+    auth: Authenticator
+    requests: RequestMetrics = field(default_factory=RequestMetrics)
+    concurrency: ConcurrencySource | None = None
+    # Purge start times (ms) by queue id, for GET .../purge.
+    purges: dict[str, int] = field(default_factory=dict)
+    _accounts: dict[str, Conveyor] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def client(self, account_id: str) -> Conveyor:
+        """The account's view of the deployment, with the embedded API's own checks."""
+        with self._lock:
+            client = self._accounts.get(account_id)
+            if client is None:
+                client = Conveyor(AccountEngine(self.engine, check_account_id(account_id)))
+                self._accounts[account_id] = client
+            return client
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """One request's caller and its account's client."""
+
+    principal: Principal
+    client: Conveyor
+    service: Service
+
+    async def lookup(self, queue_id: str) -> tuple[Queue, QueueInfo]:
+        """The caller's queue ``queue_id``: 10107 for a malformed id, 404 if it is not theirs to see."""
+        if not limits.ID_PATTERN.match(queue_id):
+            raise InvalidQueueId(f"queue id {queue_id!r} is malformed: expected 32 lowercase hex characters")
+        info = await blocking(self.client.engine.get_queue_by_id, queue_id)
+        self.principal.check_queue(info.queue_name)
+        return Queue(self.client, info), info
+
+    async def queue(self, queue_id: str) -> Queue:
+        return (await self.lookup(queue_id))[0]
+
+    async def queue_named(self, name: str) -> Queue:
+        self.principal.check_queue(name)
+        return await blocking(self.client.queue, name)
+
+
+def context(request: Request) -> Context:
+    service: Service = request.app.state.service
+    account_id = request.path_params["account_id"]
+    principal = service.auth.principal(request, account_id)
+    # Peek reads without leasing: a read-only token may do it.
+    if request.method not in ("GET", "HEAD") and not request.url.path.endswith("/messages/peek"):
+        principal.check_write()
+    return Context(principal, service.client(account_id), service)
