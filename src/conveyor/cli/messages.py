@@ -19,7 +19,7 @@ from conveyor.cli.render import messages_table
 from conveyor.cli.shapes import message_json, metrics_json
 from conveyor.client.sync import Queue
 from conveyor.codec import CONTENT_TYPES, encode
-from conveyor.errors import InvalidMessage, MalformedJSON
+from conveyor.errors import InvalidMessage, InvalidRequest, MalformedJSON
 from conveyor.model import Metrics
 
 content_type_option = click.option(
@@ -122,7 +122,10 @@ def send(
     emit(
         as_json,
         data,
-        lambda: Text(f"Sent {sent:,} messages to {queue} in {batches:,} batches ({rate_text(sent, seconds) or '-'})"),
+        lambda: Text(
+            f"Sent {sent:,} messages to {queue} in {batches:,} batch{'es' if batches != 1 else ''}"
+            + (f" ({rate})" if (rate := rate_text(sent, seconds)) else "")
+        ),
     )
 
 
@@ -160,6 +163,12 @@ def pull(
     """Lease a batch of messages from QUEUE, which needs an HTTP pull consumer
     (`conveyor queues consumer http add QUEUE`). Without --ack, settle them later with `conveyor ack`."""
     q = state.connect().queue(queue)
+    consumer = q.consumer()
+    if consumer is None or consumer.type != "http_pull":
+        # The API's message names the Python call; on the command line, name the command.
+        raise InvalidRequest(
+            f"queue {queue!r} has no HTTP pull consumer; add one: conveyor queues consumer http add {queue}"
+        )
     messages = q.pull(batch_size=batch_size, visibility_timeout_ms=visibility_timeout_ms)
     data: dict[str, Any] = {
         "message_backlog_count": q.metrics().backlog_count,

@@ -1,0 +1,135 @@
+"""``conveyor worker module:app`` as a real process: it handles messages, logs its concurrency, and
+stops gracefully on SIGTERM, letting a running handler finish."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import conveyor
+
+from .support import CONVEYOR_BIN, Cli
+
+APP_MODULE = textwrap.dedent(
+    """
+    import pathlib
+    import time
+
+    import conveyor
+
+    HERE = pathlib.Path(__file__).parent
+    app = conveyor.App()
+
+    @app.consumer("jobs", max_batch_size=10, max_batch_timeout=0.05)
+    def handle(batch):
+        for m in batch.messages:
+            if m.body == "slow":
+                (HERE / "slow-started").touch()
+                time.sleep(1.0)
+                (HERE / "slow-finished").touch()
+            else:
+                with open(HERE / "handled.txt", "a") as out:
+                    out.write(f"{m.body['n']}\\n")
+
+    not_an_app = 42
+    """
+)
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def start_worker(tmp_path: Path, url: str, *args: str) -> subprocess.Popen[str]:
+    (tmp_path / "jobsapp.py").write_text(APP_MODULE)
+    env = {k: v for k, v in os.environ.items() if k != "CONVEYOR_URL"}
+    return subprocess.Popen(
+        [str(CONVEYOR_BIN), "--url", url, "worker", "jobsapp:app", "--grace-period", "10", *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_worker_handles_messages_and_stops_gracefully_on_sigterm(
+    tmp_path: Path, url: str, client: conveyor.Conveyor
+) -> None:
+    jobs = client.create_queue("jobs")
+    jobs.send_batch([{"body": {"n": n}} for n in range(50)])
+    worker = start_worker(tmp_path, url)
+    try:
+        handled = tmp_path / "handled.txt"
+        wait_until(lambda: handled.exists() and len(handled.read_text().split()) >= 50, "50 messages handled")
+        jobs.send("slow")
+        wait_until((tmp_path / "slow-started").exists, "the slow handler to start")
+        worker.send_signal(signal.SIGTERM)
+        _, logs = worker.communicate(timeout=30)
+    finally:
+        worker.kill()
+        worker.wait()
+    assert worker.returncode == 0, logs
+    assert sorted(int(n) for n in handled.read_text().split()) == list(range(50))
+    assert (tmp_path / "slow-finished").exists(), "the running handler was not allowed to finish"
+    assert jobs.metrics().backlog_count == 0, "the slow message was not acked before the worker stopped"
+    consumer = jobs.consumer()
+    assert consumer is not None and consumer.type == "worker" and consumer.script_name == "jobsapp:handle"
+    assert "INFO" in logs and "consumer concurrency" in logs
+    assert "received SIGTERM: stopping gracefully" in logs and "worker stopped" in logs
+
+
+def test_worker_json_logs_are_one_object_per_line(tmp_path: Path, url: str, client: conveyor.Conveyor) -> None:
+    client.create_queue("jobs")
+    worker = start_worker(tmp_path, url, "--json")
+    try:
+        wait_until(lambda: client.queue("jobs").consumer() is not None, "the worker to register")
+        worker.send_signal(signal.SIGINT)
+        _, logs = worker.communicate(timeout=30)
+    finally:
+        worker.kill()
+        worker.wait()
+    assert worker.returncode == 0, logs
+    entries = [json.loads(line) for line in logs.splitlines()]
+    assert {"ts", "level", "logger", "message"} <= set(entries[0])
+    assert any(e["message"] == "worker stopped" for e in entries)
+
+
+def test_worker_target_that_is_not_an_app_is_a_usage_error(
+    run: Cli, url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "jobsapp.py").write_text(APP_MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # In-process, the command points $CONVEYOR_URL at --url and imports jobsapp: undo both afterwards.
+    monkeypatch.setenv("CONVEYOR_URL", url)
+    monkeypatch.setitem(sys.modules, "jobsapp", None)
+    monkeypatch.delitem(sys.modules, "jobsapp")
+    for target, message in (
+        ("jobsapp", "not module:attribute"),
+        ("no_such_module_xyz:app", "cannot import module"),
+        ("jobsapp:missing", "has no attribute 'missing'"),
+        ("jobsapp:not_an_app", "is a int, not a conveyor.App"),
+    ):
+        result = run("worker", target)
+        assert result.exit_code == 2, result.output
+        assert message in result.stderr
+
+
+def test_worker_whose_queue_is_missing_fails_with_one_line(tmp_path: Path, url: str) -> None:
+    worker = start_worker(tmp_path, url)
+    _, logs = worker.communicate(timeout=30)
+    assert worker.returncode == 1
+    assert logs.splitlines()[-1] == "error: queue 'jobs' does not exist (code 10104)"
