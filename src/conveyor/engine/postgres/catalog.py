@@ -1,0 +1,197 @@
+"""The PostgreSQL catalog: queues, consumers and the shard map, each change one short transaction.
+
+A queue's storage shards are partitions of ``messages``: creating a queue (or adding a shard)
+creates the partition and its striped counter rows in the same transaction as the catalog rows, and
+deleting a queue drops its partitions — no row-by-row delete, no dead rows left behind.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from conveyor.engine.postgres.database import ReadPool
+from conveyor.engine.sqlfile import load_queries
+from conveyor.errors import ConsumerExists, ConsumerNotFound, QueueExists, QueueNotFound
+from conveyor.ids import iso_now, new_id
+from conveyor.model import ConsumerInfo, ConsumerSettings, ConsumerType, QueueInfo, QueueSettings
+
+Q = load_queries("conveyor.engine.postgres", "queries.sql")
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+# Counter rows per shard: each engine writes one, so up to this many writers never share a row lock.
+STAT_SLOTS = 16
+
+
+def partition_name(shard_key: int) -> sql.Identifier:
+    return sql.Identifier(f"messages_{shard_key}")
+
+
+def _consumer(row: tuple[Any, ...]) -> ConsumerInfo:
+    return ConsumerInfo(
+        consumer_id=row[0],
+        queue_id=row[1],
+        queue_name=row[2],
+        type=row[3],
+        script_name=row[4],
+        created_on=row[5],
+        dead_letter_queue=row[6],
+        settings=ConsumerSettings(**json.loads(row[7])),
+    )
+
+
+def _queue(conn: Connection, query: str, key: str) -> QueueInfo:
+    row = conn.execute(Q[query], {"key": key}).fetchone()
+    if row is None:
+        raise QueueNotFound(f"queue {key!r} does not exist")
+    consumers = conn.execute(Q["consumers_of"], {"queue": row[0]}).fetchall()
+    return QueueInfo(
+        queue_id=row[0],
+        queue_name=row[1],
+        created_on=row[2],
+        modified_on=row[3],
+        settings=QueueSettings(delivery_delay=row[4], delivery_paused=row[5], message_retention_period=row[6]),
+        consumers=tuple(_consumer(c) for c in consumers),
+        shards=row[7],
+    )
+
+
+def _add_shard(conn: Connection, queue_id: str, now_ms: int) -> int:
+    key, number = conn.execute(Q["insert_shard"], {"queue": queue_id, "now": now_ms}).fetchone()  # type: ignore[misc]
+    conn.execute(sql.SQL(Q["create_partition"]).format(partition=partition_name(key), key=sql.Literal(key)))
+    conn.execute(Q["insert_shard_stats"], {"shard": key, "slots": STAT_SLOTS})
+    return int(number)
+
+
+class Catalog:
+    """Queues, consumers and shards; every method is one transaction."""
+
+    def __init__(self, pool: ReadPool) -> None:
+        self._pool = pool
+
+    # -- queues -------------------------------------------------------------------------------
+    def create_queue(self, name: str, settings: QueueSettings, shards: int, now_ms: int) -> QueueInfo:
+        def fn(conn: Connection) -> QueueInfo:
+            args = {
+                "queue": new_id(),
+                "name": name,
+                "now": iso_now(),
+                "delay": settings.delivery_delay,
+                "paused": settings.delivery_paused,
+                "retention": settings.message_retention_period,
+            }
+            created = conn.execute(Q["insert_queue"], args).fetchone()
+            if created is None:
+                raise QueueExists(f"a queue named {name!r} already exists")
+            for _ in range(shards):
+                _add_shard(conn, created[0], now_ms)
+            return _queue(conn, "queue_by_id", created[0])
+
+        return self._pool.transaction(fn, "create queue")
+
+    def get_queue(self, name: str) -> QueueInfo:
+        return self._pool.run(lambda c: _queue(c, "queue_by_name", name), "read queue")
+
+    def get_queue_by_id(self, queue_id: str) -> QueueInfo:
+        return self._pool.run(lambda c: _queue(c, "queue_by_id", queue_id), "read queue")
+
+    def list_queues(self) -> list[QueueInfo]:
+        def fn(conn: Connection) -> list[QueueInfo]:
+            ids = conn.execute(Q["queue_ids"]).fetchall()
+            return [_queue(conn, "queue_by_id", qid) for (qid,) in ids]
+
+        return self._pool.transaction(fn, "list queues")
+
+    def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
+        def fn(conn: Connection) -> QueueInfo:
+            args = {
+                "queue": queue_id,
+                "now": iso_now(),
+                "delay": settings.delivery_delay,
+                "paused": settings.delivery_paused,
+                "retention": settings.message_retention_period,
+            }
+            if not conn.execute(Q["update_queue"], args).rowcount:
+                raise QueueNotFound(f"queue {queue_id!r} does not exist")
+            return _queue(conn, "queue_by_id", queue_id)
+
+        return self._pool.transaction(fn, "update queue")
+
+    def delete_queue(self, queue_id: str) -> None:
+        def fn(conn: Connection) -> None:
+            keys = [k for (k,) in conn.execute(Q["shard_keys"], {"queue": queue_id}).fetchall()]
+            if conn.execute(Q["delete_queue"], {"queue": queue_id}).fetchone() is None:
+                raise QueueNotFound(f"queue {queue_id!r} does not exist")
+            for key in keys:
+                conn.execute(sql.SQL(Q["drop_partition"]).format(partition=partition_name(key)))
+
+        self._pool.transaction(fn, "delete queue")
+
+    # -- shard map ----------------------------------------------------------------------------
+    def shards(self, queue_id: str) -> list[tuple[int, int, str]]:
+        """(shard key, shard number, state) of every shard of the queue, by number."""
+        rows = self._pool.run(lambda c: c.execute(Q["shards_of"], {"queue": queue_id}).fetchall(), "read shards")
+        return [(int(k), int(n), str(s)) for k, n, s in rows]
+
+    def add_shard(self, queue_id: str, now_ms: int) -> int:
+        def fn(conn: Connection) -> int:
+            if conn.execute(Q["queue_by_id"], {"key": queue_id}).fetchone() is None:
+                raise QueueNotFound(f"queue {queue_id!r} does not exist")
+            return _add_shard(conn, queue_id, now_ms) + 1
+
+        return self._pool.transaction(fn, "add shard")
+
+    def next_producer_slot(self) -> int:
+        return int(self._pool.run(lambda c: c.execute(Q["producer_slot"]).fetchone()[0], "producer slot"))  # type: ignore[index]
+
+    # -- consumers ----------------------------------------------------------------------------
+    def add_consumer(
+        self, queue_id: str, type: ConsumerType, script_name: str, settings: ConsumerSettings, dlq: str
+    ) -> ConsumerInfo:
+        def fn(conn: Connection) -> ConsumerInfo:
+            queue = _queue(conn, "queue_by_id", queue_id)
+            args = {
+                "consumer": new_id(),
+                "queue": queue_id,
+                "type": type,
+                "script": script_name,
+                "now": iso_now(),
+                "dlq": dlq,
+                "settings": json.dumps(asdict(settings)),
+            }
+            if queue.consumers or conn.execute(Q["insert_consumer"], args).fetchone() is None:
+                existing = queue.consumers[0].type if queue.consumers else "another"
+                raise ConsumerExists(
+                    f"queue {queue.queue_name!r} already has a consumer ({existing}); "
+                    "a queue has one consumer at a time"
+                )
+            return self._consumer(conn, str(args["consumer"]))
+
+        return self._pool.transaction(fn, "add consumer")
+
+    @staticmethod
+    def _consumer(conn: Connection, consumer_id: str) -> ConsumerInfo:
+        row = conn.execute(Q["consumer"], {"consumer": consumer_id}).fetchone()
+        if row is None:
+            raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
+        return _consumer(row)
+
+    def update_consumer(self, consumer_id: str, settings: ConsumerSettings, dlq: str) -> ConsumerInfo:
+        def fn(conn: Connection) -> ConsumerInfo:
+            args = {"consumer": consumer_id, "dlq": dlq, "settings": json.dumps(asdict(settings))}
+            if not conn.execute(Q["update_consumer"], args).rowcount:
+                raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
+            return self._consumer(conn, consumer_id)
+
+        return self._pool.transaction(fn, "update consumer")
+
+    def remove_consumer(self, consumer_id: str) -> None:
+        def fn(conn: Connection) -> None:
+            if not conn.execute(Q["delete_consumer"], {"consumer": consumer_id}).rowcount:
+                raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
+
+        self._pool.transaction(fn, "remove consumer")

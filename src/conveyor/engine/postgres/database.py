@@ -1,0 +1,106 @@
+"""Talking to PostgreSQL through outages: connections that come back, and errors that say what failed.
+
+A server restart, a failover or a dropped socket surfaces as ``psycopg.OperationalError``. Every
+engine call retries such errors (and deadlocks, which PostgreSQL resolves by aborting one side) on a
+fresh connection with a growing pause, for up to ``RECONNECT_SECONDS``, so clients ride out a
+restart by themselves. Anything else becomes a :class:`~conveyor.errors.ConveyorError`.
+
+A write retried after its connection died may already have committed: a send can then be stored
+twice, an ack counted once and warned about once. Both are within at-least-once delivery.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg_pool import ConnectionPool
+
+from conveyor.errors import ConveyorError, QueueNotFound, StorageError, StorageFull
+
+log = logging.getLogger("conveyor.engine.postgres")
+
+T = TypeVar("T")
+
+RECONNECT_SECONDS = 60.0
+CONNECT_TIMEOUT_SECONDS = 5
+FIRST_PAUSE_SECONDS = 0.05
+MAX_PAUSE_SECONDS = 1.0
+
+
+def translate_error(exc: psycopg.Error) -> ConveyorError:
+    """A ConveyorError that says what PostgreSQL refused."""
+    if isinstance(exc, pgerrors.DiskFull):
+        return StorageFull(f"PostgreSQL is out of disk space: {exc}; nothing of this write was stored")
+    if "no partition of relation" in str(exc):
+        # The queue's shard partition was dropped with the queue while this write was under way.
+        return QueueNotFound("the queue was deleted while this write was under way")
+    return StorageError(f"PostgreSQL error: {exc}")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is worth retrying on a fresh connection (an outage, a deadlock)."""
+    if isinstance(exc, pgerrors.DiskFull):
+        return False
+    return isinstance(exc, psycopg.OperationalError)
+
+
+def with_retries(fn: Callable[[], T], what: str) -> T:
+    """Run ``fn``, retrying transient failures for up to ``RECONNECT_SECONDS``."""
+    deadline = time.monotonic() + RECONNECT_SECONDS
+    pause = FIRST_PAUSE_SECONDS
+    while True:
+        try:
+            return fn()
+        except psycopg.Error as exc:
+            if not is_transient(exc) or time.monotonic() + pause > deadline:
+                raise translate_error(exc) from exc
+            log.warning("%s failed (%s); retrying in %.2f s", what, str(exc).strip() or type(exc).__name__, pause)
+            time.sleep(pause)
+            pause = min(pause * 2, MAX_PAUSE_SECONDS)
+
+
+def connect(conninfo: str, *, autocommit: bool) -> psycopg.Connection[tuple[Any, ...]]:
+    """One connection, with a short connect timeout so an outage is noticed and retried."""
+    return psycopg.connect(conninfo, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+
+
+class ReadPool:
+    """Autocommit connections for reads and small catalog transactions, shared by threads."""
+
+    def __init__(self, conninfo: str, max_size: int = 4) -> None:
+        self._pool = ConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=max_size,
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS},
+            check=ConnectionPool.check_connection,
+            open=True,
+            timeout=CONNECT_TIMEOUT_SECONDS * 2,
+            name="conveyor-read",
+        )
+
+    def run(self, fn: Callable[[psycopg.Connection[tuple[Any, ...]]], T], what: str) -> T:
+        """Run ``fn`` on a pooled connection, retrying through outages."""
+
+        def attempt() -> T:
+            with self._pool.connection() as conn:
+                return fn(conn)
+
+        return with_retries(attempt, what)
+
+    def transaction(self, fn: Callable[[psycopg.Connection[tuple[Any, ...]]], T], what: str) -> T:
+        """Run ``fn`` inside one transaction on a pooled connection."""
+
+        def inside(conn: psycopg.Connection[tuple[Any, ...]]) -> T:
+            with conn.transaction():
+                return fn(conn)
+
+        return self.run(inside, what)
+
+    def close(self) -> None:
+        self._pool.close()

@@ -1,0 +1,509 @@
+"""The PostgreSQL engine: any number of processes on any number of machines sharing one database.
+
+Storage: one partition of ``messages`` per storage shard; the catalog and the shard map in plain
+tables (``migrations/``). Every state transition is a named query in ``queries.sql`` that handles a
+whole batch in one statement (lists travel as arrays).
+
+Writes: every send, lease, ack, retry, extend and release of this engine goes through one
+:class:`GroupCommitter`, so concurrent callers share pipelined transactions and WAL flushes.
+Leasing is ``FOR UPDATE SKIP LOCKED``: processes never wait for each other's rows.
+
+Routing: as in the SQLite engine, each engine takes a *home slot* the first time it sends and writes
+a queue's messages to active shard ``slot % shards``; consumers lease from every shard, starting at a
+rotating offset. Counters are striped: each engine updates its own row of ``shard_stats``.
+
+Wake-ups: LISTEN/NOTIFY (:mod:`listener`). Leadership: a session advisory lock on a dedicated
+connection, released by PostgreSQL the moment the leader's process (or connection) dies.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import secrets
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, TypeVar
+
+import psycopg
+
+from conveyor.engine.base import Clock, Engine, SystemClock
+from conveyor.engine.postgres.catalog import STAT_SLOTS, Catalog
+from conveyor.engine.postgres.database import ReadPool, connect
+from conveyor.engine.postgres.group_commit import Connection, GroupCommitter
+from conveyor.engine.postgres.listener import Listener, channel_of
+from conveyor.engine.postgres.migrate import LOCK_CLASS, migrate
+from conveyor.engine.sqlfile import load_queries
+from conveyor.engine.sqlite.shard import MISSING, SUPERSEDED
+from conveyor.errors import QueueExists, QueueNotFound
+from conveyor.ids import new_id
+from conveyor.model import (
+    ConsumerInfo,
+    ConsumerSettings,
+    ConsumerType,
+    Counters,
+    DeliveryPolicy,
+    Metrics,
+    NewMessage,
+    QueueInfo,
+    QueueSettings,
+    SettleResult,
+    StoredMessage,
+)
+
+log = logging.getLogger("conveyor.engine")
+
+Q = {name: text.encode() for name, text in load_queries("conveyor.engine.postgres", "queries.sql").items()}
+T = TypeVar("T")
+
+# How long a process trusts its copy of a queue's shard map; shards added elsewhere show up after it.
+SHARD_MAP_SECONDS = 1.0
+REDRIVE_CHUNK = 500
+MALFORMED = "malformed lease id"
+WARNINGS = {"missing": MISSING, "superseded": SUPERSEDED}
+
+
+class ShardRef(NamedTuple):
+    key: int  # the partition: messages_<key>
+    number: int  # the shard's number within its queue, as lease ids carry it
+    state: str
+
+
+def lease_id(shard: int, seq: int, token: int) -> str:
+    return f"{shard:x}-{seq:x}-{token:x}"
+
+
+class LeaseGroups:
+    """Lease ids sorted by shard number, as parallel arrays for the batch statements."""
+
+    def __init__(self) -> None:
+        self.tokens: dict[int, list[int]] = defaultdict(list)
+        self.seqs: dict[int, list[int]] = defaultdict(list)
+        self.extra: dict[int, list[int]] = defaultdict(list)
+
+    def add(self, shard: int, seq: int, token: int, extra: int = 0) -> None:
+        self.tokens[shard].append(token)
+        self.seqs[shard].append(seq)
+        self.extra[shard].append(extra)
+
+    def shards(self) -> set[int]:
+        return set(self.tokens)
+
+
+def _fetch_one(cur: psycopg.Cursor[tuple[Any, ...]]) -> Callable[[], int]:
+    def finish() -> int:
+        row = cur.fetchone()
+        return int(row[0]) if row else 0
+
+    return finish
+
+
+class PostgresEngine(Engine):
+    """Queues in one PostgreSQL database (or one schema of it: put it first in ``search_path``).
+
+    >>> engine = PostgresEngine("postgresql://127.0.0.1/conveyor")
+    >>> engine.create_queue("emails", QueueSettings()).queue_name
+    'emails'
+    """
+
+    def __init__(self, url: str, clock: Clock | None = None) -> None:
+        self.url = url
+        self.clock = clock or SystemClock()
+        migrate(url)
+        self._pool = ReadPool(url)
+        self.catalog = Catalog(self._pool)
+        self._writer = GroupCommitter(url)
+        self._listener = Listener(url)
+        self._stat_slot = random.randrange(STAT_SLOTS)
+        self._home_slot: int | None = None
+        self._maps: dict[str, tuple[float, list[ShardRef]]] = {}
+        self._lock = threading.Lock()
+        self._rotation = 0
+        self._leader: Connection | None = None
+        self._leader_lock = threading.Lock()
+
+    # -- shard map ----------------------------------------------------------------------------
+    def _shards(self, queue_id: str) -> list[ShardRef]:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._maps.get(queue_id)
+        if cached is not None and now - cached[0] < SHARD_MAP_SECONDS:
+            return cached[1]
+        shards = [ShardRef(*row) for row in self.catalog.shards(queue_id)]
+        if not shards:
+            raise QueueNotFound(f"queue {queue_id!r} does not exist")
+        with self._lock:
+            self._maps[queue_id] = (now, shards)
+        return shards
+
+    def _forget(self, queue_id: str) -> None:
+        with self._lock:
+            self._maps.pop(queue_id, None)
+
+    def _home(self, queue_id: str) -> ShardRef:
+        shards = self._shards(queue_id)
+        active = [s for s in shards if s.state == "active"] or shards
+        if self._home_slot is None:
+            self._home_slot = self.catalog.next_producer_slot()
+        return active[self._home_slot % len(active)]
+
+    def _keys(self, queue_id: str) -> list[int]:
+        return [s.key for s in self._shards(queue_id)]
+
+    def _group(
+        self, queue_id: str, ids: Sequence[str], warnings: dict[str, str], delays: Sequence[int] = ()
+    ) -> LeaseGroups:
+        groups = LeaseGroups()
+        numbers = {s.number for s in self._shards(queue_id)}
+        for i, lid in enumerate(ids):
+            try:
+                shard, seq, token = (int(part, 16) for part in lid.split("-"))
+            except ValueError:
+                warnings[lid] = MALFORMED
+                continue
+            if shard not in numbers or seq >= 2**63 or token >= 2**63:
+                warnings[lid] = MALFORMED
+                continue
+            groups.add(shard, seq, token, delays[i] if delays else 0)
+        return groups
+
+    def _by_number(self, queue_id: str) -> dict[int, ShardRef]:
+        return {s.number: s for s in self._shards(queue_id)}
+
+    # -- catalog ------------------------------------------------------------------------------
+    def create_queue(self, name: str, settings: QueueSettings, shards: int = 1) -> QueueInfo:
+        return self.catalog.create_queue(name, settings, shards, self.clock.now_ms())
+
+    def get_queue(self, name: str) -> QueueInfo:
+        return self.catalog.get_queue(name)
+
+    def get_queue_by_id(self, queue_id: str) -> QueueInfo:
+        return self.catalog.get_queue_by_id(queue_id)
+
+    def list_queues(self) -> list[QueueInfo]:
+        return self.catalog.list_queues()
+
+    def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
+        info = self.catalog.update_queue(queue_id, settings)
+        self._notify_now(queue_id)
+        return info
+
+    def delete_queue(self, queue_id: str) -> None:
+        self.catalog.delete_queue(queue_id)
+        self._forget(queue_id)
+
+    def add_consumer(
+        self,
+        queue_id: str,
+        type: ConsumerType,
+        script_name: str,
+        settings: ConsumerSettings,
+        dead_letter_queue: str,
+    ) -> ConsumerInfo:
+        return self.catalog.add_consumer(queue_id, type, script_name, settings, dead_letter_queue)
+
+    def update_consumer(self, consumer_id: str, settings: ConsumerSettings, dead_letter_queue: str) -> ConsumerInfo:
+        return self.catalog.update_consumer(consumer_id, settings, dead_letter_queue)
+
+    def remove_consumer(self, consumer_id: str) -> None:
+        self.catalog.remove_consumer(consumer_id)
+
+    def add_shard(self, queue_id: str) -> int:
+        count = self.catalog.add_shard(queue_id, self.clock.now_ms())
+        self._forget(queue_id)
+        log.info("queue %s now has %d shards", queue_id, count)
+        return count
+
+    # -- messages -----------------------------------------------------------------------------
+    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> Metrics:
+        return self._store(queue_id, messages, self._home(queue_id))
+
+    def _store(self, queue_id: str, messages: Sequence[NewMessage], home: ShardRef) -> Metrics:
+        now = self.clock.now_ms()
+        args = {
+            "shard": home.key,
+            "slot": self._stat_slot,
+            "ids": [new_id() for _ in messages],
+            "ts": [now] * len(messages),
+            "visible": [now + m.delay_seconds * 1000 for m in messages],
+            "ctypes": [m.content_type for m in messages],
+            "bodies": [m.body for m in messages],
+            "bytes": sum(len(m.body) for m in messages),
+            "sent": len(messages),
+        }
+        keys = self._keys(queue_id)
+
+        def op(conn: Connection) -> Callable[[], tuple[int, Metrics]]:
+            stored = conn.execute(Q["enqueue"], args)
+            conn.execute(Q["notify"], {"channels": [channel_of(queue_id)]})
+            metrics = conn.execute(Q["metrics"], {"shards": keys})
+
+            def finish() -> tuple[int, Metrics]:
+                count = stored.fetchone()
+                row = metrics.fetchone()
+                assert row is not None
+                return (int(count[0]) if count else 0), Metrics(int(row[0]), int(row[1]), int(row[2]))
+
+            return finish
+
+        counted, metrics = self._writer.run(op)
+        if not counted:
+            self._forget(queue_id)
+            raise QueueNotFound("the queue was deleted while this message was being sent")
+        return metrics
+
+    def lease(
+        self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy
+    ) -> list[StoredMessage]:
+        shards = self._shards(queue_id)
+        self._rotation += 1
+        start = self._rotation % len(shards)
+        out: list[StoredMessage] = []
+        for shard in shards[start:] + shards[:start]:
+            need = max_messages - len(out)
+            if need <= 0:
+                break
+            now = self.clock.now_ms()
+            token = secrets.randbits(62)
+            args = {"shard": shard.key, "now": now, "n": need, "until": now + visibility_ms, "token": token}
+
+            def op(conn: Connection, args: dict[str, int] = args) -> Callable[[], list[tuple[Any, ...]]]:
+                return conn.execute(Q["lease"], args).fetchall
+
+            exhausted = LeaseGroups()
+            for seq, mid, ts, ctype, body, attempts in self._writer.run(op):
+                if attempts > policy.max_deliveries:
+                    exhausted.add(shard.number, seq, token)
+                else:
+                    out.append(StoredMessage(mid, ts, body, ctype, attempts, lease_id(shard.number, seq, token)))
+            if exhausted.shards():
+                self._dead_letter(queue_id, shard, exhausted, policy)
+        return out
+
+    def extend(self, queue_id: str, lease_ids: Sequence[str], visibility_ms: int) -> None:
+        until = self.clock.now_ms() + visibility_ms
+        self._each_shard(queue_id, lease_ids, "extend", {"until": until}, notify=False)
+
+    def release(self, queue_id: str, lease_ids: Sequence[str]) -> None:
+        self._each_shard(queue_id, lease_ids, "release", {"now": self.clock.now_ms()}, notify=True)
+
+    def _each_shard(self, queue_id: str, ids: Sequence[str], query: str, extra: dict[str, int], notify: bool) -> None:
+        groups = self._group(queue_id, ids, {})
+        shards = self._by_number(queue_id)
+        for number in groups.shards():
+            args = {"shard": shards[number].key, "tokens": groups.tokens[number], "seqs": groups.seqs[number], **extra}
+
+            def op(conn: Connection, args: dict[str, Any] = args) -> Callable[[], None]:
+                conn.execute(Q[query], args)
+                if notify:
+                    conn.execute(Q["notify"], {"channels": [channel_of(queue_id)]})
+                return lambda: None
+
+            self._writer.run(op)
+
+    def settle(
+        self,
+        queue_id: str,
+        acks: Sequence[str],
+        retries: Sequence[tuple[str, int]],
+        policy: DeliveryPolicy,
+    ) -> SettleResult:
+        warnings: dict[str, str] = {}
+        now = self.clock.now_ms()
+        shards = self._by_number(queue_id)
+        ack_groups = self._group(queue_id, acks, warnings)
+        retry_groups = self._group(queue_id, [lid for lid, _ in retries], warnings, [d for _, d in retries])
+        acked = retried = dropped = dead = 0
+        for number in sorted(ack_groups.shards() | retry_groups.shards()):
+            shard = shards[number]
+            args = {
+                "shard": shard.key,
+                "slot": self._stat_slot,
+                "max_deliveries": policy.max_deliveries,
+                "ack_tokens": ack_groups.tokens[number],
+                "ack_seqs": ack_groups.seqs[number],
+                "retry_tokens": retry_groups.tokens[number],
+                "retry_seqs": retry_groups.seqs[number],
+                "retry_at": [now + delay * 1000 for delay in retry_groups.extra[number]],
+            }
+
+            def op(conn: Connection, args: dict[str, Any] = args) -> Callable[[], list[tuple[Any, ...]]]:
+                cur = conn.execute(Q["settle"], args)
+                if args["retry_seqs"]:
+                    conn.execute(Q["notify"], {"channels": [channel_of(queue_id)]})
+                return cur.fetchall
+
+            exhausted = LeaseGroups()
+            for kind, a, b in self._writer.run(op):
+                if kind == "counts":
+                    acked, retried = acked + a, retried + b
+                elif kind == "exhausted":
+                    exhausted.add(number, b, a)
+                else:
+                    warnings[lease_id(number, b, a)] = WARNINGS[kind]
+            if exhausted.shards():
+                moved = self._dead_letter(queue_id, shard, exhausted, policy)
+                if policy.dead_letter_queue is None:
+                    dropped += moved
+                else:
+                    dead += moved
+        return SettleResult(acked, retried, dead, dropped, warnings)
+
+    def _dead_letter(self, queue_id: str, shard: ShardRef, held: LeaseGroups, policy: DeliveryPolicy) -> int:
+        """Move messages whose deliveries ran out to the dead letter queue (or drop them)."""
+        dlq_id = None if policy.dead_letter_queue is None else self._dead_letter_queue(policy.dead_letter_queue)
+        args = {
+            "shard": shard.key,
+            "slot": self._stat_slot,
+            "tokens": held.tokens[shard.number],
+            "seqs": held.seqs[shard.number],
+            "dlq_shard": None if dlq_id is None else self._home(dlq_id).key,
+            "now": self.clock.now_ms(),
+        }
+
+        def op(conn: Connection) -> Callable[[], int]:
+            cur = conn.execute(Q["dead_letter"], args)
+            if dlq_id is not None:
+                conn.execute(Q["notify"], {"channels": [channel_of(dlq_id)]})
+            return _fetch_one(cur)
+
+        moved = self._writer.run(op)
+        if dlq_id is None and moved:
+            log.warning(
+                "queue %s: dropped %d messages after %d deliveries (no dead letter queue)",
+                queue_id,
+                moved,
+                policy.max_deliveries,
+            )
+        return moved
+
+    def _dead_letter_queue(self, name: str) -> str:
+        try:
+            return self.catalog.get_queue(name).queue_id
+        except QueueNotFound:
+            try:
+                return self.create_queue(name, QueueSettings()).queue_id
+            except QueueExists:
+                return self.catalog.get_queue(name).queue_id
+
+    def _per_shard(self, queue_id: str, query: str, extra: dict[str, int]) -> int:
+        total = 0
+        for shard in self._shards(queue_id):
+            args = {"shard": shard.key, "slot": self._stat_slot, **extra}
+
+            def op(conn: Connection, args: dict[str, int] = args) -> Callable[[], int]:
+                return _fetch_one(conn.execute(Q[query], args))
+
+            total += self._writer.run(op)
+        return total
+
+    def purge(self, queue_id: str) -> int:
+        return self._per_shard(queue_id, "purge", {})
+
+    def expire(self) -> dict[str, int]:
+        now = self.clock.now_ms()
+        expired: dict[str, int] = {}
+        for queue in self.list_queues():
+            cutoff = now - queue.settings.message_retention_period * 1000
+            try:
+                count = self._per_shard(queue.queue_id, "expire", {"cutoff": cutoff})
+            except QueueNotFound:
+                continue
+            if count:
+                expired[queue.queue_id] = count
+                log.info("queue %s: %d messages expired past retention", queue.queue_name, count)
+        return expired
+
+    def redrive(self, from_queue_id: str, to_queue_id: str) -> int:
+        target = self._home(to_queue_id)
+        moved = 0
+        for shard in self._shards(from_queue_id):
+            while True:
+                args = {
+                    "shard": shard.key,
+                    "target": target.key,
+                    "slot": self._stat_slot,
+                    "n": REDRIVE_CHUNK,
+                    "now": self.clock.now_ms(),
+                }
+
+                def op(conn: Connection, args: dict[str, int] = args) -> Callable[[], int]:
+                    cur = conn.execute(Q["move_oldest"], args)
+                    conn.execute(Q["notify"], {"channels": [channel_of(to_queue_id)]})
+                    return _fetch_one(cur)
+
+                chunk = self._writer.run(op)
+                moved += chunk
+                if chunk < REDRIVE_CHUNK:
+                    break
+        return moved
+
+    # -- reads --------------------------------------------------------------------------------
+    def _read(self, query: str, args: dict[str, Any]) -> list[tuple[Any, ...]]:
+        return self._pool.run(lambda c: c.execute(Q[query], args).fetchall(), query)
+
+    def peek(self, queue_id: str, max_messages: int) -> list[StoredMessage]:
+        rows = self._read("peek", {"shards": self._keys(queue_id), "n": max_messages})
+        return [StoredMessage(mid, ts, body, ctype, attempts, "") for _, mid, ts, ctype, body, attempts in rows]
+
+    def metrics(self, queue_id: str) -> Metrics:
+        count, nbytes, oldest = self._read("metrics", {"shards": self._keys(queue_id)})[0]
+        return Metrics(int(count), int(nbytes), int(oldest))
+
+    def counters(self, queue_id: str) -> Counters:
+        row = self._read("counters", {"shards": self._keys(queue_id), "now": self.clock.now_ms()})[0]
+        return Counters(*(int(v) for v in row))
+
+    def next_visible_ms(self, queue_id: str) -> int | None:
+        value = self._read("next_visible", {"shards": self._keys(queue_id)})[0][0]
+        return None if value is None else int(value)
+
+    # -- waking consumers ---------------------------------------------------------------------
+    def _notify_now(self, queue_id: str) -> None:
+        self._pool.run(lambda c: c.execute(Q["notify"], {"channels": [channel_of(queue_id)]}), "notify")
+
+    def wait(self, queue_id: str, timeout: float) -> None:
+        self._listener.wait(channel_of(queue_id), timeout)
+
+    # -- leadership ---------------------------------------------------------------------------
+    def acquire_leadership(self) -> bool:
+        """Hold the deployment's advisory lock on a dedicated connection.
+
+        The lock is keyed by schema, so deployments sharing a database elect separately. If the
+        connection is lost (the server restarted), leadership is lost with it and is contested anew.
+        """
+        with self._leader_lock:
+            if self._leader is not None:
+                try:
+                    self._leader.execute("SELECT 1")
+                    return True
+                except psycopg.Error:
+                    self._leader.close()
+                    self._leader = None
+            try:
+                conn = connect(self.url, autocommit=True)
+                row = conn.execute(
+                    "SELECT pg_try_advisory_lock(%s, hashtext(current_schema()))", (LOCK_CLASS + 1,)
+                ).fetchone()
+            except psycopg.Error as exc:
+                log.warning("could not contest coordinator leadership: %s", exc)
+                return False
+            if not row or not row[0]:
+                conn.close()
+                return False
+            self._leader = conn
+            return True
+
+    def release_leadership(self) -> None:
+        with self._leader_lock:
+            if self._leader is not None:
+                self._leader.close()
+                self._leader = None
+
+    def close(self) -> None:
+        self.release_leadership()
+        self._listener.close()
+        self._writer.close()
+        self._pool.close()

@@ -1,0 +1,131 @@
+"""Group commit on one PostgreSQL connection: concurrent writes share one transaction and one commit.
+
+The same leader/follower scheme as the SQLite engine's: a writer queues its operation and takes the
+commit lock; whoever holds the lock runs *everything* queued so far in one transaction, so while one
+group commits the next gathers behind the lock. The group is sent in pipeline mode: every statement
+of every operation goes out without waiting for the one before, and the results are read once the
+commit is back, so a group of 50 sends costs about one round trip and one WAL flush.
+
+An operation is split in two so that it can be pipelined: ``op(conn)`` sends its statements and
+returns a ``finish()`` that reads their results after the commit. When a group fails (a deadlock, a
+queue deleted under it), it is rolled back and each operation runs again in a transaction of its
+own, so one bad operation fails alone. When the connection dies, the group is retried on a new one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
+
+import psycopg
+
+from conveyor.engine.postgres.database import connect, with_retries
+
+T = TypeVar("T")
+Connection = psycopg.Connection[tuple[Any, ...]]
+Finish = Callable[[], T]
+Operation = Callable[[Connection], Finish[T]]
+
+
+class _Op(Generic[T]):
+    __slots__ = ("done", "error", "op", "result")
+
+    def __init__(self, op: Operation[T]) -> None:
+        self.op = op
+        self.done = False
+        self.result: T | None = None
+        self.error: BaseException | None = None
+
+
+class GroupCommitter:
+    """Runs write operations on one connection, many to a transaction.
+
+    >>> committer = GroupCommitter(conninfo)
+    >>> committer.run(lambda c: (cur := c.execute("SELECT 1")) and (lambda: cur.fetchone()))
+    (1,)
+    """
+
+    def __init__(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._conn: Connection | None = None
+        self._pending: list[_Op[object]] = []
+        self._queue_lock = threading.Lock()
+        self._commit_lock = threading.Lock()
+        self.commits = 0
+        self.operations = 0
+
+    def run(self, op: Operation[T]) -> T:
+        """Run ``op`` in a transaction shared with concurrent callers; return once it is committed."""
+        item: _Op[T] = _Op(op)
+        with self._queue_lock:
+            self._pending.append(item)  # type: ignore[arg-type]
+        with self._commit_lock:
+            if not item.done:
+                with self._queue_lock:
+                    group, self._pending = self._pending, []
+                self._commit_group(group)
+        if item.error is not None:
+            raise item.error
+        return item.result  # type: ignore[return-value]
+
+    def _connection(self) -> Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = connect(self._conninfo, autocommit=False)
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _attempt(self, group: Iterable[_Op[object]]) -> list[Finish[object]]:
+        """Run ``group`` in one pipelined transaction; returns each operation's ``finish``."""
+        conn = self._connection()
+        try:
+            with conn.pipeline(), conn.transaction():
+                finishers = [item.op(conn) for item in group]
+        except psycopg.OperationalError:
+            if conn.closed or conn.broken:
+                self._drop_connection()
+            raise
+        self.commits += 1
+        return finishers
+
+    def _commit_group(self, group: list[_Op[object]]) -> None:
+        try:
+            finishers = with_retries(lambda: self._attempt(group), "group commit")
+        except BaseException as exc:
+            if len(group) == 1:
+                group[0].error = exc
+                group[0].done = True
+            else:
+                for item in group:
+                    self._commit_alone(item)
+            return
+        self.operations += len(group)
+        for item, finish in zip(group, finishers, strict=True):
+            self._finish(item, finish)
+
+    def _commit_alone(self, item: _Op[object]) -> None:
+        try:
+            (finish,) = with_retries(lambda: self._attempt([item]), "commit")
+        except BaseException as exc:
+            item.error = exc
+            item.done = True
+            return
+        self.operations += 1
+        self._finish(item, finish)
+
+    @staticmethod
+    def _finish(item: _Op[object], finish: Finish[object]) -> None:
+        # Committed already: an error reading one result concerns that operation only.
+        try:
+            item.result = finish()
+        except BaseException as exc:
+            item.error = exc
+        item.done = True
+
+    def close(self) -> None:
+        with self._commit_lock:
+            self._drop_connection()

@@ -1,0 +1,271 @@
+-- Every state transition of the PostgreSQL engine, as named queries. Parameters are %(name)s;
+-- lists travel as arrays and are joined with unnest, so one statement handles a whole batch.
+-- Times come in as parameters (the engine's clock), never from now().
+
+-- ============================================================================= catalog
+
+-- name: queue_by_name
+SELECT queue_id, name, created_on, modified_on, delivery_delay, delivery_paused, retention,
+       (SELECT count(*) FROM shards s WHERE s.queue_id = q.queue_id)
+FROM queues q WHERE name = %(key)s;
+
+-- name: queue_by_id
+SELECT queue_id, name, created_on, modified_on, delivery_delay, delivery_paused, retention,
+       (SELECT count(*) FROM shards s WHERE s.queue_id = q.queue_id)
+FROM queues q WHERE queue_id = %(key)s;
+
+-- name: queue_ids
+SELECT queue_id FROM queues ORDER BY name;
+
+-- name: consumers_of
+SELECT c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings
+FROM consumers c JOIN queues q USING (queue_id) WHERE c.queue_id = %(queue)s;
+
+-- name: consumer
+SELECT c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings
+FROM consumers c JOIN queues q USING (queue_id) WHERE c.consumer_id = %(consumer)s;
+
+-- name: insert_queue
+INSERT INTO queues (queue_id, name, created_on, modified_on, delivery_delay, delivery_paused, retention)
+VALUES (%(queue)s, %(name)s, %(now)s, %(now)s, %(delay)s, %(paused)s, %(retention)s)
+ON CONFLICT (name) DO NOTHING
+RETURNING queue_id;
+
+-- name: update_queue
+UPDATE queues SET delivery_delay = %(delay)s, delivery_paused = %(paused)s, retention = %(retention)s,
+                  modified_on = %(now)s
+WHERE queue_id = %(queue)s;
+
+-- name: delete_queue
+DELETE FROM queues WHERE queue_id = %(queue)s RETURNING queue_id;
+
+-- name: insert_shard
+INSERT INTO shards (queue_id, shard_no, created_ms)
+SELECT %(queue)s, coalesce(max(shard_no) + 1, 0), %(now)s FROM shards WHERE queue_id = %(queue)s
+RETURNING shard_key, shard_no;
+
+-- name: insert_shard_stats
+INSERT INTO shard_stats (shard_key, slot) SELECT %(shard)s, generate_series(0, %(slots)s - 1);
+
+-- name: create_partition
+-- A template: {partition} and {key} are filled in (as an identifier and a literal) by the engine.
+-- Queue tables churn: every message is inserted, updated and deleted. Vacuum them after a fixed
+-- number of dead rows, not a fraction of the table, and without cost-based sleeping.
+CREATE TABLE {partition} PARTITION OF messages FOR VALUES IN ({key})
+WITH (fillfactor = 90, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000,
+      autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 50000,
+      autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 5000,
+      autovacuum_vacuum_cost_delay = 0);
+
+-- name: drop_partition
+DROP TABLE IF EXISTS {partition};
+
+-- name: shards_of
+SELECT shard_key, shard_no, state FROM shards WHERE queue_id = %(queue)s ORDER BY shard_no;
+
+-- name: shard_keys
+SELECT shard_key FROM shards WHERE queue_id = %(queue)s;
+
+-- name: producer_slot
+SELECT nextval('producer_slot');
+
+-- name: insert_consumer
+INSERT INTO consumers (consumer_id, queue_id, type, script_name, created_on, dead_letter_queue, settings)
+VALUES (%(consumer)s, %(queue)s, %(type)s, %(script)s, %(now)s, %(dlq)s, %(settings)s)
+ON CONFLICT (queue_id) DO NOTHING
+RETURNING consumer_id;
+
+-- name: update_consumer
+UPDATE consumers SET settings = %(settings)s, dead_letter_queue = %(dlq)s WHERE consumer_id = %(consumer)s;
+
+-- name: delete_consumer
+DELETE FROM consumers WHERE consumer_id = %(consumer)s;
+
+-- ============================================================================= messages
+
+-- name: enqueue
+-- Counting first: a queue deleted meanwhile has no counter row left, so nothing is inserted and the
+-- statement returns 0.
+WITH counted AS (
+    UPDATE shard_stats
+    SET backlog_count = backlog_count + cardinality(%(ids)s::text[]),
+        backlog_bytes = backlog_bytes + %(bytes)s, sent = sent + %(sent)s
+    WHERE shard_key = %(shard)s AND slot = %(slot)s
+    RETURNING 1
+), stored AS (
+    INSERT INTO messages (shard_key, id, timestamp_ms, visible_at_ms, attempts, content_type, body)
+    SELECT %(shard)s, m.id, m.ts, m.visible, 0, m.ctype, m.body
+    FROM unnest(%(ids)s::text[], %(ts)s::bigint[], %(visible)s::bigint[], %(ctypes)s::text[], %(bodies)s::bytea[])
+         AS m (id, ts, visible, ctype, body)
+    WHERE EXISTS (SELECT 1 FROM counted)
+    RETURNING 1
+)
+SELECT count(*) FROM counted;
+
+-- name: lease
+WITH picked AS (
+    SELECT seq FROM messages
+    WHERE shard_key = %(shard)s AND visible_at_ms <= %(now)s
+    ORDER BY visible_at_ms
+    LIMIT %(n)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE messages m SET visible_at_ms = %(until)s, attempts = m.attempts + 1, lease = %(token)s
+FROM picked
+WHERE m.shard_key = %(shard)s AND m.seq = picked.seq
+RETURNING m.seq, m.id, m.timestamp_ms, m.content_type, m.body, m.attempts;
+
+-- name: settle
+-- Acks delete, retries with deliveries left become visible at their time; retries whose deliveries
+-- are used up are only reported ('exhausted'), still leased, for the engine to dead-letter. Lease ids
+-- that matched nothing are reported as 'superseded' (the message is there under a newer lease) or
+-- 'missing'. One row of counts comes first.
+WITH acks AS (
+    SELECT * FROM unnest(%(ack_tokens)s::bigint[], %(ack_seqs)s::bigint[]) AS a (token, seq)
+), retries AS (
+    SELECT * FROM unnest(%(retry_tokens)s::bigint[], %(retry_seqs)s::bigint[], %(retry_at)s::bigint[])
+             AS r (token, seq, visible_at)
+    WHERE (r.token, r.seq) NOT IN (SELECT token, seq FROM acks)
+), acked AS (
+    DELETE FROM messages m USING acks a
+    WHERE m.shard_key = %(shard)s AND m.seq = a.seq AND m.lease = a.token
+    RETURNING m.lease AS token, m.seq, length(m.body) AS size
+), retried AS (
+    UPDATE messages m SET visible_at_ms = r.visible_at, lease = NULL
+    FROM retries r
+    WHERE m.shard_key = %(shard)s AND m.seq = r.seq AND m.lease = r.token AND m.attempts < %(max_deliveries)s
+    RETURNING r.token, m.seq
+), exhausted AS (
+    SELECT r.token, m.seq FROM messages m JOIN retries r ON m.seq = r.seq AND m.lease = r.token
+    WHERE m.shard_key = %(shard)s AND m.attempts >= %(max_deliveries)s
+), done AS (
+    SELECT token, seq FROM acked UNION ALL SELECT token, seq FROM retried UNION ALL SELECT token, seq FROM exhausted
+), counted AS (
+    UPDATE shard_stats
+    SET backlog_count = backlog_count - (SELECT count(*) FROM acked),
+        backlog_bytes = backlog_bytes - (SELECT coalesce(sum(size), 0) FROM acked),
+        acked = acked + (SELECT count(*) FROM acked),
+        retried = retried + (SELECT count(*) FROM retried)
+    WHERE shard_key = %(shard)s AND slot = %(slot)s AND EXISTS (SELECT 1 FROM acked UNION ALL SELECT 1 FROM retried)
+    RETURNING 1
+)
+SELECT 'counts', (SELECT count(*) FROM acked), (SELECT count(*) FROM retried)
+UNION ALL
+SELECT 'exhausted', token, seq FROM exhausted
+UNION ALL
+SELECT CASE WHEN EXISTS (SELECT 1 FROM messages x WHERE x.shard_key = %(shard)s AND x.seq = t.seq)
+            THEN 'superseded' ELSE 'missing' END,
+       t.token, t.seq
+FROM (SELECT token, seq FROM acks UNION ALL SELECT token, seq FROM retries) t
+WHERE (t.token, t.seq) NOT IN (SELECT token, seq FROM done);
+
+-- name: dead_letter
+-- Move messages still held under their lease to the dead letter queue's shard (or drop them when
+-- the dead letter shard is NULL), in one transaction: never in both queues, never in neither.
+WITH moved AS (
+    DELETE FROM messages m USING unnest(%(tokens)s::bigint[], %(seqs)s::bigint[]) AS d (token, seq)
+    WHERE m.shard_key = %(shard)s AND m.seq = d.seq AND m.lease = d.token
+    RETURNING m.id, m.timestamp_ms, m.content_type, m.body
+), copied AS (
+    INSERT INTO messages (shard_key, id, timestamp_ms, visible_at_ms, attempts, content_type, body)
+    SELECT %(dlq_shard)s, id, timestamp_ms, %(now)s, 0, content_type, body
+    FROM moved WHERE %(dlq_shard)s::bigint IS NOT NULL
+    RETURNING length(body) AS size
+), source AS (
+    UPDATE shard_stats
+    SET backlog_count = backlog_count - (SELECT count(*) FROM moved),
+        backlog_bytes = backlog_bytes - (SELECT coalesce(sum(length(body)), 0) FROM moved),
+        dead_lettered = dead_lettered + (SELECT count(*) FROM copied),
+        dropped = dropped + (SELECT count(*) FROM moved) - (SELECT count(*) FROM copied)
+    WHERE shard_key = %(shard)s AND slot = %(slot)s
+), target AS (
+    UPDATE shard_stats
+    SET backlog_count = backlog_count + (SELECT count(*) FROM copied),
+        backlog_bytes = backlog_bytes + (SELECT coalesce(sum(size), 0) FROM copied)
+    WHERE shard_key = %(dlq_shard)s AND slot = %(slot)s
+)
+SELECT count(*) FROM moved;
+
+-- name: move_oldest
+-- Redrive: move a shard's oldest messages, whatever their state, to another shard as new deliveries.
+WITH moved AS (
+    DELETE FROM messages
+    WHERE shard_key = %(shard)s
+      AND seq IN (SELECT seq FROM messages WHERE shard_key = %(shard)s ORDER BY seq LIMIT %(n)s)
+    RETURNING id, timestamp_ms, content_type, body
+), copied AS (
+    INSERT INTO messages (shard_key, id, timestamp_ms, visible_at_ms, attempts, content_type, body)
+    SELECT %(target)s, id, timestamp_ms, %(now)s, 0, content_type, body FROM moved
+    RETURNING length(body) AS size
+), source AS (
+    UPDATE shard_stats
+    SET backlog_count = backlog_count - (SELECT count(*) FROM copied),
+        backlog_bytes = backlog_bytes - (SELECT coalesce(sum(size), 0) FROM copied)
+    WHERE shard_key = %(shard)s AND slot = %(slot)s
+), target AS (
+    UPDATE shard_stats
+    SET backlog_count = backlog_count + (SELECT count(*) FROM copied),
+        backlog_bytes = backlog_bytes + (SELECT coalesce(sum(size), 0) FROM copied)
+    WHERE shard_key = %(target)s AND slot = %(slot)s
+)
+SELECT count(*) FROM copied;
+
+-- name: extend
+UPDATE messages m SET visible_at_ms = %(until)s
+FROM unnest(%(tokens)s::bigint[], %(seqs)s::bigint[]) AS l (token, seq)
+WHERE m.shard_key = %(shard)s AND m.seq = l.seq AND m.lease = l.token;
+
+-- name: release
+UPDATE messages m SET visible_at_ms = %(now)s, attempts = greatest(m.attempts - 1, 0), lease = NULL
+FROM unnest(%(tokens)s::bigint[], %(seqs)s::bigint[]) AS l (token, seq)
+WHERE m.shard_key = %(shard)s AND m.seq = l.seq AND m.lease = l.token;
+
+-- name: purge
+WITH gone AS (
+    DELETE FROM messages WHERE shard_key = %(shard)s RETURNING length(body) AS size
+), counted AS (
+    UPDATE shard_stats
+    SET backlog_count = backlog_count - (SELECT count(*) FROM gone),
+        backlog_bytes = backlog_bytes - (SELECT coalesce(sum(size), 0) FROM gone)
+    WHERE shard_key = %(shard)s AND slot = %(slot)s
+)
+SELECT count(*) FROM gone;
+
+-- name: expire
+WITH gone AS (
+    DELETE FROM messages WHERE shard_key = %(shard)s AND timestamp_ms < %(cutoff)s
+    RETURNING length(body) AS size
+), counted AS (
+    UPDATE shard_stats
+    SET backlog_count = backlog_count - (SELECT count(*) FROM gone),
+        backlog_bytes = backlog_bytes - (SELECT coalesce(sum(size), 0) FROM gone),
+        expired = expired + (SELECT count(*) FROM gone)
+    WHERE shard_key = %(shard)s AND slot = %(slot)s AND EXISTS (SELECT 1 FROM gone)
+)
+SELECT count(*) FROM gone;
+
+-- name: notify
+SELECT pg_notify(channel, '') FROM unnest(%(channels)s::text[]) AS channel;
+
+-- ============================================================================= reads
+
+-- name: metrics
+SELECT coalesce(sum(st.backlog_count), 0), coalesce(sum(st.backlog_bytes), 0),
+       coalesce((SELECT m.timestamp_ms FROM messages m WHERE m.shard_key = ANY (%(shards)s::bigint[])
+                 ORDER BY m.seq LIMIT 1), 0)
+FROM shard_stats st WHERE st.shard_key = ANY (%(shards)s::bigint[]);
+
+-- name: counters
+SELECT coalesce(sum(sent), 0), coalesce(sum(acked), 0), coalesce(sum(retried), 0),
+       coalesce(sum(dead_lettered), 0), coalesce(sum(expired), 0), coalesce(sum(dropped), 0),
+       (SELECT count(*) FROM messages m
+        WHERE m.shard_key = ANY (%(shards)s::bigint[]) AND m.lease IS NOT NULL AND m.visible_at_ms > %(now)s)
+FROM shard_stats WHERE shard_key = ANY (%(shards)s::bigint[]);
+
+-- name: peek
+SELECT seq, id, timestamp_ms, content_type, body, attempts FROM messages
+WHERE shard_key = ANY (%(shards)s::bigint[])
+ORDER BY visible_at_ms LIMIT %(n)s;
+
+-- name: next_visible
+SELECT min(visible_at_ms) FROM messages WHERE shard_key = ANY (%(shards)s::bigint[]);
