@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 import conveyor
+from postgres.support import fresh_client as postgres_client
 
 # Every engine the conformance suite runs against: name -> factory(tmp_path) -> Conveyor.
 ENGINES: dict[str, Callable[[Path], conveyor.Conveyor]] = {
     "sqlite": lambda tmp: conveyor.connect(f"sqlite://{tmp / 'data'}"),
+    "postgres": postgres_client,
 }
 
 
