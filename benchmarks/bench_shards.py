@@ -1,0 +1,131 @@
+"""Shards: two producer processes on a two-shard queue against one producer on a one-shard queue.
+
+Each producer process takes its own home shard (the engine hands processes consecutive slots), so
+on a two-shard queue two processes write two files, each with its own write lock and fsync. Every
+producer sends batches of 100 one-KB messages as fast as it can; all of them start together on a
+signal, and throughput is all messages over the span from the first start to the last finish. Two
+producers sharing one shard are measured too: the contention that sharding removes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import conveyor
+from harness import arguments, body, emit, ratio, scratch_directory
+
+BATCH = 100
+# Producer threads per process in the single-message workload.
+THREADS = 16
+
+
+def send_batches(q: conveyor.Queue, count: int) -> Callable[[], None]:
+    batches = [[{"body": body(s + i)} for i in range(BATCH)] for s in range(0, count, BATCH)]
+
+    def run() -> None:
+        for batch in batches:
+            q.send_batch(batch)
+
+    return run
+
+
+def send_singly(q: conveyor.Queue, count: int) -> Callable[[], None]:
+    per_thread = count // THREADS
+    bodies = [[body(t * per_thread + i) for i in range(per_thread)] for t in range(THREADS)]
+
+    def run() -> None:
+        threads = [threading.Thread(target=lambda b=b: [q.send(m) for m in b]) for b in bodies]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    return run
+
+
+WORKLOADS = {"batch": send_batches, "single": send_singly}
+
+
+def produce(url: str, queue: str, workload: str, count: int) -> None:
+    """A producer process: warm up, say ready, wait for "go", send, print its start and end times."""
+    with conveyor.connect(url) as cv:
+        q = cv.queue(queue)
+        q.send(body(-1))  # take the home slot and open the shard outside the timing
+        run = WORKLOADS[workload](q, count)
+        print("ready", flush=True)
+        sys.stdin.readline()
+        started = time.time()
+        run()
+        print(json.dumps({"start": started, "end": time.time()}), flush=True)
+
+
+def shard_rows(directory: Path) -> list[int]:
+    """Messages stored in each shard file (read directly: which shard each producer wrote to)."""
+    counts = []
+    for path in sorted((directory / "shards").glob("*.db")):
+        with sqlite3.connect(path) as conn:
+            counts.append(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+    return counts
+
+
+def throughput(workload: str, shards: int, producers: int, per_producer: int) -> tuple[float, list[int]]:
+    with scratch_directory(f"shards-{workload}") as directory:
+        return measure(directory, workload, shards, producers, per_producer)
+
+
+def measure(directory: Path, workload: str, shards: int, producers: int, per_producer: int) -> tuple[float, list[int]]:
+    url = f"sqlite://{directory}"
+    with conveyor.connect(url) as cv:
+        cv.create_queue("shards", shards=shards)
+    command = [sys.executable, __file__, "--produce", url, "shards", workload, str(per_producer)]
+    children = [
+        subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(producers)
+    ]
+    for child in children:
+        assert child.stdout is not None
+        if child.stdout.readline().strip() != "ready":
+            raise RuntimeError("a producer process failed to start")
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
+    spans = []
+    for child in children:
+        out, _ = child.communicate()
+        if child.returncode != 0:
+            raise RuntimeError("a producer process failed")
+        spans.append(json.loads(out))
+    seconds = max(s["end"] for s in spans) - min(s["start"] for s in spans)
+    return producers * per_producer / seconds, shard_rows(directory)
+
+
+def compare(workload: str, per_producer: int, **params: Any) -> None:
+    one, rows = throughput(workload, shards=1, producers=1, per_producer=per_producer)
+    emit(f"{workload}_one_producer_one_shard_throughput", one, "msg/s", per_producer, shard_rows=rows, **params)
+    two, rows = throughput(workload, shards=2, producers=2, per_producer=per_producer)
+    emit(f"{workload}_two_producers_two_shards_throughput", two, "msg/s", 2 * per_producer, shard_rows=rows, **params)
+    shared, rows = throughput(workload, shards=1, producers=2, per_producer=per_producer)
+    emit(f"{workload}_two_producers_one_shard_throughput", shared, "msg/s", 2 * per_producer, shard_rows=rows, **params)
+    ratio(f"{workload}_two_shards_vs_one_shard", two, one, 2 * per_producer, target=1.5, **params)
+    ratio(f"{workload}_two_shards_vs_two_producers_on_one_shard", two, shared, 2 * per_producer, **params)
+
+
+def main() -> None:
+    if len(sys.argv) == 6 and sys.argv[1] == "--produce":
+        produce(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        return
+    args = arguments(__doc__ or "")
+    compare("single", 1_600 if args.quick else 16_000, threads_per_producer=THREADS)
+    compare("batch", 5_000 if args.quick else 40_000, batch=BATCH)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""What every queue benchmark shares: the JSON line it prints, the 1 KB body, the raw SQLite baseline.
+
+A benchmark script prints one JSON object per measurement, ``{"name", "value", "unit", "n",
+"params"}``, and measures its comparisons (raw SQLite, peers) in the same run, so that the ratios
+it prints compare figures taken under the same load on this shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+BODY_BYTES = 1024
+_PAD = "x" * BODY_BYTES
+
+
+def body(i: int, sent: float | None = None) -> dict[str, Any]:
+    """A JSON body that encodes to exactly ``BODY_BYTES`` bytes (compact JSON, as Conveyor stores it)."""
+    head = {"i": i, "sent": time.time() if sent is None else sent, "pad": ""}
+    size = len(json.dumps(head, separators=(",", ":")))
+    head["pad"] = _PAD[: max(0, BODY_BYTES - size)]
+    return head
+
+
+def encoded_body(i: int) -> bytes:
+    """The stored bytes of :func:`body`: what the raw baselines write."""
+    return json.dumps(body(i), separators=(",", ":")).encode()
+
+
+def emit(name: str, value: float, unit: str, n: int, **params: Any) -> None:
+    """Print one measurement as a JSON line (with the load average at the time, as a noise marker)."""
+    params.setdefault("load1", round(os.getloadavg()[0], 2))
+    line = {"name": name, "value": round(value, 4), "unit": unit, "n": n, "params": params}
+    print(json.dumps(line), flush=True)
+
+
+def ratio(name: str, ours: float, theirs: float, n: int, target: float | None = None, **params: Any) -> None:
+    """Print ``ours / theirs`` as a ratio line, with the target it is held against (if any)."""
+    value = ours / theirs if theirs else float("inf")
+    if target is not None:
+        params["target"] = target
+        params["met"] = value >= target
+    emit(name, value, "ratio", n, **params)
+
+
+def arguments(description: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: small counts, well under a minute")
+    return parser.parse_args()
+
+
+@contextmanager
+def scratch_directory(prefix: str) -> Iterator[Path]:
+    """A fresh directory on the same disk as a real deployment would use, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=f"conveyor-bench-{prefix}-") as path:
+        yield Path(path)
+
+
+def quiet_logs() -> None:
+    """Keep the worker's info logs (concurrency changes) out of the JSON output."""
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) by the inclusive method; enough for latency tails of a few hundred."""
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[round(q) - 1]
+
+
+# -- the raw SQLite limit -------------------------------------------------------------------------
+# A plain indexed table with Conveyor's durability settings (WAL, synchronous=FULL) and no queue
+# logic: the physical limit a queue on this disk can approach.
+RAW_SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    seq           INTEGER PRIMARY KEY,
+    id            TEXT NOT NULL,
+    timestamp_ms  INTEGER NOT NULL,
+    visible_at_ms INTEGER NOT NULL,
+    body          BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_visible ON messages (visible_at_ms);
+"""
+RAW_INSERT = "INSERT INTO messages (id, timestamp_ms, visible_at_ms, body) VALUES (?, ?, ?, ?)"
+RawRow = tuple[str, int, int, bytes]
+
+
+def raw_connection(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=60.0)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.executescript(RAW_SCHEMA)
+    return conn
+
+
+def raw_rows(start: int, count: int) -> list[RawRow]:
+    now = time.time_ns() // 1_000_000
+    return [(os.urandom(16).hex(), now, now, encoded_body(i)) for i in range(start, start + count)]
+
+
+def raw_insert_batch(conn: sqlite3.Connection, rows: Sequence[RawRow]) -> None:
+    """One transaction, one fsync: ``executemany`` of ``rows``."""
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(RAW_INSERT, rows)
+    conn.execute("COMMIT")
