@@ -276,7 +276,7 @@ def main() -> None:
     for peer, figures in theirs.items():
         emit(f"ratio.{peer}_over_mmapsync.single_p50", figures["single"] / ours["single"], "x", 1)
         if "batch" in figures:
-            emit(f"ratio.{peer}_over_mmapsync.batch_rows", figures["batch"] / ours["rows"], "x", 1)
+            emit(f"ratio.{peer}_over_mmapsync.batch_get_many", figures["batch"] / ours["get_many"], "x", 1)
             emit(f"ratio.{peer}_over_mmapsync.batch_take", figures["batch"] / ours["take"], "x", 1)
     emit("machine.cpus", os.cpu_count() or 0, "cores", 1)
 
