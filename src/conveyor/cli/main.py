@@ -8,6 +8,7 @@ from conveyor.cli.context import CliState, ConveyorGroup
 from conveyor.cli.demo import demo
 from conveyor.cli.messages import ack, peek, pull, redrive, send
 from conveyor.cli.queues import queues_group
+from conveyor.cli.server_commands import COMMANDS as SERVER_COMMANDS
 from conveyor.cli.worker import worker
 
 
@@ -34,7 +35,7 @@ def cli(ctx: click.Context, url: str | None) -> None:
     ctx.obj = CliState(url)
 
 
-for command in (queues_group, send, pull, ack, peek, redrive, worker, demo):
+for command in (queues_group, send, pull, ack, peek, redrive, worker, demo, *SERVER_COMMANDS):
     cli.add_command(command)
 
 
