@@ -53,8 +53,9 @@ def new_schema() -> str:
 
 
 def schema_url(schema: str) -> str:
-    """The server's URL with ``schema`` first on the search path."""
-    return f"{SERVER}?options={quote(f'-csearch_path={schema}')}"
+    """The server's URL with ``schema`` first on the search path (and as the application name, so a
+    test can find its engine's connections in ``pg_stat_activity``)."""
+    return f"{SERVER}?application_name={schema}&options={quote(f'-csearch_path={schema}')}"
 
 
 def drop_schema(schema: str) -> None:
@@ -97,3 +98,12 @@ def fresh_client(tmp: Path | None = None) -> conveyor.Conveyor:
             marker.write_text(schema)
     engine = ThrowawayEngine(schema)
     return conveyor.Conveyor(engine, engine.url)
+
+
+def terminate_connections(schema: str) -> int:
+    """Kill every server connection of the engines using ``schema`` (as a network cut would)."""
+    with psycopg.connect(SERVER, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (schema,)
+        ).fetchall()
+    return len(rows)

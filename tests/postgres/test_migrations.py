@@ -1,0 +1,51 @@
+"""Versioned migrations: applied once, in order, on first connect or by ``migrate``; newer schemas refused."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+
+import conveyor
+from conveyor.engine.postgres import migrate
+from conveyor.engine.postgres.migrate import available
+
+
+def applied_versions(url: str) -> list[int]:
+    with psycopg.connect(url) as conn:
+        return [v for (v,) in conn.execute("SELECT version FROM conveyor_migrations ORDER BY version")]
+
+
+def test_migrate_applies_every_shipped_migration_once_and_records_it(pg_url: str) -> None:
+    shipped = [v for v, _ in available()]
+    assert shipped[0] == 1
+    assert migrate(pg_url) == shipped
+    assert migrate(pg_url) == []
+    assert applied_versions(pg_url) == shipped
+
+
+def test_first_connect_migrates_a_new_schema(pg_url: str) -> None:
+    with conveyor.connect(pg_url) as cv:
+        cv.create_queue("q").send("x", content_type="text")
+    assert applied_versions(pg_url) == [v for v, _ in available()]
+    assert migrate(pg_url) == []
+
+
+def test_concurrent_first_connects_apply_each_migration_exactly_once(pg_url: str) -> None:
+    results: list[list[int]] = []
+    threads = [threading.Thread(target=lambda: results.append(migrate(pg_url))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(v for r in results for v in r) == [v for v, _ in available()]
+
+
+def test_a_database_with_a_newer_schema_is_refused_and_left_alone(pg_url: str) -> None:
+    migrate(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("INSERT INTO conveyor_migrations (version, name) VALUES (9999, '9999_future.sql')")
+    with pytest.raises(conveyor.CorruptStorage, match="schema version 9999"):
+        conveyor.connect(pg_url)
+    assert applied_versions(pg_url)[-1] == 9999
