@@ -14,6 +14,7 @@ from conveyor.cli.main import cli
 
 CONVEYOR_BIN = Path(sys.executable).with_name("conveyor")
 
+# Cloudflare's keys; Conveyor may add its own (e.g. shards).
 QUEUE_KEYS = {
     "queue_id",
     "queue_name",
@@ -25,17 +26,9 @@ QUEUE_KEYS = {
     "consumers_total_count",
     "settings",
 }
-CONSUMER_KEYS = {
-    "consumer_id",
-    "queue_id",
-    "queue_name",
-    "type",
-    "script_name",
-    "script",
-    "created_on",
-    "dead_letter_queue",
-    "settings",
-}
+PULL_CONSUMER_KEYS = {"consumer_id", "queue_id", "queue_name", "type", "created_on", "dead_letter_queue", "settings"}
+# Worker consumers name their script twice, as the REST API does: wrangler reads one, the SDK the other.
+WORKER_CONSUMER_KEYS = PULL_CONSUMER_KEYS | {"script_name", "script"}
 
 
 @dataclass

@@ -14,7 +14,7 @@ def test_create_prints_the_queue_and_json_has_cloudflare_shape(run: Cli, client:
     data = run.json(
         "queues", "create", "orders", "--delivery-delay-secs", "5", "--message-retention-period-secs", "600"
     )
-    assert set(data) == QUEUE_KEYS
+    assert QUEUE_KEYS <= set(data)
     assert data["queue_name"] == "orders" and len(data["queue_id"]) == 32
     assert data["settings"] == {"delivery_delay": 5, "delivery_paused": False, "message_retention_period": 600}
     assert data["consumers"] == [] and data["consumers_total_count"] == 0
@@ -46,7 +46,7 @@ def test_list_shows_every_queue_with_its_backlog(run: Cli, client: conveyor.Conv
     assert "alpha" in table and "beta" in table and "3" in table
     data = run.json("queues", "list")
     assert [q["queue_name"] for q in data] == ["alpha", "beta"]
-    assert all(set(q) == QUEUE_KEYS for q in data)
+    assert all(QUEUE_KEYS <= set(q) for q in data)
 
 
 def test_info_adds_metrics_and_counters_to_the_queue(run: Cli, client: conveyor.Conveyor) -> None:
@@ -54,7 +54,7 @@ def test_info_adds_metrics_and_counters_to_the_queue(run: Cli, client: conveyor.
     client.queue("emails").send({"to": "a@b"})
     assert "backlog" in run.ok("queues", "info", "emails").stdout
     data = run.json("queues", "info", "emails")
-    assert set(data) == QUEUE_KEYS | {"metrics", "counters"}
+    assert QUEUE_KEYS | {"metrics", "counters"} <= set(data)
     assert data["metrics"]["backlog_count"] == 1 and data["metrics"]["backlog_bytes"] == len('{"to":"a@b"}')
     assert data["counters"]["sent"] == 1
 

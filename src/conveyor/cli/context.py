@@ -21,11 +21,13 @@ class CliState:
     """The root command's options, and the connection it opens on first use."""
 
     url: str | None
+    token: str | None = None
+    account_id: str | None = None
     _client: conveyor.Conveyor | None = field(default=None, repr=False)
 
     def connect(self) -> conveyor.Conveyor:
         if self._client is None:
-            self._client = conveyor.connect(self.url)
+            self._client = conveyor.connect(self.url, token=self.token, account_id=self.account_id)
             click.get_current_context().call_on_close(self.close)
         return self._client
 

@@ -17,11 +17,21 @@ from conveyor.cli.worker import worker
     "--url",
     envvar="CONVEYOR_URL",
     metavar="URL",
-    help="The deployment: sqlite:///path/to/dir (default: SQLite in ./.conveyor/). Env: CONVEYOR_URL.",
+    help="The deployment: sqlite:///path/to/dir, postgresql://host/db or http(s)://server "
+    "(default: SQLite in ./.conveyor/). Env: CONVEYOR_URL.",
+)
+@click.option(
+    "--token", envvar="CONVEYOR_TOKEN", metavar="TOKEN", help="API token for an http(s) URL. Env: CONVEYOR_TOKEN."
+)
+@click.option(
+    "--account-id",
+    envvar="CONVEYOR_ACCOUNT_ID",
+    metavar="ID",
+    help="Account for an http(s) URL. Env: CONVEYOR_ACCOUNT_ID.",
 )
 @click.version_option(package_name="conveyor", prog_name="conveyor")
 @click.pass_context
-def cli(ctx: click.Context, url: str | None) -> None:
+def cli(ctx: click.Context, url: str | None, token: str | None, account_id: str | None) -> None:
     """Conveyor: durable message queues with Cloudflare Queues' semantics.
 
     \b
@@ -32,7 +42,7 @@ def cli(ctx: click.Context, url: str | None) -> None:
 
     Every command takes --json for machine-readable output.
     """
-    ctx.obj = CliState(url)
+    ctx.obj = CliState(url, token, account_id)
 
 
 for command in (queues_group, send, pull, ack, peek, redrive, worker, demo, *SERVER_COMMANDS):
