@@ -22,10 +22,10 @@ def is_intact(data: memoryview) -> bool:
     return zlib.crc32(data[:-4]) == int.from_bytes(data[-4:], "little")
 
 
-def publish_until(prefix: str, stop: Event, published: Queue[int]) -> None:
+def publish_until(prefix: str, stop: Event, published: Queue[int], seed: int = 1) -> None:
     """Publish framed payloads back to back until ``stop``; report how many went out."""
     sync = Synchronizer(prefix)
-    rng = random.Random(1)
+    rng = random.Random(seed)
     seq = 0
     while not stop.is_set():
         try:

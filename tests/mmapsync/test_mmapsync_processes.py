@@ -59,6 +59,29 @@ def test_readers_in_other_processes_never_see_a_torn_or_older_version(prefix: st
         assert seen > 5
 
 
+def test_writers_in_two_processes_take_turns_and_never_tear_a_version(prefix: str) -> None:
+    Synchronizer(prefix).write(framed(0, random.Random(0)))
+    stop = spawn.Event()
+    published: multiprocessing.Queue[int] = spawn.Queue()
+    results: multiprocessing.Queue[tuple[int, int, int, int]] = spawn.Queue()
+    writers = [spawn.Process(target=publish_until, args=(prefix, stop, published, seed)) for seed in (1, 2)]
+    reader = spawn.Process(target=read_and_check, args=(prefix, 2.0, results))
+    for process in (*writers, reader):
+        process.start()
+    try:
+        reads, torn, _, seen = results.get(timeout=60)
+        stop.set()
+        counts = [published.get(timeout=30) for _ in writers]
+    finally:
+        stop.set()
+        for process in (*writers, reader):
+            process.join(10)
+            _kill(process)
+    assert torn == 0
+    assert min(counts) > 10
+    assert reads > 100 and seen > 5
+
+
 def test_a_reader_killed_while_reading_neither_blocks_the_writer_nor_corrupts_live_readers(
     prefix: str,
 ) -> None:
