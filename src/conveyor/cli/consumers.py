@@ -34,7 +34,7 @@ retry_delay_option = click.option(
 )
 
 
-@click.group("consumer", cls=ConveyorGroup)
+@click.group("consumer", cls=ConveyorGroup, short_help="Manage a queue's consumer.")
 def consumer_group() -> None:
     """Manage a queue's consumer: add, remove, list; `http add|remove` for HTTP pull consumers."""
 
@@ -52,7 +52,7 @@ def _batch_timeout_ms(seconds: float | None) -> int:
     return round(seconds * 1000)
 
 
-@consumer_group.command("add")
+@consumer_group.command("add", short_help="Register a push (worker) consumer.")
 @click.argument("queue")
 @click.argument("script")
 @batch_size_option

@@ -19,7 +19,6 @@ from typing import Any
 import click
 from rich.console import Console, Group
 from rich.panel import Panel
-from rich.progress import Progress, TaskID
 from rich.table import Table
 from rich.text import Text
 
@@ -147,7 +146,7 @@ class Demo:
             "rate": round(stats.rate()),
             "peak_concurrency": peak,
         }
-        self.results["latency_under_load_ms"] = {"p50": stats.percentile_ms(50), "p99": stats.percentile_ms(99)}
+        self.results["latency_under_load_ms"] = stats.latency_summary_ms()
         self.say(
             f"   [green]✓[/] sent at [bold]{n / send_seconds:,.0f}[/] msg/s, consumed at "
             f"[bold]{stats.rate():,.0f}[/] msg/s with up to {peak} batches at once"
@@ -162,7 +161,7 @@ class Demo:
             pings.send({"ping": i, "t": time.time()})
             time.sleep(PING_INTERVAL)
         wait_for("handling the pings", lambda: stats.handled >= PINGS_COUNT)
-        self.results["latency_idle_ms"] = {"p50": stats.percentile_ms(50), "p99": stats.percentile_ms(99)}
+        self.results["latency_idle_ms"] = stats.latency_summary_ms()
         self.say(
             f"   [green]✓[/] send → handler start: p50 [bold]{stats.percentile_ms(50):.1f}[/] ms, "
             f"p99 [bold]{stats.percentile_ms(99):.1f}[/] ms"
@@ -178,8 +177,10 @@ class Demo:
             f"[bold]4.[/] Sending {count:,} payments to a handler with a bug: it declines expired cards and "
             "raises (max_retries=1)"
         )
+        state = self.work.payments
         with message_progress(quiet=self.quiet) as progress:
-            task = progress.add_task(f"dead letters → {PAYMENTS_DLQ}", total=expected, rate="")
+            charging = progress.add_task(f"worker charges {PAYMENTS}", total=count - expected, rate="")
+            dead_letters = progress.add_task(f"dead letters → {PAYMENTS_DLQ}", total=expected, rate="")
             for start in range(0, count, limits.MAX_BATCH_MESSAGES):
                 size = min(limits.MAX_BATCH_MESSAGES, count - start)
                 payments.send_batch([{"body": payment(start + i)} for i in range(size)])
@@ -187,11 +188,15 @@ class Demo:
             def settled() -> bool:
                 return dlq.metrics().backlog_count >= expected and payments.metrics().backlog_count == 0
 
-            wait_for("dead-lettering the declined payments", settled, self._ticker(progress, task, dlq))
+            def tick() -> None:
+                progress.update(charging, completed=state.charged)
+                progress.update(dead_letters, completed=dlq.metrics().backlog_count)
+
+            wait_for("dead-lettering the declined payments", settled, tick)
         dead = dlq.metrics().backlog_count
         self.results["dead_letter"] = {
             "payments": count,
-            "charged": self.work.payments.charged,
+            "charged": state.charged,
             "dead_lettered": dead,
             "handler_errors": self.logs.handler_errors,
         }
@@ -199,10 +204,6 @@ class Demo:
             f"   [red]✗[/] {self.logs.handler_errors} failed batches; [bold]{dead}[/] payments tried twice "
             f"and moved to [cyan]{PAYMENTS_DLQ}[/] — nothing lost"
         )
-
-    @staticmethod
-    def _ticker(progress: Progress, task: TaskID, q: conveyor.Queue) -> Callable[[], None]:
-        return lambda: progress.update(task, completed=q.metrics().backlog_count)
 
     # -- 5. the fix and the redrive -----------------------------------------------------------
     def redrive(self) -> None:
@@ -213,7 +214,7 @@ class Demo:
         self.say(f"[bold]5.[/] Deploying the fix, then: conveyor redrive {PAYMENTS_DLQ} --to {PAYMENTS}")
         moved: list[int] = []
         with message_progress(quiet=self.quiet) as progress:
-            task = progress.add_task("charged after redrive", total=dead, rate="")
+            task = progress.add_task("worker charges redriven", total=dead, rate="")
             mover = threading.Thread(target=lambda: moved.append(dlq.redrive(to=PAYMENTS)), daemon=True)
             mover.start()
             wait_for(
@@ -233,7 +234,7 @@ class Demo:
 
 
 def summary(r: dict[str, Any]) -> Panel:
-    table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
+    table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_column("")
     table.add_column("result", justify="right")
     table.add_column("", style="dim")
@@ -260,7 +261,7 @@ def summary(r: dict[str, Any]) -> Panel:
     return Panel(Group(table, Text(""), footer), title="[bold]Conveyor demo results", border_style="cyan", expand=False)
 
 
-@click.command("demo")
+@click.command("demo", short_help="A 30-second tour: throughput, latency, DLQ, redrive.")
 @click.option(
     "--dir",
     "directory",

@@ -50,6 +50,9 @@ class Throughput:
         span = self.last_end - self.first_start
         return self.handled / span if span > 0 else 0.0
 
+    def latency_summary_ms(self) -> dict[str, float]:
+        return {"p50": round(self.percentile_ms(50), 2), "p99": round(self.percentile_ms(99), 2)}
+
     def percentile_ms(self, p: int) -> float:
         if len(self.latencies) < 2:
             return self.latencies[0] * 1000 if self.latencies else 0.0

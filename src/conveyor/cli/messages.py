@@ -77,7 +77,7 @@ def _source_size(source: IO[bytes]) -> int | None:
         return None
 
 
-@click.command("send")
+@click.command("send", short_help="Send a message, or every line of a file or stdin.")
 @click.argument("queue")
 @click.argument("body", required=False)
 @content_type_option
@@ -146,7 +146,7 @@ def _send_lines(
     return sent, batches, time.perf_counter() - started, metrics
 
 
-@click.command("pull")
+@click.command("pull", short_help="Lease a batch of messages (HTTP pull consumer).")
 @click.argument("queue")
 @click.option("--batch-size", type=int, help="Most messages to lease (default: the consumer's batch size).")
 @click.option(
@@ -181,7 +181,7 @@ def pull(
     emit(as_json, data, lambda: messages_table(messages, title, show_lease=not ack))
 
 
-@click.command("ack")
+@click.command("ack", short_help="Ack or retry pulled messages by lease id.")
 @click.argument("queue")
 @click.argument("lease_ids", nargs=-1)
 @click.option("--retry", "retries", multiple=True, help="A lease id to retry instead of ack (repeatable).")
@@ -211,7 +211,7 @@ def ack(
     emit(as_json, data, human)
 
 
-@click.command("peek")
+@click.command("peek", short_help="Show messages without leasing them.")
 @click.argument("queue")
 @click.option("--batch-size", type=int, default=10, show_default=True, help="Most messages to show.")
 @json_option
@@ -222,7 +222,7 @@ def peek(state: CliState, queue: str, batch_size: int, as_json: bool) -> None:
     emit(as_json, {"messages": [message_json(m) for m in messages]}, lambda: messages_table(messages, queue, False))
 
 
-@click.command("redrive")
+@click.command("redrive", short_help="Move a dead letter queue's messages back.")
 @click.argument("dead_letter_queue")
 @click.option("--to", "target", required=True, help="The queue to move the messages back to.")
 @json_option

@@ -20,7 +20,7 @@ def message_progress(*, quiet: bool = False) -> Progress:
     err = console(stderr=True)
     return Progress(
         SpinnerColumn(),
-        TextColumn("[progress.description]{task.description:<26}"),
+        TextColumn("[progress.description]{task.description:<28}"),
         BarColumn(bar_width=36),
         MofNCompleteColumn(),
         TaskProgressColumn(),

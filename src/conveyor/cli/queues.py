@@ -13,7 +13,7 @@ from conveyor.cli.shapes import counters_json, metrics_json, queue_json
 from conveyor.model import QueueInfo
 
 
-@click.group("queues", cls=ConveyorGroup)
+@click.group("queues", cls=ConveyorGroup, short_help="Manage queues and their consumers.")
 def queues_group() -> None:
     """Manage queues: create, list, info, update, delete, pause-delivery, resume-delivery, purge,
     and their consumers."""
@@ -23,7 +23,7 @@ def _changed(verb: str, info: QueueInfo) -> Text:
     return Text.assemble((f"{verb} queue ", ""), (info.queue_name, "bold cyan"), (f" ({info.queue_id})", "dim"))
 
 
-@queues_group.command("create")
+@queues_group.command("create", short_help="Create a queue.")
 @click.argument("name")
 @click.option(
     "--delivery-delay-secs",
@@ -77,7 +77,7 @@ def list_(state: CliState, as_json: bool) -> None:
     emit(False, None, lambda: queues_table(queues, metrics))
 
 
-@queues_group.command("info")
+@queues_group.command("info", short_help="Show a queue: settings, consumer, backlog.")
 @click.argument("name")
 @json_option
 @pass_state
@@ -89,7 +89,7 @@ def info(state: CliState, name: str, as_json: bool) -> None:
     emit(as_json, data, lambda: queue_panel(queue, metrics, counters))
 
 
-@queues_group.command("update")
+@queues_group.command("update", short_help="Change a queue's settings.")
 @click.argument("name")
 @click.option("--delivery-delay-secs", type=int, help="New delivery delay in seconds.")
 @click.option("--message-retention-period-secs", type=int, help="New retention period in seconds.")
@@ -110,7 +110,7 @@ def update(
     emit(as_json, queue_json(updated), lambda: _changed("Updated", updated))
 
 
-@queues_group.command("delete")
+@queues_group.command("delete", short_help="Delete a queue and its messages.")
 @click.argument("name")
 @json_option
 @pass_state
@@ -126,7 +126,7 @@ def delete(state: CliState, name: str, as_json: bool) -> None:
     )
 
 
-@queues_group.command("pause-delivery")
+@queues_group.command("pause-delivery", short_help="Stop delivery (sends are still accepted).")
 @click.argument("name")
 @json_option
 @pass_state
@@ -146,7 +146,7 @@ def resume_delivery(state: CliState, name: str, as_json: bool) -> None:
     emit(as_json, queue_json(updated), lambda: _changed("Resumed delivery of", updated))
 
 
-@queues_group.command("purge")
+@queues_group.command("purge", short_help="Delete every message of a queue.")
 @click.argument("name")
 @click.option("--force", is_flag=True, help="Do not ask for confirmation.")
 @json_option

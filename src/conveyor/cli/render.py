@@ -25,6 +25,11 @@ def _ms_time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if ms else "-"
 
 
+def _sent(ms: int) -> str:
+    """A message's send time, short: it sits in a table row beside a 32-character id."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
 def _consumer_label(c: ConsumerInfo) -> str:
     return f"{c.type} {c.script_name}" if c.script_name else c.type
 
@@ -33,12 +38,12 @@ def queues_table(queues: Sequence[QueueInfo], metrics: Sequence[Metrics]) -> Ren
     if not queues:
         return Text("No queues yet. Create one: conveyor queues create NAME", style="dim")
     table = Table(title="Queues", title_justify="left")
-    table.add_column("name", style="bold cyan")
-    table.add_column("id", style="dim")
+    table.add_column("name", style="bold cyan", overflow="fold")
+    table.add_column("id", style="dim", overflow="fold")
     table.add_column("backlog", justify="right")
     table.add_column("consumer")
     table.add_column("delivery")
-    table.add_column("created")
+    table.add_column("created", no_wrap=True)
     for q, m in zip(queues, metrics, strict=True):
         table.add_row(
             q.queue_name,
@@ -128,15 +133,16 @@ def messages_table(messages: Sequence[PulledMessage], title: str, show_lease: bo
     if not messages:
         return Text("no messages", style="dim")
     table = Table(title=title, title_justify="left")
-    table.add_column("id", style="dim")
-    table.add_column("sent")
+    # Ids and lease ids are folded, never cut: people copy them into `conveyor ack`.
+    table.add_column("id", style="dim", overflow="fold")
+    table.add_column("sent (UTC)", no_wrap=True)
     table.add_column("attempts", justify="right")
     table.add_column("type")
     table.add_column("body")
     if show_lease:
-        table.add_column("lease id", style="dim")
+        table.add_column("lease id", style="dim", overflow="fold")
     for m in messages:
-        row = [m.id, _ms_time(m.timestamp_ms), str(m.attempts), m.content_type, _preview(m.body, m.content_type)]
+        row = [m.id, _sent(m.timestamp_ms), str(m.attempts), m.content_type, _preview(m.body, m.content_type)]
         if show_lease:
             row.append(m.lease_id)
         table.add_row(*row)

@@ -68,7 +68,7 @@ def load_app(target: str) -> App:
     return app
 
 
-@click.command("worker")
+@click.command("worker", short_help="Run the push consumers of a conveyor.App.")
 @click.argument("target", metavar="APP")
 @click.option(
     "--grace-period",
