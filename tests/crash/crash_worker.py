@@ -1,0 +1,52 @@
+"""A worker process for the crash test: a ``conveyor.App`` whose handler records every message it
+handles durably (``n attempts pid`` lines, written and fsynced) before it returns.
+
+Usage: ``crash_worker.py DATA_DIR QUEUE AUDIT_DIR run|drain``. ``run`` delivers until killed;
+``drain`` delivers until nothing is left (leases of killed workers included), then exits 0.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import conveyor
+from conveyor import limits
+
+VISIBILITY_TIMEOUT_MS = 2000
+HANDLER_SECONDS = 0.03
+CONCURRENCY = 2
+
+
+def main() -> None:
+    data_dir, queue, audit_dir, mode = sys.argv[1:5]
+    pid = os.getpid()
+    # O_APPEND: each handler's lines go out in one write, whole, whatever threads run at once.
+    audit = os.open(Path(audit_dir) / f"{pid}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    app = conveyor.App(f"sqlite://{data_dir}", grace_period=5.0)
+
+    @app.consumer(
+        queue,
+        max_batch_size=50,
+        max_batch_timeout=0.05,
+        max_retries=limits.MAX_RETRIES,
+        max_concurrency=CONCURRENCY,
+        visibility_timeout_ms=VISIBILITY_TIMEOUT_MS,
+    )
+    def handle(batch: conveyor.MessageBatch) -> None:
+        lines = "".join(f"{m.body['n']} {m.attempts} {pid}\n" for m in batch.messages)
+        os.write(audit, lines.encode())
+        os.fsync(audit)
+        # The work itself: a kill now leaves the batch handled but not acked, the case that may
+        # (and must only then) be delivered again.
+        time.sleep(HANDLER_SECONDS)
+
+    if mode == "drain":
+        sys.exit(0 if app.drain(timeout=60.0) else 1)
+    app.run()
+
+
+if __name__ == "__main__":
+    main()
