@@ -1,6 +1,6 @@
 """Build ``_atomics.c`` on first import and register it as ``conveyor.mmapsync._atomics``.
 
-The helper is compiled with the compiler and flags CPython itself was built with (``sysconfig``),
+The helper is compiled with ``$CC``, else the compiler CPython itself was built with (``sysconfig``),
 into a per-user cache keyed by the source's hash and the interpreter, so every process after the
 first just loads the shared object. Concurrent first imports each compile to a private file and
 rename it into place, so they never see a half-written library.
@@ -36,7 +36,7 @@ def cache_dir() -> Path:
 
 
 def _compiler() -> list[str]:
-    return shlex.split(sysconfig.get_config_var("CC") or "cc")
+    return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
 
 
 def _library_path(source: bytes) -> Path:

@@ -115,7 +115,10 @@ class Synchronizer(Generic[T]):
         return published
 
     def version(self) -> Version:
-        """The version published now (index of the active data file, data size, checksum)."""
+        """The version published now (index of the active data file, data size, checksum).
+
+        Raises :class:`DataSetNotFound` or :class:`NothingPublished` when there is none.
+        """
         return self._open_state(create=False).version()
 
     def close(self) -> None:
@@ -143,7 +146,7 @@ class Synchronizer(Generic[T]):
             self._data = DataFiles(self.prefix, writable=False)
         reader = ReaderSlot(state, VersionDecoder(state, self._data, self._decode))
         self._readers.add(reader)
-        self._thread.reader = reader
+        self._thread.reader = reader  # the slot, and so its lock, lives exactly as long as its thread
         self._thread.pin = reader.pin
         return cast(AbstractContextManager[T], reader.pin)
 
