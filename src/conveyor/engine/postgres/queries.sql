@@ -95,7 +95,7 @@ WITH counted AS (
 ), stored AS (
     INSERT INTO messages (shard_key, id, timestamp_ms, visible_at_ms, attempts, content_type, body)
     SELECT %(shard)s, m.id, m.ts, m.visible, 0, m.ctype, m.body
-    FROM unnest(%(ids)s::text[], %(ts)s::bigint[], %(visible)s::bigint[], %(ctypes)s::text[], %(bodies)s::bytea[])
+    FROM unnest(%(ids)s::text[], %(ts)s::bigint[], %(visible)s::bigint[], %(ctypes)s::text[], %(bodies)b::bytea[])
          AS m (id, ts, visible, ctype, body)
     WHERE EXISTS (SELECT 1 FROM counted)
     RETURNING 1
@@ -250,9 +250,13 @@ SELECT pg_notify(channel, '') FROM unnest(%(channels)s::text[]) AS channel;
 -- ============================================================================= reads
 
 -- name: metrics
+-- The oldest message is looked up shard by shard, each an ordered scan of the primary key.
 SELECT coalesce(sum(st.backlog_count), 0), coalesce(sum(st.backlog_bytes), 0),
-       coalesce((SELECT m.timestamp_ms FROM messages m WHERE m.shard_key = ANY (%(shards)s::bigint[])
-                 ORDER BY m.seq LIMIT 1), 0)
+       coalesce((SELECT first.timestamp_ms
+                 FROM unnest(%(shards)s::bigint[]) AS k (shard_key),
+                      LATERAL (SELECT m.seq, m.timestamp_ms FROM messages m WHERE m.shard_key = k.shard_key
+                               ORDER BY m.seq LIMIT 1) AS first
+                 ORDER BY first.seq LIMIT 1), 0)
 FROM shard_stats st WHERE st.shard_key = ANY (%(shards)s::bigint[]);
 
 -- name: counters

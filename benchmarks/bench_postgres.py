@@ -1,0 +1,410 @@
+"""Conveyor on PostgreSQL against the raw limit and against its peers, in one run on the local server.
+
+The raw limit: the same 1 KB rows, in a table with the same columns and indexes as Conveyor's
+``messages``, inserted with one multi-row ``INSERT`` per batch of 100, then leased and deleted with
+one ``DELETE ... WHERE seq IN (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING`` per batch of 100 —
+plain SQL, no queue logic. Conveyor does the same work through ``send_batch`` (batches of 100) and
+through a worker (``App.consumer(max_batch_size=100, max_batch_timeout=0)``) that leases and then
+acks. Both sides use the same number of threads, each on its own schema of the same server.
+
+The peers, procrastinate (on this PostgreSQL), Celery and Dramatiq (each on the local Redis and on
+RabbitMQ), run in an environment of their own (``benchmarks/.peers-pg/``, git-ignored), made by this
+script, as ``python bench_postgres.py --peer SYSTEM COUNT CONCURRENCY``. End to end means: enqueue N
+one-KB JSON messages from one thread (one call per message, the peers' way; Conveyor also with
+``send_batch``), then one worker process with the same concurrency processes them all with a no-op
+handler, acknowledging each only after it ran (Celery with ``task_acks_late``).
+
+Usage: ``.venv/bin/python benchmarks/bench_postgres.py [--quick]``; one JSON line per measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from harness import body, emit, encoded_body, quiet_logs, ratio  # noqa: E402
+
+PEERS = HERE / ".peers-pg"
+PINS = (
+    "procrastinate==3.10.0",
+    "psycopg[binary]==3.3.9",
+    "celery[redis]==5.7.0",
+    "dramatiq[redis,rabbitmq]==2.2.1",
+    "pika==1.4.4",
+)
+SERVER = os.environ.get("CONVEYOR_BENCH_PG", "postgresql://127.0.0.1:5432/test")
+REDIS = "redis://127.0.0.1:6379/14"
+RABBITMQ = "amqp://guest:guest@127.0.0.1:5672//"
+BATCH = 100
+THREADS = 4
+
+RAW_SCHEMA = """
+CREATE TABLE raw_messages (
+    seq           bigserial PRIMARY KEY,
+    id            text NOT NULL,
+    timestamp_ms  bigint NOT NULL,
+    visible_at_ms bigint NOT NULL,
+    attempts      integer NOT NULL DEFAULT 0,
+    lease         bigint,
+    content_type  text NOT NULL,
+    body          bytea NOT NULL
+);
+CREATE INDEX raw_messages_visible ON raw_messages (visible_at_ms);
+"""
+RAW_INSERT = """
+INSERT INTO raw_messages (id, timestamp_ms, visible_at_ms, content_type, body)
+SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::text[], %b::bytea[])
+"""
+RAW_LEASE_DELETE = """
+DELETE FROM raw_messages WHERE seq IN (
+    SELECT seq FROM raw_messages WHERE visible_at_ms <= %s ORDER BY visible_at_ms LIMIT %s FOR UPDATE SKIP LOCKED
+) RETURNING body
+"""
+
+
+# -- shared -----------------------------------------------------------------------------------------
+@contextmanager
+def scratch_schema(prefix: str) -> Iterator[str]:
+    """A URL whose search_path is a new schema, dropped afterwards."""
+    import psycopg
+
+    schema = f"bench_{prefix}_{secrets.token_hex(4)}"
+    with psycopg.connect(SERVER, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield f"{SERVER}?options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with psycopg.connect(SERVER, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def in_threads(threads: int, work: Callable[[int], None]) -> float:
+    """Run ``work(i)`` on ``threads`` threads at once; returns the wall time."""
+    started = time.perf_counter()
+    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return time.perf_counter() - started
+
+
+def batches(count: int) -> Iterator[range]:
+    for start in range(0, count, BATCH):
+        yield range(start, min(count, start + BATCH))
+
+
+# -- the raw limit ----------------------------------------------------------------------------------
+def raw_send(url: str, count: int, threads: int) -> float:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(RAW_SCHEMA)
+    chunks = list(batches(count))
+    rows = [encoded_body(i) for i in range(count)]
+    lock = threading.Lock()
+
+    def work(_: int) -> None:
+        with psycopg.connect(url) as conn:
+            while True:
+                with lock:
+                    if not chunks:
+                        return
+                    chunk = chunks.pop()
+                now = time.time_ns() // 1_000_000
+                ids = [os.urandom(16).hex() for _ in chunk]
+                conn.execute(RAW_INSERT, (ids, [now] * len(chunk), [now] * len(chunk), ["json"] * len(chunk), [rows[i] for i in chunk]))
+                conn.commit()
+
+    return in_threads(threads, work)
+
+
+def raw_consume(url: str, count: int, threads: int) -> float:
+    import psycopg
+
+    done = [0]
+    lock = threading.Lock()
+
+    def work(_: int) -> None:
+        with psycopg.connect(url) as conn:
+            while True:
+                got = conn.execute(RAW_LEASE_DELETE, (time.time_ns() // 1_000_000, BATCH)).fetchall()
+                conn.commit()
+                with lock:
+                    done[0] += len(got)
+                    if done[0] >= count or not got:
+                        return
+
+    return in_threads(threads, work)
+
+
+# -- Conveyor ---------------------------------------------------------------------------------------
+def conveyor_send(url: str, count: int, threads: int) -> float:
+    import conveyor
+
+    cv = conveyor.connect(url)
+    q = cv.create_queue("bench")
+    chunks = list(batches(count))
+    bodies = [body(i) for i in range(count)]
+    lock = threading.Lock()
+
+    def work(_: int) -> None:
+        while True:
+            with lock:
+                if not chunks:
+                    return
+                chunk = chunks.pop()
+            q.send_batch([{"body": bodies[i]} for i in chunk])
+
+    try:
+        return in_threads(threads, work)
+    finally:
+        cv.close()
+
+
+def conveyor_consume(url: str, count: int, concurrency: int) -> float:
+    """Drain the queue ``bench`` (filled by :func:`conveyor_send`) with one worker."""
+    import conveyor
+
+    cv = conveyor.connect(url)
+    app = conveyor.App(cv)
+
+    @app.consumer("bench", max_batch_size=BATCH, max_batch_timeout=0, max_concurrency=concurrency)
+    def handle(batch: conveyor.MessageBatch) -> None:
+        return None
+
+    started = time.perf_counter()
+    app.start()
+    dispatcher = app.dispatchers["bench"]
+    while dispatcher.handled < count:
+        time.sleep(0.001)
+    elapsed = time.perf_counter() - started
+    app.stop()
+    cv.close()
+    return elapsed
+
+
+def conveyor_end_to_end(url: str, count: int, concurrency: int, batched: bool) -> dict[str, float]:
+    import conveyor
+
+    cv = conveyor.connect(url)
+    q = cv.create_queue("bench")
+    bodies = [body(i) for i in range(count)]
+    started = time.perf_counter()
+    if batched:
+        for chunk in batches(count):
+            q.send_batch([{"body": bodies[i]} for i in chunk])
+    else:
+        for b in bodies:
+            q.send(b)
+    enqueued = time.perf_counter()
+    cv.close()
+    return {"enqueue_seconds": enqueued - started, "consume_seconds": conveyor_consume(url, count, concurrency)}
+
+
+# -- peers (run inside .peers-pg) -------------------------------------------------------------------
+class Countdown:
+    """Set once ``count`` tasks have run."""
+
+    def __init__(self, count: int) -> None:
+        self.left = count
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+
+    def tick(self) -> None:
+        with self.lock:
+            self.left -= 1
+            if self.left <= 0:
+                self.done.set()
+
+
+def peer_dramatiq(broker_kind: str, count: int, concurrency: int) -> dict[str, float]:
+    import dramatiq  # type: ignore[import-not-found]
+
+    broker: Any
+    if broker_kind == "redis":
+        from dramatiq.brokers.redis import RedisBroker  # type: ignore[import-not-found]
+
+        broker = RedisBroker(url=REDIS)
+    else:
+        from dramatiq.brokers.rabbitmq import RabbitmqBroker  # type: ignore[import-not-found]
+
+        broker = RabbitmqBroker(url=RABBITMQ)
+    dramatiq.set_broker(broker)
+    countdown = Countdown(count)
+
+    @dramatiq.actor(queue_name="bench", max_retries=0)  # type: ignore[untyped-decorator]
+    def noop(payload: dict[str, Any]) -> None:
+        countdown.tick()
+
+    broker.flush_all()
+    bodies = [body(i) for i in range(count)]
+    started = time.perf_counter()
+    for b in bodies:
+        noop.send(b)
+    enqueued = time.perf_counter()
+    worker = dramatiq.Worker(broker, worker_threads=concurrency)
+    worker.start()
+    countdown.done.wait()
+    finished = time.perf_counter()
+    worker.stop()
+    broker.close()
+    return {"enqueue_seconds": enqueued - started, "consume_seconds": finished - enqueued}
+
+
+def peer_celery(broker_kind: str, count: int, concurrency: int) -> dict[str, float]:
+    from celery import Celery  # type: ignore[import-not-found]
+    from celery.contrib.testing.worker import start_worker  # type: ignore[import-not-found]
+
+    app = Celery("bench", broker=REDIS if broker_kind == "redis" else RABBITMQ)
+    app.conf.update(task_ignore_result=True, task_acks_late=True, broker_connection_retry_on_startup=True)
+    countdown = Countdown(count)
+
+    @app.task(name="bench.noop")  # type: ignore[untyped-decorator]
+    def noop(payload: dict[str, Any]) -> None:
+        countdown.tick()
+
+    app.control.purge()
+    bodies = [body(i) for i in range(count)]
+    started = time.perf_counter()
+    for b in bodies:
+        noop.delay(b)
+    enqueued = time.perf_counter()
+    with start_worker(app, pool="threads", concurrency=concurrency, perform_ping_check=False, loglevel="WARNING"):
+        countdown.done.wait()
+        finished = time.perf_counter()
+    return {"enqueue_seconds": enqueued - started, "consume_seconds": finished - enqueued}
+
+
+def peer_procrastinate(count: int, concurrency: int) -> dict[str, float]:
+    import procrastinate  # type: ignore[import-not-found]
+
+    with scratch_schema("procrastinate") as url:
+        app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+
+        @app.task(queue="bench", name="noop")  # type: ignore[untyped-decorator]
+        def noop(payload: dict[str, Any]) -> None:
+            return None
+
+        with app.open():
+            app.schema_manager.apply_schema()
+            bodies = [body(i) for i in range(count)]
+            started = time.perf_counter()
+            for b in bodies:
+                noop.defer(payload=b)
+            enqueued = time.perf_counter()
+            app.run_worker(queues=["bench"], concurrency=concurrency, wait=False, install_signal_handlers=False)
+            finished = time.perf_counter()
+    return {"enqueue_seconds": enqueued - started, "consume_seconds": finished - enqueued}
+
+
+def run_peer_here(system: str, count: int, concurrency: int) -> dict[str, float]:
+    if system == "procrastinate":
+        return peer_procrastinate(count, concurrency)
+    library, broker_kind = system.split("-")
+    if library == "dramatiq":
+        return peer_dramatiq(broker_kind, count, concurrency)
+    return peer_celery(broker_kind, count, concurrency)
+
+
+def peer_python() -> Path:
+    """The peers' environment's Python, creating the environment first if it is missing or stale."""
+    python = PEERS / "bin" / "python"
+    marker = PEERS / "pins.txt"
+    wanted = "\n".join(PINS)
+    if python.exists() and marker.exists() and marker.read_text() == wanted:
+        return python
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(PEERS)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *PINS], check=True)
+    marker.write_text(wanted)
+    return python
+
+
+def run_peer(system: str, count: int, concurrency: int) -> dict[str, float]:
+    done = subprocess.run(
+        [str(peer_python()), __file__, "--peer", system, str(count), str(concurrency)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# -- the run ----------------------------------------------------------------------------------------
+def report(system: str, result: dict[str, float], count: int, **params: Any) -> float:
+    enqueue, consume = result["enqueue_seconds"], result["consume_seconds"]
+    emit(f"pg_{system}_enqueue_throughput", count / enqueue, "msg/s", count, **params)
+    emit(f"pg_{system}_consume_throughput", count / consume, "msg/s", count, **params)
+    emit(f"pg_{system}_end_to_end_throughput", count / (enqueue + consume), "msg/s", count, **params)
+    return count / (enqueue + consume)
+
+
+def limits(count: int, threads: int) -> None:
+    with scratch_schema("raw") as url:
+        raw_in = count / raw_send(url, count, threads)
+        raw_out = count / raw_consume(url, count, threads)
+    with scratch_schema("conveyor") as url:
+        ours_in = count / conveyor_send(url, count, threads)
+        ours_out = count / conveyor_consume(url, count, threads)
+    params = {"threads": threads, "batch": BATCH, "body_bytes": 1024}
+    emit("pg_raw_insert_throughput", raw_in, "msg/s", count, **params)
+    emit("pg_raw_lease_delete_throughput", raw_out, "msg/s", count, **params)
+    emit("pg_conveyor_send_batch_throughput", ours_in, "msg/s", count, **params)
+    emit("pg_conveyor_consume_throughput", ours_out, "msg/s", count, **params)
+    ratio("pg_send_batch_vs_raw_insert", ours_in, raw_in, count, target=0.7, **params)
+    ratio("pg_consume_vs_raw_lease_delete", ours_out, raw_out, count, target=0.5, **params)
+
+
+def peers(count: int, concurrency: int, peer_count: int) -> None:
+    params: dict[str, Any] = {"worker_processes": 1, "concurrency": concurrency}
+    with scratch_schema("e2e") as url:
+        batched = report("conveyor_send_batch", conveyor_end_to_end(url, count, concurrency, True), count, **params)
+    with scratch_schema("e2e") as url:
+        single = report("conveyor_send", conveyor_end_to_end(url, count, concurrency, False), count, **params)
+    figures: dict[str, float] = {}
+    for system in ("dramatiq-redis", "dramatiq-rabbitmq", "celery-redis", "celery-rabbitmq", "procrastinate"):
+        n = peer_count if system == "procrastinate" else count
+        figures[system] = report(system.replace("-", "_"), run_peer(system, n, concurrency), n, pins=list(PINS), **params)
+    for name, ours in (("send_batch", batched), ("send", single)):
+        ratio(f"pg_conveyor_{name}_end_to_end_vs_dramatiq_redis", ours, figures["dramatiq-redis"], count, target=2 if name == "send_batch" else None, **params)
+        ratio(f"pg_conveyor_{name}_end_to_end_vs_procrastinate", ours, figures["procrastinate"], count, target=10 if name == "send_batch" else None, **params)
+        for system in ("dramatiq-rabbitmq", "celery-redis", "celery-rabbitmq"):
+            ratio(f"pg_conveyor_{name}_end_to_end_vs_{system.replace('-', '_')}", ours, figures[system], count, **params)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: small counts")
+    parser.add_argument("--peer", nargs=3, metavar=("SYSTEM", "COUNT", "CONCURRENCY"), help=argparse.SUPPRESS)
+    parser.add_argument("--only", choices=("limits", "peers"), help="run one half")
+    args = parser.parse_args()
+    if args.peer:
+        system, count, concurrency = args.peer
+        print(json.dumps(run_peer_here(system, int(count), int(concurrency))), flush=True)
+        return
+    quiet_logs()
+    count = 2_000 if args.quick else 50_000
+    if args.only in (None, "limits"):
+        limits(count, THREADS)
+    if args.only in (None, "peers"):
+        e2e = 1_000 if args.quick else 10_000
+        peers(e2e, THREADS, e2e // 2)
+
+
+if __name__ == "__main__":
+    main()
