@@ -34,6 +34,7 @@ def test_demo_json_reports_what_happened(tmp_path: Path, run: Cli) -> None:
     dead = data["dead_letter"]["dead_lettered"]
     assert dead == 4  # payments 0, 25, 50, 75 of 100 have expired cards
     assert data["redrive"] == {"redriven": dead, "charged_after_fix": dead, "dead_letter_backlog": 0}
+    assert data["warnings"] == []  # the worker logged nothing but the failures the demo causes
 
 
 def test_demo_wipes_its_directory_but_refuses_a_foreign_one(tmp_path: Path, run: Cli) -> None:

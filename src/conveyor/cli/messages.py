@@ -136,13 +136,13 @@ def _send_lines(
     sent = batches = 0
     metrics = q.metrics()
     started = time.perf_counter()
-    with message_progress(quiet=quiet) as progress:
-        task = progress.add_task(f"sending to {q.name}", total=total, rate="")
+    with message_progress(quiet=quiet, by_bytes=True) as progress:
+        task = progress.add_task(f"sending to {q.name}", total=total, rate="", sent=0)
         for batch, read in read_batches(source, content_type):
             metrics = q.send_batch(batch, delay_seconds=delay)
             sent += len(batch)
             batches += 1
-            progress.update(task, advance=read, rate=rate_text(sent, time.perf_counter() - started))
+            progress.update(task, advance=read, sent=sent, rate=rate_text(sent, time.perf_counter() - started))
     return sent, batches, time.perf_counter() - started, metrics
 
 

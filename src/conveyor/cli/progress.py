@@ -1,4 +1,8 @@
-"""Progress bars for long operations, on stderr so that stdout stays parseable."""
+"""Progress bars for long operations, on stderr so that stdout stays parseable.
+
+Each task carries a ``rate`` field (``rate_text``); a bar that measures bytes read (bulk send from a
+file) also carries ``sent``, the messages sent so far, since its completed/total are bytes.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
     TaskProgressColumn,
     TextColumn,
@@ -15,14 +20,16 @@ from rich.progress import (
 from conveyor.cli.context import console
 
 
-def message_progress(*, quiet: bool = False) -> Progress:
-    """A progress display counting messages; silent when ``quiet`` or when stderr is not a terminal."""
+def message_progress(*, quiet: bool = False, by_bytes: bool = False) -> Progress:
+    """A progress display counting messages (or bytes read, with ``by_bytes``); silent when
+    ``quiet`` or when stderr is not a terminal."""
     err = console(stderr=True)
+    count: ProgressColumn = TextColumn("{task.fields[sent]:,} sent") if by_bytes else MofNCompleteColumn()
     return Progress(
         SpinnerColumn(),
         TextColumn("[progress.description]{task.description:<28}"),
         BarColumn(bar_width=36),
-        MofNCompleteColumn(),
+        count,
         TaskProgressColumn(),
         TextColumn("[cyan]{task.fields[rate]}"),
         TimeElapsedColumn(),

@@ -70,11 +70,12 @@ def list_(state: CliState, as_json: bool) -> None:
     """List every queue with its backlog and consumer."""
     cv = state.connect()
     queues = cv.list_queues()
-    if as_json:
-        emit(True, [queue_json(q) for q in queues], str)
-        return
-    metrics = [cv.queue_by_id(q.queue_id).metrics() for q in queues]
-    emit(False, None, lambda: queues_table(queues, metrics))
+    # Backlogs only for the table: the JSON is the queue objects, as the REST API lists them.
+    emit(
+        as_json,
+        [queue_json(q) for q in queues],
+        lambda: queues_table(queues, [cv.queue_by_id(q.queue_id).metrics() for q in queues]),
+    )
 
 
 @queues_group.command("info", short_help="Show a queue: settings, consumer, backlog.")
