@@ -26,6 +26,7 @@ def test_every_published_key_finds_its_vector(prefix: str) -> None:
         assert table.dim == DIM
         for i in range(0, len(keys), 97):
             np.testing.assert_array_equal(table[int(keys[i])], vectors[i])
+            np.testing.assert_array_equal(table.get(keys[i]), vectors[i])  # a NumPy integer key
         np.testing.assert_array_equal(table.rows(keys), np.arange(len(keys)))
 
 

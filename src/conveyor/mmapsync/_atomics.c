@@ -366,7 +366,15 @@ static void Table_dealloc(TableObject *self) {
 }
 
 static PyObject *Table_find(TableObject *self, PyObject *key) {
-    unsigned long long k = PyLong_AsUnsignedLongLong(key);
+    unsigned long long k;
+    if (PyLong_CheckExact(key)) {
+        k = PyLong_AsUnsignedLongLong(key);
+    } else { /* NumPy integers and other __index__ types */
+        PyObject *index = PyNumber_Index(key);
+        if (!index) return NULL;
+        k = PyLong_AsUnsignedLongLong(index);
+        Py_DECREF(index);
+    }
     if (k == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
     return PyLong_FromLongLong(find_row((const Entry *)self->entries.buf, self->mask, (uint64_t)k));
 }

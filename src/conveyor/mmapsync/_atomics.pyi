@@ -1,7 +1,7 @@
 """Types of the native helper built from ``_atomics.c`` (see ``_native.py``)."""
 
 from collections.abc import Callable
-from typing import Any, TypeAlias
+from typing import Any, SupportsIndex, TypeAlias
 
 import numpy as np
 from typing_extensions import Buffer as _PlainBuffer
@@ -28,5 +28,5 @@ class Pin:
 
 class Table:
     def __init__(self, entries: Buffer) -> None: ...
-    def find(self, key: int, /) -> int: ...
+    def find(self, key: SupportsIndex, /) -> int: ...
     def find_many(self, keys: Buffer, rows: Buffer, /) -> int: ...

@@ -23,7 +23,7 @@ import struct
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Final, SupportsIndex
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -82,8 +82,8 @@ class FeatureTable:
         values = np.frombuffer(data, dtype=FLOAT32, count=count * dim, offset=start).reshape(count, dim)
         return cls(table, values)
 
-    def get(self, key: int) -> Vectors:
-        """The vector of ``key`` (a view), or ``KeyError``."""
+    def get(self, key: SupportsIndex) -> Vectors:
+        """The vector of ``key`` (an ``int`` or NumPy integer) as a view, or ``KeyError``."""
         row = self._find(key)
         if row < 0:
             raise KeyError(key)
@@ -92,7 +92,7 @@ class FeatureTable:
 
     __getitem__ = get
 
-    def __contains__(self, key: int) -> bool:
+    def __contains__(self, key: SupportsIndex) -> bool:
         return self._find(key) >= 0
 
     def __len__(self) -> int:
@@ -160,7 +160,7 @@ class FeatureStore:
         count, capacity = len(ordered), _capacity(len(ordered))
         start = _values_offset(capacity)
         with self._sync.writing(start + count * dim * FLOAT32.itemsize, grace=grace) as data:
-            data[:start] = bytes(start)  # the idle file still holds an older table
+            np.frombuffer(data, dtype=np.uint8, count=start)[:] = 0  # the idle file holds an older table
             HEADER.pack_into(data, 0, MAGIC, LAYOUT_VERSION, dim, count, capacity)
             duplicate = build_table(data[HEADER.size : HEADER.size + capacity * ENTRY_SIZE], ordered)
             if duplicate >= 0:
