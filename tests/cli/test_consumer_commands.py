@@ -14,7 +14,7 @@ def test_consumer_add_registers_a_worker_consumer_with_its_settings(run: Cli, cl
         "--batch-size", "25", "--batch-timeout", "1.5", "--message-retries", "2",
         "--dead-letter-queue", "emails-dlq", "--max-concurrency", "4", "--retry-delay-secs", "30",
     )  # fmt: skip
-    assert WORKER_CONSUMER_KEYS <= set(data)
+    assert set(data) >= WORKER_CONSUMER_KEYS
     assert data["type"] == "worker" and data["script_name"] == data["script"] == "mailer:handle"
     assert data["dead_letter_queue"] == "emails-dlq"
     assert data["settings"] == {
@@ -79,7 +79,7 @@ def test_http_consumer_add_and_remove(run: Cli, client: conveyor.Conveyor) -> No
         "queues", "consumer", "http", "add", "jobs",
         "--batch-size", "7", "--message-retries", "1", "--visibility-timeout-secs", "60", "--retry-delay-secs", "3",
     )  # fmt: skip
-    assert PULL_CONSUMER_KEYS <= set(data) and data["type"] == "http_pull"
+    assert set(data) >= PULL_CONSUMER_KEYS and data["type"] == "http_pull"
     assert data["settings"] == {"batch_size": 7, "max_retries": 1, "retry_delay": 3, "visibility_timeout_ms": 60_000}
     run.fails("queues", "consumer", "remove", "jobs", "anything", code=11001)
     assert run.json("queues", "consumer", "http", "remove", "jobs")["deleted"] is True

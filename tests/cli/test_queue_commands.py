@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from click.testing import CliRunner
 
 import conveyor
+from conveyor.cli.main import cli
 
 from .support import QUEUE_KEYS, Cli
 
@@ -14,7 +16,7 @@ def test_create_prints_the_queue_and_json_has_cloudflare_shape(run: Cli, client:
     data = run.json(
         "queues", "create", "orders", "--delivery-delay-secs", "5", "--message-retention-period-secs", "600"
     )
-    assert QUEUE_KEYS <= set(data)
+    assert set(data) >= QUEUE_KEYS
     assert data["queue_name"] == "orders" and len(data["queue_id"]) == 32
     assert data["settings"] == {"delivery_delay": 5, "delivery_paused": False, "message_retention_period": 600}
     assert data["consumers"] == [] and data["consumers_total_count"] == 0
@@ -46,7 +48,7 @@ def test_list_shows_every_queue_with_its_backlog(run: Cli, client: conveyor.Conv
     assert "alpha" in table and "beta" in table and "3" in table
     data = run.json("queues", "list")
     assert [q["queue_name"] for q in data] == ["alpha", "beta"]
-    assert all(QUEUE_KEYS <= set(q) for q in data)
+    assert all(set(q) >= QUEUE_KEYS for q in data)
 
 
 def test_info_adds_metrics_and_counters_to_the_queue(run: Cli, client: conveyor.Conveyor) -> None:
@@ -132,3 +134,9 @@ def test_every_command_has_help(run: Cli) -> None:
     ):
         result = run.ok(*args, "--help")
         assert "Usage: " in result.stdout and "--help" in result.stdout
+
+
+def test_conveyor_url_environment_variable_names_the_deployment(url: str, client: conveyor.Conveyor) -> None:
+    result = CliRunner().invoke(cli, ["queues", "create", "from-env"], env={"CONVEYOR_URL": url})
+    assert result.exit_code == 0, result.output
+    assert client.queue("from-env").name == "from-env"

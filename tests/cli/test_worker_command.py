@@ -133,3 +133,14 @@ def test_worker_whose_queue_is_missing_fails_with_one_line(tmp_path: Path, url: 
     _, logs = worker.communicate(timeout=30)
     assert worker.returncode == 1
     assert logs.splitlines()[-1] == "error: queue 'jobs' does not exist (code 10104)"
+
+
+def test_worker_refuses_a_queue_whose_consumer_is_another_script(
+    tmp_path: Path, url: str, client: conveyor.Conveyor
+) -> None:
+    client.create_queue("jobs").add_consumer("worker", script_name="someone:else")
+    worker = start_worker(tmp_path, url)
+    _, logs = worker.communicate(timeout=30)
+    assert worker.returncode == 1
+    last = logs.splitlines()[-1]
+    assert last.startswith("error: queue 'jobs' already has a consumer") and last.endswith("(code 11004)")
