@@ -9,12 +9,15 @@ from pathlib import Path
 import pytest
 
 import conveyor
+from conveyor.server.testing import http_client
 from postgres.support import fresh_client as postgres_client
 
 # Every engine the conformance suite runs against: name -> factory(tmp_path) -> Conveyor.
 ENGINES: dict[str, Callable[[Path], conveyor.Conveyor]] = {
     "sqlite": lambda tmp: conveyor.connect(f"sqlite://{tmp / 'data'}"),
     "postgres": postgres_client,
+    # A real server on 127.0.0.1 (SQLite behind it), driven through the remote transport.
+    "http": lambda tmp: http_client(tmp / "data"),
 }
 
 

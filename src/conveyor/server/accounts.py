@@ -13,11 +13,13 @@ gives the HTTP server the same client code, with the same checks, as the embedde
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-from conveyor.engine.base import Engine
-from conveyor.errors import ConsumerNotFound, InvalidRequest, QueueNotFound
+from conveyor.engine.base import Clock, Engine
+from conveyor.errors import ConsumerNotFound, ConveyorError, InvalidRequest, QueueNotFound
 from conveyor.model import (
     ConsumerInfo,
     ConsumerSettings,
@@ -56,15 +58,40 @@ def split(qualified: str) -> tuple[str, str]:
     return (account, name) if sep else ("", qualified)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _unqualified_errors(method: F) -> F:
+    """Refusals name queues as the account knows them: ``'emails'``, never ``'acc1/emails'``."""
+
+    @functools.wraps(method)
+    def wrapped(self: AccountEngine, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except ConveyorError as exc:
+            if self._prefix not in exc.message:
+                raise
+            raise type(exc)(exc.message.replace(self._prefix, "")) from None
+
+    return wrapped  # type: ignore[return-value]
+
+
 class AccountEngine(Engine):
     """One account's view of an engine (see the module docstring)."""
 
     def __init__(self, engine: Engine, account_id: str) -> None:
         self.inner = engine
         self.account_id = check_account_id(account_id)
-        self.clock = engine.clock
         self._prefix = account_id + SEPARATOR
         self._owned: set[str] = set()
+
+    @property
+    def clock(self) -> Clock:
+        return self.inner.clock
+
+    @clock.setter
+    def clock(self, value: Clock) -> None:
+        self.inner.clock = value
 
     # -- names --------------------------------------------------------------------------------
     def _qualify(self, name: str) -> str:
@@ -107,31 +134,38 @@ class AccountEngine(Engine):
         return queue_id
 
     # -- catalog ------------------------------------------------------------------------------
+    @_unqualified_errors
     def create_queue(self, name: str, settings: QueueSettings, shards: int = 1) -> QueueInfo:
         return self._queue(self.inner.create_queue(self._qualify(name), settings, shards))
 
+    @_unqualified_errors
     def get_queue(self, name: str) -> QueueInfo:
         try:
             return self._queue(self.inner.get_queue(self._qualify(name)))
         except QueueNotFound:
             raise QueueNotFound(f"queue {name!r} does not exist") from None
 
+    @_unqualified_errors
     def get_queue_by_id(self, queue_id: str) -> QueueInfo:
         info = self.inner.get_queue_by_id(queue_id)
         if not self._mine(info.queue_name):
             raise QueueNotFound(f"queue {queue_id!r} does not exist")
         return self._queue(info)
 
+    @_unqualified_errors
     def list_queues(self) -> list[QueueInfo]:
         return [self._queue(q) for q in self.inner.list_queues() if self._mine(q.queue_name)]
 
+    @_unqualified_errors
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         return self._queue(self.inner.update_queue(self._own(queue_id), settings))
 
+    @_unqualified_errors
     def delete_queue(self, queue_id: str) -> None:
         self.inner.delete_queue(self._own(queue_id))
         self._owned.discard(queue_id)
 
+    @_unqualified_errors
     def add_consumer(
         self,
         queue_id: str,
@@ -143,10 +177,12 @@ class AccountEngine(Engine):
         info = self.inner.add_consumer(self._own(queue_id), type, script_name, settings, self._dlq(dead_letter_queue))
         return self._consumer(info)
 
+    @_unqualified_errors
     def update_consumer(self, consumer_id: str, settings: ConsumerSettings, dead_letter_queue: str) -> ConsumerInfo:
         self._own_consumer_or_fail(consumer_id)
         return self._consumer(self.inner.update_consumer(consumer_id, settings, self._dlq(dead_letter_queue)))
 
+    @_unqualified_errors
     def remove_consumer(self, consumer_id: str) -> None:
         self._own_consumer_or_fail(consumer_id)
         self.inner.remove_consumer(consumer_id)
@@ -155,21 +191,26 @@ class AccountEngine(Engine):
         if not any(c.consumer_id == consumer_id for q in self.list_queues() for c in q.consumers):
             raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
 
+    @_unqualified_errors
     def add_shard(self, queue_id: str) -> int:
         return self.inner.add_shard(self._own(queue_id))
 
     # -- messages -----------------------------------------------------------------------------
+    @_unqualified_errors
     def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> Metrics:
         return self.inner.enqueue(self._own(queue_id), messages)
 
+    @_unqualified_errors
     def lease(
         self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy
     ) -> list[StoredMessage]:
         return self.inner.lease(self._own(queue_id), max_messages, visibility_ms, self._policy(policy))
 
+    @_unqualified_errors
     def extend(self, queue_id: str, lease_ids: Sequence[str], visibility_ms: int) -> None:
         self.inner.extend(self._own(queue_id), lease_ids, visibility_ms)
 
+    @_unqualified_errors
     def settle(
         self,
         queue_id: str,
@@ -179,18 +220,23 @@ class AccountEngine(Engine):
     ) -> SettleResult:
         return self.inner.settle(self._own(queue_id), acks, retries, self._policy(policy))
 
+    @_unqualified_errors
     def release(self, queue_id: str, lease_ids: Sequence[str]) -> None:
         self.inner.release(self._own(queue_id), lease_ids)
 
+    @_unqualified_errors
     def purge(self, queue_id: str) -> int:
         return self.inner.purge(self._own(queue_id))
 
+    @_unqualified_errors
     def peek(self, queue_id: str, max_messages: int) -> list[StoredMessage]:
         return self.inner.peek(self._own(queue_id), max_messages)
 
+    @_unqualified_errors
     def metrics(self, queue_id: str) -> Metrics:
         return self.inner.metrics(self._own(queue_id))
 
+    @_unqualified_errors
     def counters(self, queue_id: str) -> Counters:
         return self.inner.counters(self._own(queue_id))
 
@@ -198,12 +244,15 @@ class AccountEngine(Engine):
         # Retention is the deployment's coordinator's job, not one account's.
         return {}
 
+    @_unqualified_errors
     def redrive(self, from_queue_id: str, to_queue_id: str) -> int:
         return self.inner.redrive(self._own(from_queue_id), self._own(to_queue_id))
 
+    @_unqualified_errors
     def next_visible_ms(self, queue_id: str) -> int | None:
         return self.inner.next_visible_ms(self._own(queue_id))
 
+    @_unqualified_errors
     def wait(self, queue_id: str, timeout: float) -> None:
         self.inner.wait(self._own(queue_id), timeout)
 

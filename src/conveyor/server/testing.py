@@ -11,13 +11,16 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import uvicorn
 
 from conveyor.client.connect import connect
+from conveyor.client.http import RemoteEngine
 from conveyor.client.sync import Conveyor
+from conveyor.engine.base import Clock, Engine
 from conveyor.server.app import build_app
 from conveyor.server.auth import Authenticator
 from conveyor.server.serve import token_store
@@ -42,6 +45,40 @@ class RunningServer:
         """A remote client of ``account_id`` with a fresh token (``read_only=``, ``queues=``)."""
         secret, _ = self.tokens.create(account_id, **scope)  # type: ignore[arg-type]
         return connect(self.url, token=secret, account_id=account_id)
+
+
+class InProcessRemoteEngine(RemoteEngine):
+    """A remote engine whose server runs in this process: setting its ``clock`` sets the server
+    engine's too, so tests that drive time by hand work over HTTP as they do embedded."""
+
+    def __init__(self, url: str, *, token: str, account_id: str, server_engine: Engine, stop: ExitStack) -> None:
+        self._server_engine = server_engine
+        self._stop = stop
+        super().__init__(url, token=token, account_id=account_id)
+
+    @property
+    def clock(self) -> Clock:
+        return self._server_engine.clock
+
+    @clock.setter
+    def clock(self, value: Clock) -> None:
+        self._server_engine.clock = value
+
+    def close(self) -> None:
+        super().close()
+        self._stop.close()
+
+
+def http_client(data: Path, account_id: str = "conformance") -> Conveyor:
+    """A fresh deployment in ``data`` served over HTTP by a real server on 127.0.0.1 (in a thread),
+    and a remote client of one account; closing the client stops the server."""
+    stack = ExitStack()
+    server = stack.enter_context(running_server(f"sqlite://{data}"))
+    secret, _ = server.tokens.create(account_id)
+    engine = InProcessRemoteEngine(
+        server.url, token=secret, account_id=account_id, server_engine=server.client.engine, stop=stack
+    )
+    return Conveyor(engine, server.url)
 
 
 @contextmanager

@@ -1,0 +1,76 @@
+"""A real ``conveyor serve`` process on 127.0.0.1, started the way a user starts it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from conveyor.server.testing import free_port
+
+CONVEYOR = str(Path(sys.executable).with_name("conveyor"))
+
+
+@dataclass
+class ServeProcess:
+    url: str
+    token: str
+    account_id: str
+    process: subprocess.Popen[bytes]
+
+    def rss_kib(self) -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
+
+
+def create_token(data: Path, account: str, *extra: str) -> str:
+    out = subprocess.run(
+        [CONVEYOR, "--url", f"sqlite://{data}", "tokens", "create", "--account", account, *extra],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return out.strip().splitlines()[-1]
+
+
+@contextmanager
+def serve_process(data: Path, account: str = "acc1", *args: str) -> Iterator[ServeProcess]:
+    token = create_token(data, account)
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    log = open(data.parent / f"serve-{port}.log", "wb")  # noqa: SIM115 - closed below
+    process = subprocess.Popen(
+        [CONVEYOR, "--url", f"sqlite://{data}", "serve", "--port", str(port), *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(url + "/healthz", timeout=1)
+                break
+            except httpx.TransportError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"conveyor serve did not start: {(data.parent / log.name).read_text()}")
+                time.sleep(0.05)
+        yield ServeProcess(url, token, account, process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
