@@ -89,6 +89,7 @@ def test_worker_handles_messages_and_stops_gracefully_on_sigterm(
     assert consumer is not None and consumer.type == "worker" and consumer.script_name == "jobsapp:handle"
     assert "INFO" in logs and "consumer concurrency" in logs
     assert "received SIGTERM: stopping gracefully" in logs and "worker stopped" in logs
+    assert "queue jobs: handled 51 messages, 0 failed batches" in logs
 
 
 def test_worker_json_logs_are_one_object_per_line(tmp_path: Path, url: str, client: conveyor.Conveyor) -> None:

@@ -114,3 +114,11 @@ def worker(state: CliState, target: str, grace_period: float | None, log_level: 
         ),
     )
     app.run()
+    for queue, dispatcher in app.dispatchers.items():
+        log.info(
+            "queue %s: handled %d messages, %d failed batches, peak concurrency %d",
+            queue,
+            dispatcher.handled,
+            dispatcher.failures,
+            dispatcher.scaler.peak,
+        )
