@@ -63,7 +63,7 @@ def serve_process(data: Path, account: str = "acc1", *args: str) -> Iterator[Ser
                 break
             except httpx.TransportError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"conveyor serve did not start: {(data.parent / log.name).read_text()}")
+                    raise RuntimeError(f"conveyor serve did not start: {Path(log.name).read_text()}") from None
                 time.sleep(0.05)
         yield ServeProcess(url, token, account, process)
     finally:

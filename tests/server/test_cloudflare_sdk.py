@@ -158,9 +158,7 @@ def test_list_pages_and_filters_by_name(cf: Cloudflare) -> None:
         cf.queues.create(queue_name=f"q{i}", **A)
     page = cf.queues.with_raw_response.list(**A, extra_query={"page": 2, "per_page": 2}).parse()
     assert [q.queue_name for q in page] == ["q2", "q3"]
-    raw = cf.get(
-        f"/accounts/{ACCOUNT}/queues", cast_to=object, options={"params": {"page": 3, "per_page": 2}}
-    )
+    raw = cf.get(f"/accounts/{ACCOUNT}/queues", cast_to=object, options={"params": {"page": 3, "per_page": 2}})
     assert raw["result_info"] == {"page": 3, "per_page": 2, "count": 1, "total_count": 5, "total_pages": 3}  # type: ignore[index]
     named = cf.get(f"/accounts/{ACCOUNT}/queues", cast_to=object, options={"params": {"name": "q4"}})
     assert [q["queue_name"] for q in named["result"]] == ["q4"]  # type: ignore[index]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -113,9 +112,7 @@ def test_slow_client_does_not_block_others(proc: ServeProcess, queue_path: str) 
         slow.close()
 
 
-def test_thousands_of_idle_connections_cost_little_memory_and_block_nobody(
-    proc: ServeProcess, queue_path: str
-) -> None:
+def test_thousands_of_idle_connections_cost_little_memory_and_block_nobody(proc: ServeProcess, queue_path: str) -> None:
     host, port = proc.url.removeprefix("http://").split(":")
     before = proc.rss_kib()
     idle = []
@@ -137,5 +134,3 @@ def test_unknown_route_and_method_answer_in_the_envelope(proc: ServeProcess, que
     assert r.status_code == 404 and r.json()["success"] is False
     r = httpx.put(proc.url + queue_path + "/messages", headers={"authorization": f"Bearer {proc.token}"})
     assert r.status_code == 405 and r.json()["success"] is False
-
-
