@@ -14,6 +14,7 @@ from mmapsync_workers import framed, hold_read, publish_until, read_and_check
 
 from conveyor.mmapsync import ReadersStillActive, Synchronizer, TooManyReaders
 
+Outcome = tuple[int, int, int, int]
 spawn = multiprocessing.get_context("spawn")
 fork = multiprocessing.get_context("fork")
 
@@ -33,24 +34,34 @@ def _start_holder(prefix: str) -> tuple[BaseProcess, Event, Event]:
     return process, release, released
 
 
-def test_readers_in_other_processes_never_see_a_torn_or_older_version(prefix: str) -> None:
+def _publish_under_readers(prefix: str, writers: int, readers: int) -> tuple[list[int], list[Outcome]]:
+    """Writer processes publish back to back while reader processes check every read for 2 s.
+
+    Returns how many versions each writer published and each reader's (reads, torn reads, sequence
+    regressions, versions seen).
+    """
     Synchronizer(prefix).write(framed(0, random.Random(0)))
     stop = spawn.Event()
     published: multiprocessing.Queue[int] = spawn.Queue()
-    results: multiprocessing.Queue[tuple[int, int, int, int]] = spawn.Queue()
-    writer = spawn.Process(target=publish_until, args=(prefix, stop, published))
-    readers = [spawn.Process(target=read_and_check, args=(prefix, 2.0, results)) for _ in range(3)]
-    for process in (writer, *readers):
+    results: multiprocessing.Queue[Outcome] = spawn.Queue()
+    processes = [spawn.Process(target=publish_until, args=(prefix, stop, published, seed)) for seed in range(writers)]
+    processes += [spawn.Process(target=read_and_check, args=(prefix, 2.0, results)) for _ in range(readers)]
+    for process in processes:
         process.start()
     try:
-        outcomes = [results.get(timeout=60) for _ in readers]
+        outcomes = [results.get(timeout=60) for _ in range(readers)]
         stop.set()
-        versions = published.get(timeout=30)
+        counts = [published.get(timeout=30) for _ in range(writers)]
     finally:
         stop.set()
-        for process in (writer, *readers):
+        for process in processes:
             process.join(10)
             _kill(process)
+    return counts, outcomes
+
+
+def test_readers_in_other_processes_never_see_a_torn_or_older_version(prefix: str) -> None:
+    [versions], outcomes = _publish_under_readers(prefix, writers=1, readers=3)
     assert versions > 20
     for reads, torn, regressions, seen in outcomes:
         assert torn == 0
@@ -60,23 +71,7 @@ def test_readers_in_other_processes_never_see_a_torn_or_older_version(prefix: st
 
 
 def test_writers_in_two_processes_take_turns_and_never_tear_a_version(prefix: str) -> None:
-    Synchronizer(prefix).write(framed(0, random.Random(0)))
-    stop = spawn.Event()
-    published: multiprocessing.Queue[int] = spawn.Queue()
-    results: multiprocessing.Queue[tuple[int, int, int, int]] = spawn.Queue()
-    writers = [spawn.Process(target=publish_until, args=(prefix, stop, published, seed)) for seed in (1, 2)]
-    reader = spawn.Process(target=read_and_check, args=(prefix, 2.0, results))
-    for process in (*writers, reader):
-        process.start()
-    try:
-        reads, torn, _, seen = results.get(timeout=60)
-        stop.set()
-        counts = [published.get(timeout=30) for _ in writers]
-    finally:
-        stop.set()
-        for process in (*writers, reader):
-            process.join(10)
-            _kill(process)
+    counts, [(reads, torn, _, seen)] = _publish_under_readers(prefix, writers=2, readers=1)
     assert torn == 0
     assert min(counts) > 10
     assert reads > 100 and seen > 5
