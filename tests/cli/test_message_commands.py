@@ -80,6 +80,27 @@ def test_send_file_with_a_bad_line_names_the_line(run: Cli, tmp_path: Path) -> N
     assert "line 2 is not valid JSON" in run.fails("send", "bulk", "--file", str(lines), code=10208)
 
 
+def test_a_bad_line_after_some_batches_says_what_was_sent(run: Cli, client: conveyor.Conveyor, tmp_path: Path) -> None:
+    run.ok("queues", "create", "bulk")
+    lines = tmp_path / "partly.jsonl"
+    lines.write_text("".join(f"{n}\n" for n in range(150)) + "{oops\n")
+    line = run.fails("send", "bulk", "--file", str(lines), code=10208)
+    assert "line 151 is not valid JSON" in line and "the 100 messages up to line 100 were sent" in line
+    assert client.queue("bulk").metrics().backlog_count == 100
+
+
+def test_an_oversized_line_is_error_10204_naming_the_line(run: Cli, client: conveyor.Conveyor) -> None:
+    run.ok("queues", "create", "bulk")
+    line = run.fails("send", "bulk", "--content-type", "text", input="small\n" + "x" * 128_001 + "\n", code=10204)
+    assert "line 2 is 128001 bytes; the limit is 128000" in line
+    assert client.queue("bulk").metrics().backlog_count == 0
+
+
+def test_body_and_file_together_is_a_usage_error(run: Cli, tmp_path: Path) -> None:
+    (tmp_path / "one.txt").write_text("1\n")
+    assert run("send", "bulk", "1", "--file", str(tmp_path / "one.txt")).exit_code == 2
+
+
 def test_pull_needs_an_http_consumer(run: Cli) -> None:
     run.ok("queues", "create", "jobs")
     assert "consumer http add" in run.fails("pull", "jobs", code=10207)

@@ -6,8 +6,9 @@ import click
 
 from conveyor.cli.context import CliState, ConveyorGroup
 from conveyor.cli.demo import demo
-from conveyor.cli.messages import ack, peek, pull, redrive, send
+from conveyor.cli.messages import ack, peek, pull, redrive
 from conveyor.cli.queues import queues_group
+from conveyor.cli.send import send
 from conveyor.cli.server_commands import COMMANDS as SERVER_COMMANDS
 from conveyor.cli.worker import worker
 

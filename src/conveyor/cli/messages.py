@@ -1,149 +1,20 @@
-"""Producing and consuming from the shell: ``send``, ``pull``, ``ack``, ``peek`` and ``redrive``."""
+"""Reading and moving messages from the shell: ``pull``, ``ack``, ``peek`` and ``redrive``."""
 
 from __future__ import annotations
 
-import json
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any
 
 import click
 from rich.text import Text
 
-from conveyor import limits
 from conveyor.cli.context import CliState, emit, json_option, pass_state
 from conveyor.cli.progress import message_progress, rate_text
 from conveyor.cli.render import messages_table
-from conveyor.cli.shapes import message_json, metrics_json
+from conveyor.cli.shapes import message_json
 from conveyor.client.sync import Queue
-from conveyor.codec import CONTENT_TYPES, encode
-from conveyor.errors import InvalidMessage, InvalidRequest, MalformedJSON
-from conveyor.model import Metrics
-
-content_type_option = click.option(
-    "--content-type",
-    type=click.Choice(CONTENT_TYPES),
-    default="json",
-    show_default=True,
-    help="How to read each body: json (parsed), text (as is) or bytes (raw).",
-)
-
-
-def parse_body(raw: bytes, content_type: str, where: str) -> Any:
-    """The Python value of one body typed on the command line or read from a line."""
-    if content_type == "bytes":
-        return raw
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError:
-        raise InvalidMessage(f"{where} is not UTF-8 text; send it with --content-type bytes") from None
-    if content_type == "text":
-        return text
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise MalformedJSON(
-            f"{where} is not valid JSON ({exc.msg} at column {exc.colno}); send it as text with --content-type text"
-        ) from None
-
-
-def read_batches(source: IO[bytes], content_type: str) -> Iterator[tuple[list[dict[str, Any]], int]]:
-    """Batches of the non-empty lines of ``source`` within the batch limits, each with the bytes it read."""
-    batch: list[dict[str, Any]] = []
-    size = consumed = 0
-    for number, line in enumerate(source, start=1):
-        consumed += len(line)
-        raw = line.rstrip(b"\r\n")
-        if not raw.strip():
-            continue
-        body = parse_body(raw, content_type, f"line {number}")
-        encoded = len(encode(body, content_type)[0])
-        full = len(batch) >= limits.MAX_BATCH_MESSAGES or size + encoded > limits.MAX_BATCH_BYTES
-        if batch and full:
-            yield batch, consumed - len(line)
-            batch, size, consumed = [], 0, len(line)
-        batch.append({"body": body, "content_type": content_type})
-        size += encoded
-    if batch:
-        yield batch, consumed
-
-
-def _source_size(source: IO[bytes]) -> int | None:
-    try:
-        return source.seek(0, 2) - source.seek(0) if source.seekable() else None
-    except OSError:
-        return None
-
-
-@click.command("send", short_help="Send a message, or every line of a file or stdin.")
-@click.argument("queue")
-@click.argument("body", required=False)
-@content_type_option
-@click.option("--delay-secs", type=int, help="Seconds before the message(s) can be delivered.")
-@click.option(
-    "--file",
-    "source",
-    type=click.File("rb"),
-    help="Send every non-empty line of FILE as one message ('-' reads stdin), in batches of up to 100.",
-)
-@json_option
-@pass_state
-def send(
-    state: CliState,
-    queue: str,
-    body: str | None,
-    content_type: str,
-    delay_secs: int | None,
-    source: IO[bytes] | None,
-    as_json: bool,
-) -> None:
-    """Send BODY to QUEUE; without BODY, send each line of --file or of stdin as a message.
-
-    \b
-    conveyor send emails '{"to": "a@b"}'
-    conveyor send logs 'plain words' --content-type text
-    conveyor send emails --file messages.jsonl
-    """
-    q = state.connect().queue(queue)
-    if body is not None:
-        if source is not None:
-            raise click.UsageError("give either BODY or --file, not both")
-        metrics = q.send(parse_body(body.encode(), content_type, "BODY"), content_type, delay_secs)
-        emit(as_json, {"metadata": {"metrics": metrics_json(metrics)}}, lambda: Text(f"Sent 1 message to {queue}"))
-        return
-    if source is None:
-        if sys.stdin.isatty():
-            raise click.UsageError("give a BODY, --file FILE, or pipe lines on stdin")
-        source = sys.stdin.buffer
-    sent, batches, seconds, metrics = _send_lines(q, source, content_type, delay_secs, as_json)
-    data = {"sent_count": sent, "batch_count": batches, "metadata": {"metrics": metrics_json(metrics)}}
-    emit(
-        as_json,
-        data,
-        lambda: Text(
-            f"Sent {sent:,} messages to {queue} in {batches:,} batch{'es' if batches != 1 else ''}"
-            + (f" ({rate})" if (rate := rate_text(sent, seconds)) else "")
-        ),
-    )
-
-
-def _send_lines(
-    q: Queue, source: IO[bytes], content_type: str, delay: int | None, quiet: bool
-) -> tuple[int, int, float, Metrics]:
-    total = _source_size(source)
-    sent = batches = 0
-    metrics = q.metrics()
-    started = time.perf_counter()
-    with message_progress(quiet=quiet, by_bytes=True) as progress:
-        task = progress.add_task(f"sending to {q.name}", total=total, rate="", sent=0)
-        for batch, read in read_batches(source, content_type):
-            metrics = q.send_batch(batch, delay_seconds=delay)
-            sent += len(batch)
-            batches += 1
-            progress.update(task, advance=read, sent=sent, rate=rate_text(sent, time.perf_counter() - started))
-    return sent, batches, time.perf_counter() - started, metrics
+from conveyor.errors import InvalidRequest
 
 
 @click.command("pull", short_help="Lease a batch of messages (HTTP pull consumer).")

@@ -1,0 +1,187 @@
+"""``conveyor send``: one message from the command line, or every line of a file or stdin.
+
+Lines go out in batches as large as the limits allow (100 messages, 256 KB), each batch atomic. A
+bad line stops the run with an error that says which line, and how many lines before it were sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+import click
+from rich.text import Text
+
+from conveyor import limits
+from conveyor.cli.context import CliState, emit, json_option, pass_state
+from conveyor.cli.progress import message_progress, rate_text
+from conveyor.cli.shapes import metrics_json
+from conveyor.client.sync import Queue
+from conveyor.codec import CONTENT_TYPES, encode
+from conveyor.errors import ConveyorError, InvalidMessage, MalformedJSON, MessageTooLarge
+from conveyor.model import Metrics
+
+
+def parse_body(raw: bytes, content_type: str, where: str) -> Any:
+    """The Python value of one body typed on the command line or read from a line."""
+    if content_type == "bytes":
+        return raw
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        raise InvalidMessage(f"{where} is not UTF-8 text; send it with --content-type bytes") from None
+    if content_type == "text":
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MalformedJSON(
+            f"{where} is not valid JSON ({exc.msg} at column {exc.colno}); send it as text with --content-type text"
+        ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One batch of lines: the messages, the bytes read for them, and the number of its last line."""
+
+    messages: list[dict[str, Any]]
+    bytes_read: int
+    last_line: int
+
+
+def read_chunks(source: IO[bytes], content_type: str) -> Iterator[Chunk]:
+    """The non-empty lines of ``source`` as messages, grouped into batches within the batch limits."""
+    batch: list[dict[str, Any]] = []
+    size = consumed = last = 0
+    for number, line in enumerate(source, start=1):
+        consumed += len(line)
+        raw = line.rstrip(b"\r\n")
+        if not raw.strip():
+            continue
+        body = parse_body(raw, content_type, f"line {number}")
+        encoded = len(encode(body, content_type)[0])
+        if encoded > limits.MAX_MESSAGE_BYTES:
+            raise MessageTooLarge(f"line {number} is {encoded} bytes; the limit is {limits.MAX_MESSAGE_BYTES}")
+        if batch and (len(batch) >= limits.MAX_BATCH_MESSAGES or size + encoded > limits.MAX_BATCH_BYTES):
+            yield Chunk(batch, consumed - len(line), last)
+            batch, size, consumed = [], 0, len(line)
+        batch.append({"body": body, "content_type": content_type})
+        size += encoded
+        last = number
+    if batch:
+        yield Chunk(batch, consumed, last)
+
+
+def remaining_bytes(source: IO[bytes]) -> int | None:
+    """Bytes left to read in ``source``; ``None`` for a pipe, whose length is unknown."""
+    try:
+        if not source.seekable():
+            return None
+        here = source.tell()
+        end = source.seek(0, os.SEEK_END)
+        source.seek(here)
+        return end - here
+    except OSError:
+        return None
+
+
+@dataclass
+class BulkSend:
+    """What a bulk send did."""
+
+    sent: int = 0
+    batches: int = 0
+    last_line: int = 0
+    seconds: float = 0.0
+    metrics: Metrics | None = None
+
+
+def send_lines(q: Queue, source: IO[bytes], content_type: str, delay: int | None, *, quiet: bool) -> BulkSend:
+    done = BulkSend(metrics=q.metrics())
+    started = time.perf_counter()
+    with message_progress(quiet=quiet, by_bytes=True) as progress:
+        task = progress.add_task(f"sending to {q.name}", total=remaining_bytes(source), rate="", sent=0)
+        try:
+            for chunk in read_chunks(source, content_type):
+                done.metrics = q.send_batch(chunk.messages, delay_seconds=delay)
+                done.sent += len(chunk.messages)
+                done.batches += 1
+                done.last_line = chunk.last_line
+                rate = rate_text(done.sent, time.perf_counter() - started)
+                progress.update(task, advance=chunk.bytes_read, sent=done.sent, rate=rate)
+        except ConveyorError as exc:
+            if done.sent:
+                # A script must know where to resume: say what was stored before the failure.
+                exc.message += f"; the {done.sent} messages up to line {done.last_line} were sent"
+            raise
+    done.seconds = time.perf_counter() - started
+    return done
+
+
+@click.command("send", short_help="Send a message, or every line of a file or stdin.")
+@click.argument("queue")
+@click.argument("body", required=False)
+@click.option(
+    "--content-type",
+    type=click.Choice(CONTENT_TYPES),
+    default="json",
+    show_default=True,
+    help="How to read each body: json (parsed), text (as is) or bytes (raw).",
+)
+@click.option("--delay-secs", type=int, help="Seconds before the message(s) can be delivered.")
+@click.option(
+    "--file",
+    "source",
+    type=click.File("rb"),
+    help="Send every non-empty line of FILE as one message ('-' reads stdin), in batches of up to 100.",
+)
+@json_option
+@pass_state
+def send(
+    state: CliState,
+    queue: str,
+    body: str | None,
+    content_type: str,
+    delay_secs: int | None,
+    source: IO[bytes] | None,
+    as_json: bool,
+) -> None:
+    """Send BODY to QUEUE; without BODY, send each line of --file or of stdin as a message.
+
+    \b
+    conveyor send emails '{"to": "a@b"}'
+    conveyor send logs 'plain words' --content-type text
+    conveyor send emails --file messages.jsonl
+    """
+    if body is not None and source is not None:
+        raise click.UsageError("give either BODY or --file, not both")
+    if body is None and source is None:
+        if sys.stdin.isatty():
+            raise click.UsageError("give a BODY, --file FILE, or pipe lines on stdin")
+        source = sys.stdin.buffer
+    q = state.connect().queue(queue)
+    if source is None:
+        assert body is not None
+        metrics = q.send(parse_body(body.encode(), content_type, "BODY"), content_type, delay_secs)
+        emit(as_json, {"metadata": {"metrics": metrics_json(metrics)}}, lambda: Text(f"Sent 1 message to {queue}"))
+        return
+    done = send_lines(q, source, content_type, delay_secs, quiet=as_json)
+    data = {
+        "sent_count": done.sent,
+        "batch_count": done.batches,
+        "metadata": {"metrics": metrics_json(done.metrics or q.metrics())},
+    }
+    rate = rate_text(done.sent, done.seconds)
+    emit(
+        as_json,
+        data,
+        lambda: Text(
+            f"Sent {done.sent:,} messages to {queue} in {done.batches:,} batch{'es' if done.batches != 1 else ''}"
+            + (f" ({rate})" if rate else "")
+        ),
+    )
