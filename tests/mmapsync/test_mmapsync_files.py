@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -91,3 +92,10 @@ def test_a_feature_store_with_a_short_table_is_truncated(prefix: str) -> None:
 def test_every_refusal_is_a_conveyor_error(prefix: str) -> None:
     with pytest.raises(ConveyorError):
         _read(prefix)
+
+
+def test_a_feature_table_whose_header_contradicts_itself_is_refused(prefix: str) -> None:
+    header = struct.pack("<8sIIQQ32x", b"CVYFEAT1", 1, 4, 10, 3)  # 10 keys cannot fit 3 entries
+    Synchronizer(prefix).write(header + bytes(4096))
+    with pytest.raises(ForeignFile, match="inconsistent"), FeatureStore(prefix).read():
+        pass

@@ -74,6 +74,8 @@ class FeatureTable:
         magic, layout, dim, count, capacity = HEADER.unpack_from(data)
         if magic != MAGIC or layout != LAYOUT_VERSION:
             raise ForeignFile(f"published data is not a FeatureStore table (magic {magic!r}, layout {layout})")
+        if capacity != _capacity(count):
+            raise ForeignFile(f"feature table header is inconsistent: {count} keys in {capacity} entries")
         start = _values_offset(capacity)
         end = start + count * dim * FLOAT32.itemsize
         if len(data) < end:
@@ -107,18 +109,18 @@ class FeatureTable:
 
     def get_many(self, keys: ArrayLike) -> list[Vectors]:
         """A view of each key's vector, in order; ``KeyError`` names the first missing key."""
-        rows = self.rows(keys)
-        if rows.size and rows.min() < 0:
-            raise KeyError(int(np.asarray(keys, dtype=np.uint64).ravel()[int(np.argmin(rows))]))
         values = self.values
-        return [values[row] for row in rows.tolist()]
+        return [values[row] for row in self._rows_of_present(keys).tolist()]
 
     def take(self, keys: ArrayLike, out: Vectors | None = None) -> Vectors:
         """The keys' vectors gathered into one ``(n, dim)`` array (a copy: the input of a model)."""
+        return np.take(self.values, self._rows_of_present(keys), axis=0, out=out)
+
+    def _rows_of_present(self, keys: ArrayLike) -> NDArray[np.int64]:
         rows = self.rows(keys)
         if rows.size and rows.min() < 0:
             raise KeyError(int(np.asarray(keys, dtype=np.uint64).ravel()[int(np.argmin(rows))]))
-        return np.take(self.values, rows, axis=0, out=out)
+        return rows
 
 
 class FeatureStore:
