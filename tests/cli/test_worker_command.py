@@ -10,7 +10,8 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -52,10 +53,12 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) 
         time.sleep(0.02)
 
 
-def start_worker(tmp_path: Path, url: str, *args: str) -> subprocess.Popen[str]:
+@contextmanager
+def running_worker(tmp_path: Path, url: str, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """``conveyor worker jobsapp:app`` in ``tmp_path``; killed on the way out if still running."""
     (tmp_path / "jobsapp.py").write_text(APP_MODULE)
     env = {k: v for k, v in os.environ.items() if k != "CONVEYOR_URL"}
-    return subprocess.Popen(
+    worker = subprocess.Popen(
         [str(CONVEYOR_BIN), "--url", url, "worker", "jobsapp:app", "--grace-period", "10", *args],
         cwd=tmp_path,
         env=env,
@@ -63,6 +66,17 @@ def start_worker(tmp_path: Path, url: str, *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+    try:
+        yield worker
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+def stop(worker: subprocess.Popen[str], signum: signal.Signals) -> str:
+    """Signal the worker, wait for it to exit, and return its log (stderr)."""
+    worker.send_signal(signum)
+    return worker.communicate(timeout=30)[1]
 
 
 def test_worker_handles_messages_and_stops_gracefully_on_sigterm(
@@ -70,17 +84,12 @@ def test_worker_handles_messages_and_stops_gracefully_on_sigterm(
 ) -> None:
     jobs = client.create_queue("jobs")
     jobs.send_batch([{"body": {"n": n}} for n in range(50)])
-    worker = start_worker(tmp_path, url)
-    try:
-        handled = tmp_path / "handled.txt"
+    handled = tmp_path / "handled.txt"
+    with running_worker(tmp_path, url) as worker:
         wait_until(lambda: handled.exists() and len(handled.read_text().split()) >= 50, "50 messages handled")
         jobs.send("slow")
         wait_until((tmp_path / "slow-started").exists, "the slow handler to start")
-        worker.send_signal(signal.SIGTERM)
-        _, logs = worker.communicate(timeout=30)
-    finally:
-        worker.kill()
-        worker.wait()
+        logs = stop(worker, signal.SIGTERM)
     assert worker.returncode == 0, logs
     assert sorted(int(n) for n in handled.read_text().split()) == list(range(50))
     assert (tmp_path / "slow-finished").exists(), "the running handler was not allowed to finish"
@@ -94,14 +103,9 @@ def test_worker_handles_messages_and_stops_gracefully_on_sigterm(
 
 def test_worker_json_logs_are_one_object_per_line(tmp_path: Path, url: str, client: conveyor.Conveyor) -> None:
     client.create_queue("jobs")
-    worker = start_worker(tmp_path, url, "--json")
-    try:
+    with running_worker(tmp_path, url, "--json") as worker:
         wait_until(lambda: client.queue("jobs").consumer() is not None, "the worker to register")
-        worker.send_signal(signal.SIGINT)
-        _, logs = worker.communicate(timeout=30)
-    finally:
-        worker.kill()
-        worker.wait()
+        logs = stop(worker, signal.SIGINT)
     assert worker.returncode == 0, logs
     entries = [json.loads(line) for line in logs.splitlines()]
     assert {"ts", "level", "logger", "message"} <= set(entries[0])
@@ -130,8 +134,8 @@ def test_worker_target_that_is_not_an_app_is_a_usage_error(
 
 
 def test_worker_whose_queue_is_missing_fails_with_one_line(tmp_path: Path, url: str) -> None:
-    worker = start_worker(tmp_path, url)
-    _, logs = worker.communicate(timeout=30)
+    with running_worker(tmp_path, url) as worker:
+        logs = worker.communicate(timeout=30)[1]
     assert worker.returncode == 1
     assert logs.splitlines()[-1] == "error: queue 'jobs' does not exist (code 10104)"
 
@@ -140,8 +144,8 @@ def test_worker_refuses_a_queue_whose_consumer_is_another_script(
     tmp_path: Path, url: str, client: conveyor.Conveyor
 ) -> None:
     client.create_queue("jobs").add_consumer("worker", script_name="someone:else")
-    worker = start_worker(tmp_path, url)
-    _, logs = worker.communicate(timeout=30)
+    with running_worker(tmp_path, url) as worker:
+        logs = worker.communicate(timeout=30)[1]
     assert worker.returncode == 1
     last = logs.splitlines()[-1]
     assert last.startswith("error: queue 'jobs' already has a consumer") and last.endswith("(code 11004)")
