@@ -98,7 +98,7 @@ def consumers_table(consumers: Sequence[ConsumerInfo]) -> RenderableType:
     if not consumers:
         return Text("no consumer", style="dim")
     table = Table(title="Consumers", title_justify="left")
-    for column in ("type", "script", "batch size", "max retries", "retry delay", "dead letter queue", "details"):
+    for column in ("type", "script", "batch", "retries", "retry delay", "dead letters to", "details"):
         table.add_column(column)
     for c in consumers:
         s = c.settings
