@@ -11,7 +11,6 @@ checked.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 from typing import Any
 
@@ -52,7 +51,7 @@ def _new_message(item: Any, i: int) -> NewMessage:
     kind = check_content_type(item.get("content_type", "json"))
     try:
         body = base64.b64decode(text(item, "body", ""), validate=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, or a non-ASCII string
         raise InvalidMessage(f"message {i}: body must be base64") from None
     check.check_message_size(len(body))
     try:

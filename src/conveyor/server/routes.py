@@ -7,7 +7,6 @@ embedded API, with its checks) on the thread pool, and answers in Cloudflare's e
 from __future__ import annotations
 
 import base64
-import binascii
 import math
 from datetime import UTC, datetime
 from typing import Any
@@ -266,7 +265,7 @@ def rest_message(message: Any, default_delay: int, where: str = "") -> NewMessag
             raise InvalidMessage(f"message{where}: a bytes body must be a base64 string")
         try:
             body = base64.b64decode(body, validate=True)
-        except binascii.Error:
+        except ValueError:  # binascii.Error, or a non-ASCII string
             raise InvalidMessage(f"message{where}: a bytes body must be a base64 string") from None
     delay = message.get("delay_seconds")
     if delay is not None:

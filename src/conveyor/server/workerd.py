@@ -15,7 +15,6 @@ Sends answer ``{"metadata":{"metrics":{...}}}``; refusals carry ``CF-Queues-Erro
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -120,7 +119,7 @@ async def send_batch(request: Request) -> Response:
             raise InvalidMessage(f"message {i} needs a base64 body")
         try:
             data = base64.b64decode(item["body"], validate=True)
-        except binascii.Error:
+        except ValueError:  # binascii.Error, or a non-ASCII string
             raise InvalidMessage(f"message {i}: body must be base64") from None
         body = _body(data, _kind(item.get("contentType", "v8")))
         delay = item.get("delaySecs")
