@@ -126,7 +126,7 @@ def test_worker_target_that_is_not_an_app_is_a_usage_error(
         ("jobsapp", "not module:attribute"),
         ("no_such_module_xyz:app", "cannot import module"),
         ("jobsapp:missing", "has no attribute 'missing'"),
-        ("jobsapp:not_an_app", "is a int, not a conveyor.App"),
+        ("jobsapp:not_an_app", "is of type int, not conveyor.App"),
     ):
         result = run("worker", target)
         assert result.exit_code == 2, result.output
@@ -149,3 +149,15 @@ def test_worker_refuses_a_queue_whose_consumer_is_another_script(
     assert worker.returncode == 1
     last = logs.splitlines()[-1]
     assert last.startswith("error: queue 'jobs' already has a consumer") and last.endswith("(code 11004)")
+
+
+def test_worker_app_whose_own_import_fails_shows_the_real_error(
+    run: Cli, url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "brokenapp.py").write_text("import no_such_dependency_xyz\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("CONVEYOR_URL", url)
+    with pytest.raises(ModuleNotFoundError) as raised:
+        run("worker", "brokenapp:app")
+    assert raised.value.name == "no_such_dependency_xyz"

@@ -49,7 +49,7 @@ def load_app(target: str) -> App:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name is None or not module_name.startswith(exc.name):
+        if exc.name is None or not (module_name == exc.name or module_name.startswith(exc.name + ".")):
             raise  # the module exists; something it imports is missing: show the real traceback
         raise click.BadParameter(f"cannot import module {module_name!r}: {exc}", param_hint="APP") from None
     app: object = module
@@ -62,7 +62,7 @@ def load_app(target: str) -> App:
             ) from None
     if not isinstance(app, App):
         raise click.BadParameter(
-            f"{target} is a {type(app).__name__}, not a conveyor.App; create one with app = conveyor.App()",
+            f"{target} is of type {type(app).__name__}, not conveyor.App; create one with app = conveyor.App()",
             param_hint="APP",
         )
     return app
