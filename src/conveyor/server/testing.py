@@ -64,6 +64,11 @@ class InProcessRemoteEngine(RemoteEngine):
     def clock(self, value: Clock) -> None:
         self._server_engine.clock = value
 
+    def expire(self) -> dict[str, int]:
+        """Run the server's retention service now, as tests that drive time by hand need (a
+        deployed server runs it on the coordinator's schedule)."""
+        return self._server_engine.expire()
+
     def close(self) -> None:
         super().close()
         self._stop.close()
