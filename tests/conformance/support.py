@@ -10,6 +10,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -111,18 +112,30 @@ def release_schedule(q: conveyor.Queue, clock: FakeClock, delays: list[int]) -> 
     return seen
 
 
-def shard_of_messages(client: conveyor.Conveyor, q: conveyor.Queue) -> dict[str, int]:
-    """Which shard holds each message id of ``q``: engine-specific, one inspector per engine."""
-    from conveyor.engine.sqlite import SQLiteEngine
+def shard_of_messages(client: conveyor.Conveyor, q: conveyor.Queue, data_dir: Path) -> dict[str, int]:
+    """Which shard holds each message of ``q``, by message id. Where messages live is the engine's
+    business, so this looks into each engine's storage: SQLite shard files (also behind the ``http``
+    engine, whose server keeps its files in ``data_dir``), PostgreSQL shard partitions."""
+    from conveyor.engine.postgres import PostgresEngine
 
     engine = client.engine
-    if isinstance(engine, SQLiteEngine):
-        out: dict[str, int] = {}
-        for n in range(q.info().shards):
-            with sqlite3.connect(engine.directory / "shards" / f"{q.id}.{n}.db") as db:
-                out.update((mid, n) for (mid,) in db.execute("SELECT id FROM messages"))
-        return out
-    raise NotImplementedError(f"add a shard inspector for {type(engine).__name__} in tests/conformance/conftest.py")
+    if isinstance(engine, PostgresEngine):
+        import psycopg
+
+        with psycopg.connect(engine.url) as db:
+            rows = db.execute(
+                "SELECT m.id, s.shard_no FROM messages m JOIN shards s USING (shard_key) WHERE s.queue_id = %s",
+                (q.id,),
+            ).fetchall()
+        return {mid: n for mid, n in rows}
+    out: dict[str, int] = {}
+    for n in range(q.info().shards):
+        db = sqlite3.connect(data_dir / "shards" / f"{q.id}.{n}.db")
+        try:
+            out.update((mid, n) for (mid,) in db.execute("SELECT id FROM messages"))
+        finally:
+            db.close()
+    return out
 
 
 class Deliveries:
