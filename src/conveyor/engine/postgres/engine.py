@@ -32,8 +32,8 @@ import psycopg
 from conveyor.engine.base import Clock, Engine, SystemClock
 from conveyor.engine.postgres.catalog import STAT_SLOTS, Catalog
 from conveyor.engine.postgres.database import ReadPool, connect
-from conveyor.engine.postgres.group_commit import Connection, GroupCommitter
-from conveyor.engine.postgres.listener import Listener, channel_of
+from conveyor.engine.postgres.group_commit import Connection, WriteLanes
+from conveyor.engine.postgres.listener import Listener, Notifier, channel_of
 from conveyor.engine.postgres.migrate import LOCK_CLASS, migrate
 from conveyor.engine.sqlfile import load_queries
 from conveyor.engine.sqlite.shard import MISSING, SUPERSEDED
@@ -60,6 +60,9 @@ T = TypeVar("T")
 
 # How long a process trusts its copy of a queue's shard map; shards added elsewhere show up after it.
 SHARD_MAP_SECONDS = 1.0
+# Write connections per engine (each a group committer); their counter slots differ, so they never
+# wait for each other's row locks.
+WRITE_LANES = 4
 REDRIVE_CHUNK = 500
 MALFORMED = "malformed lease id"
 WARNINGS = {"missing": MISSING, "superseded": SUPERSEDED}
@@ -114,8 +117,9 @@ class PostgresEngine(Engine):
         migrate(url)
         self._pool = ReadPool(url)
         self.catalog = Catalog(self._pool)
-        self._writer = GroupCommitter(url)
+        self._writer = WriteLanes(url, WRITE_LANES)
         self._listener = Listener(url)
+        self._notifier = Notifier(url)
         self._stat_slot = random.randrange(STAT_SLOTS)
         self._home_slot: int | None = None
         self._maps: dict[str, tuple[float, list[ShardRef]]] = {}
@@ -137,6 +141,10 @@ class PostgresEngine(Engine):
         with self._lock:
             self._maps[queue_id] = (now, shards)
         return shards
+
+    def _slot(self, lane: int) -> int:
+        """The counter row this engine's write lane updates."""
+        return (self._stat_slot + lane) % STAT_SLOTS
 
     def _forget(self, queue_id: str) -> None:
         with self._lock:
@@ -187,7 +195,7 @@ class PostgresEngine(Engine):
 
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         info = self.catalog.update_queue(queue_id, settings)
-        self._notify_now(queue_id)
+        self._notifier.notify(channel_of(queue_id))
         return info
 
     def delete_queue(self, queue_id: str) -> None:
@@ -224,7 +232,6 @@ class PostgresEngine(Engine):
         now = self.clock.now_ms()
         args = {
             "shard": home.key,
-            "slot": self._stat_slot,
             "ids": [new_id() for _ in messages],
             "ts": [now] * len(messages),
             "visible": [now + m.delay_seconds * 1000 for m in messages],
@@ -235,9 +242,8 @@ class PostgresEngine(Engine):
         }
         keys = self._keys(queue_id)
 
-        def op(conn: Connection) -> Callable[[], tuple[int, Metrics]]:
-            stored = conn.execute(Q["enqueue"], args)
-            conn.execute(Q["notify"], {"channels": [channel_of(queue_id)]})
+        def op(conn: Connection, lane: int) -> Callable[[], tuple[int, Metrics]]:
+            stored = conn.execute(Q["enqueue"], {**args, "slot": self._slot(lane)})
             metrics = conn.execute(Q["metrics"], {"shards": keys})
 
             def finish() -> tuple[int, Metrics]:
@@ -252,6 +258,7 @@ class PostgresEngine(Engine):
         if not counted:
             self._forget(queue_id)
             raise QueueNotFound("the queue was deleted while this message was being sent")
+        self._notifier.notify(channel_of(queue_id))
         return metrics
 
     def lease(
@@ -269,7 +276,7 @@ class PostgresEngine(Engine):
             token = secrets.randbits(62)
             args = {"shard": shard.key, "now": now, "n": need, "until": now + visibility_ms, "token": token}
 
-            def op(conn: Connection, args: dict[str, int] = args) -> Callable[[], list[tuple[Any, ...]]]:
+            def op(conn: Connection, lane: int, args: dict[str, int] = args) -> Callable[[], list[tuple[Any, ...]]]:
                 return conn.execute(Q["lease"], args).fetchall
 
             exhausted = LeaseGroups()
@@ -295,13 +302,13 @@ class PostgresEngine(Engine):
         for number in groups.shards():
             args = {"shard": shards[number].key, "tokens": groups.tokens[number], "seqs": groups.seqs[number], **extra}
 
-            def op(conn: Connection, args: dict[str, Any] = args) -> Callable[[], None]:
+            def op(conn: Connection, lane: int, args: dict[str, Any] = args) -> Callable[[], None]:
                 conn.execute(Q[query], args)
-                if notify:
-                    conn.execute(Q["notify"], {"channels": [channel_of(queue_id)]})
                 return lambda: None
 
             self._writer.run(op)
+            if notify:
+                self._notifier.notify(channel_of(queue_id))
 
     def settle(
         self,
@@ -320,7 +327,6 @@ class PostgresEngine(Engine):
             shard = shards[number]
             args = {
                 "shard": shard.key,
-                "slot": self._stat_slot,
                 "max_deliveries": policy.max_deliveries,
                 "ack_tokens": ack_groups.tokens[number],
                 "ack_seqs": ack_groups.seqs[number],
@@ -329,11 +335,8 @@ class PostgresEngine(Engine):
                 "retry_at": [now + delay * 1000 for delay in retry_groups.extra[number]],
             }
 
-            def op(conn: Connection, args: dict[str, Any] = args) -> Callable[[], list[tuple[Any, ...]]]:
-                cur = conn.execute(Q["settle"], args)
-                if args["retry_seqs"]:
-                    conn.execute(Q["notify"], {"channels": [channel_of(queue_id)]})
-                return cur.fetchall
+            def op(conn: Connection, lane: int, args: dict[str, Any] = args) -> Callable[[], list[tuple[Any, ...]]]:
+                return conn.execute(Q["settle"], {**args, "slot": self._slot(lane)}).fetchall
 
             exhausted = LeaseGroups()
             for kind, a, b in self._writer.run(op):
@@ -349,6 +352,8 @@ class PostgresEngine(Engine):
                     dropped += moved
                 else:
                     dead += moved
+        if retried:
+            self._notifier.notify(channel_of(queue_id))
         return SettleResult(acked, retried, dead, dropped, warnings)
 
     def _dead_letter(self, queue_id: str, shard: ShardRef, held: LeaseGroups, policy: DeliveryPolicy) -> int:
@@ -356,20 +361,18 @@ class PostgresEngine(Engine):
         dlq_id = None if policy.dead_letter_queue is None else self._dead_letter_queue(policy.dead_letter_queue)
         args = {
             "shard": shard.key,
-            "slot": self._stat_slot,
             "tokens": held.tokens[shard.number],
             "seqs": held.seqs[shard.number],
             "dlq_shard": None if dlq_id is None else self._home(dlq_id).key,
             "now": self.clock.now_ms(),
         }
 
-        def op(conn: Connection) -> Callable[[], int]:
-            cur = conn.execute(Q["dead_letter"], args)
-            if dlq_id is not None:
-                conn.execute(Q["notify"], {"channels": [channel_of(dlq_id)]})
-            return _fetch_one(cur)
+        def op(conn: Connection, lane: int) -> Callable[[], int]:
+            return _fetch_one(conn.execute(Q["dead_letter"], {**args, "slot": self._slot(lane)}))
 
         moved = self._writer.run(op)
+        if dlq_id is not None and moved:
+            self._notifier.notify(channel_of(dlq_id))
         if dlq_id is None and moved:
             log.warning(
                 "queue %s: dropped %d messages after %d deliveries (no dead letter queue)",
@@ -391,10 +394,10 @@ class PostgresEngine(Engine):
     def _per_shard(self, queue_id: str, query: str, extra: dict[str, int]) -> int:
         total = 0
         for shard in self._shards(queue_id):
-            args = {"shard": shard.key, "slot": self._stat_slot, **extra}
+            args = {"shard": shard.key, **extra}
 
-            def op(conn: Connection, args: dict[str, int] = args) -> Callable[[], int]:
-                return _fetch_one(conn.execute(Q[query], args))
+            def op(conn: Connection, lane: int, args: dict[str, int] = args) -> Callable[[], int]:
+                return _fetch_one(conn.execute(Q[query], {**args, "slot": self._slot(lane)}))
 
             total += self._writer.run(op)
         return total
@@ -424,17 +427,15 @@ class PostgresEngine(Engine):
                 args = {
                     "shard": shard.key,
                     "target": target.key,
-                    "slot": self._stat_slot,
                     "n": REDRIVE_CHUNK,
                     "now": self.clock.now_ms(),
                 }
 
-                def op(conn: Connection, args: dict[str, int] = args) -> Callable[[], int]:
-                    cur = conn.execute(Q["move_oldest"], args)
-                    conn.execute(Q["notify"], {"channels": [channel_of(to_queue_id)]})
-                    return _fetch_one(cur)
+                def op(conn: Connection, lane: int, args: dict[str, int] = args) -> Callable[[], int]:
+                    return _fetch_one(conn.execute(Q["move_oldest"], {**args, "slot": self._slot(lane)}))
 
                 chunk = self._writer.run(op)
+                self._notifier.notify(channel_of(to_queue_id))
                 moved += chunk
                 if chunk < REDRIVE_CHUNK:
                     break
@@ -461,9 +462,6 @@ class PostgresEngine(Engine):
         return None if value is None else int(value)
 
     # -- waking consumers ---------------------------------------------------------------------
-    def _notify_now(self, queue_id: str) -> None:
-        self._pool.run(lambda c: c.execute(Q["notify"], {"channels": [channel_of(queue_id)]}), "notify")
-
     def wait(self, queue_id: str, timeout: float) -> None:
         self._listener.wait(channel_of(queue_id), timeout)
 
@@ -504,6 +502,7 @@ class PostgresEngine(Engine):
 
     def close(self) -> None:
         self.release_leadership()
+        self._notifier.close()
         self._listener.close()
         self._writer.close()
         self._pool.close()

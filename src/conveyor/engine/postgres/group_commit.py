@@ -25,7 +25,8 @@ from conveyor.engine.postgres.database import connect, with_retries
 T = TypeVar("T")
 Connection = psycopg.Connection[tuple[Any, ...]]
 Finish = Callable[[], T]
-Operation = Callable[[Connection], Finish[T]]
+# An operation gets the connection and the number of the lane it runs on (see :class:`WriteLanes`).
+Operation = Callable[[Connection, int], Finish[T]]
 
 
 class _Op(Generic[T]):
@@ -42,12 +43,13 @@ class GroupCommitter:
     """Runs write operations on one connection, many to a transaction.
 
     >>> committer = GroupCommitter(conninfo)
-    >>> committer.run(lambda c: (cur := c.execute("SELECT 1")) and (lambda: cur.fetchone()))
+    >>> committer.run(lambda c, lane: (cur := c.execute("SELECT 1")) and (lambda: cur.fetchone()))
     (1,)
     """
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, lane: int = 0) -> None:
         self._conninfo = conninfo
+        self.lane = lane
         self._conn: Connection | None = None
         self._pending: list[_Op[object]] = []
         self._queue_lock = threading.Lock()
@@ -84,7 +86,7 @@ class GroupCommitter:
         conn = self._connection()
         try:
             with conn.pipeline(), conn.transaction():
-                finishers = [item.op(conn) for item in group]
+                finishers = [item.op(conn, self.lane) for item in group]
         except psycopg.OperationalError:
             if conn.closed or conn.broken:
                 self._drop_connection()
@@ -126,6 +128,45 @@ class GroupCommitter:
             item.error = exc
         item.done = True
 
+    @property
+    def busy(self) -> bool:
+        return self._commit_lock.locked()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._pending)
+
     def close(self) -> None:
         with self._commit_lock:
             self._drop_connection()
+
+
+class WriteLanes:
+    """A few group committers side by side, so one engine's writes use more than one server backend.
+
+    One connection executes one statement at a time, on one core of the server. An operation takes
+    the first idle lane (opening lanes only as concurrency needs them), or else joins the group
+    gathering on the least loaded one: a lone writer pays nothing extra, and many writers are
+    grouped into at most ``lanes`` transactions in flight at once.
+    """
+
+    def __init__(self, conninfo: str, lanes: int) -> None:
+        self._lanes = [GroupCommitter(conninfo, n) for n in range(lanes)]
+
+    def run(self, op: Operation[T]) -> T:
+        for lane in self._lanes:
+            if not lane.busy:
+                return lane.run(op)
+        return min(self._lanes, key=lambda lane: lane.waiting).run(op)
+
+    @property
+    def commits(self) -> int:
+        return sum(lane.commits for lane in self._lanes)
+
+    @property
+    def operations(self) -> int:
+        return sum(lane.operations for lane in self._lanes)
+
+    def close(self) -> None:
+        for lane in self._lanes:
+            lane.close()

@@ -1,11 +1,11 @@
 """Waking idle consumers with LISTEN/NOTIFY instead of polling the database.
 
-Every commit that makes messages deliverable (a send, a retry, a release, a dead-letter move) runs
-``pg_notify`` on the queue's channel. One thread per engine holds a dedicated connection that
-LISTENs on the channels of the queues being waited on and turns each notification into a bump of
-that channel's version; :meth:`Listener.wait` sleeps on a condition variable until its channel's
-version moves. The thread wakes a few times a second only to take new LISTENs; the database sees
-no queries while nothing happens.
+Every commit that makes messages deliverable (a send, a retry, a release, a dead-letter move) is
+followed by a ``pg_notify`` on the queue's channel, sent by a :class:`Notifier`. One thread per
+engine holds a dedicated connection that LISTENs on the channels of the queues being waited on and
+turns each notification into a bump of that channel's version; :meth:`Listener.wait` sleeps on a
+condition variable until its channel's version moves. The thread wakes a few times a second only
+to take new LISTENs; the database sees no queries while nothing happens.
 """
 
 from __future__ import annotations
@@ -118,5 +118,69 @@ class Listener:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+
+
+class Notifier:
+    """Sends the NOTIFYs that follow commits, coalesced, from a connection of its own.
+
+    Not from inside the write transactions: PostgreSQL serialises the commits of all transactions
+    that NOTIFY behind one database-wide lock, held through their WAL flush, which would undo group
+    commit across connections and processes. A NOTIFY-only transaction writes no WAL, so holding
+    that lock costs microseconds. Channels asked for while one NOTIFY is in flight go out together
+    in the next.
+    """
+
+    def __init__(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._cond = threading.Condition()
+        self._pending: set[str] = set()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    def notify(self, channel: str) -> None:
+        """Notify ``channel`` soon (after the caller's commit, which has already happened)."""
+        with self._cond:
+            self._pending.add(channel)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="conveyor-notify", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        pause = 0.05
+        while True:
+            with self._cond:
+                while not self._pending and not self._stopping:
+                    self._cond.wait()
+                if not self._pending:
+                    break
+                channels, self._pending = sorted(self._pending), set()
+            try:
+                if conn is None:
+                    conn = connect(self._conninfo, autocommit=True)
+                conn.execute("SELECT pg_notify(c, '') FROM unnest(%s::text[]) AS c", (channels,))
+                pause = 0.05
+            except psycopg.Error as exc:
+                log.warning("sending notifications failed (%s); retrying", exc)
+                if conn is not None:
+                    conn.close()
+                conn = None
+                with self._cond:
+                    self._pending.update(channels)
+                if self._stopping:
+                    break
+                time.sleep(pause)
+                pause = min(pause * 2, MAX_PAUSE_SECONDS)
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        """Send what is pending, then stop."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
         if self._thread is not None:
             self._thread.join()

@@ -244,9 +244,6 @@ WITH gone AS (
 )
 SELECT count(*) FROM gone;
 
--- name: notify
-SELECT pg_notify(channel, '') FROM unnest(%(channels)s::text[]) AS channel;
-
 -- ============================================================================= reads
 
 -- name: metrics
