@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -212,25 +211,20 @@ class Demo:
         dead, charged_before = dlq.metrics().backlog_count, state.charged
         state.fixed = True
         self.say(f"[bold]5.[/] Deploying the fix, then: conveyor redrive {PAYMENTS_DLQ} --to {PAYMENTS}")
-        moved: list[int] = []
         with message_progress(quiet=self.quiet) as progress:
             task = progress.add_task("worker charges redriven", total=dead, rate="")
-            mover = threading.Thread(target=lambda: moved.append(dlq.redrive(to=PAYMENTS)), daemon=True)
-            mover.start()
+            moved = dlq.redrive(to=PAYMENTS)
             wait_for(
                 "charging the redriven payments",
-                lambda: not mover.is_alive() and state.charged - charged_before >= dead,
+                lambda: state.charged - charged_before >= dead,
                 lambda: progress.update(task, completed=state.charged - charged_before),
             )
         self.results["redrive"] = {
-            "redriven": moved[0] if moved else 0,
+            "redriven": moved,
             "charged_after_fix": state.charged - charged_before,
             "dead_letter_backlog": dlq.metrics().backlog_count,
         }
-        self.say(
-            f"   [green]✓[/] redrove {moved[0] if moved else 0} messages; all charged; "
-            f"[cyan]{PAYMENTS_DLQ}[/] is empty again"
-        )
+        self.say(f"   [green]✓[/] redrove {moved} messages; all charged; [cyan]{PAYMENTS_DLQ}[/] is empty again")
 
 
 def summary(r: dict[str, Any]) -> Panel:

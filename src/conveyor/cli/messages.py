@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import click
@@ -11,7 +11,7 @@ from rich.text import Text
 
 from conveyor.cli.context import CliState, emit, json_option, pass_state
 from conveyor.cli.progress import message_progress, rate_text
-from conveyor.cli.render import messages_table
+from conveyor.cli.render import messages_table, plural
 from conveyor.cli.shapes import message_json
 from conveyor.client.sync import Queue
 from conveyor.errors import InvalidRequest
@@ -48,7 +48,7 @@ def pull(
     if ack and messages:
         result = q.ack(acks=[m.lease_id for m in messages])
         data["ack"] = {"ackCount": result.ack_count, "retryCount": result.retry_count, "warnings": result.warnings}
-    title = f"Pulled {len(messages)} from {queue}" + (" (acked)" if ack else "")
+    title = f"Pulled {plural(len(messages), 'message')} from {queue}" + (" (acked)" if ack else "")
     emit(as_json, data, lambda: messages_table(messages, title, show_lease=not ack))
 
 
@@ -103,37 +103,20 @@ def redrive(state: CliState, dead_letter_queue: str, target: str, as_json: bool)
     cv = state.connect()
     dlq = cv.queue(dead_letter_queue)
     cv.queue(target)  # fail on a missing target before showing any progress
-    moved, seconds = run_redrive(dlq, target, quiet=as_json)
+    moved = run_redrive(dlq, target, quiet=as_json)
     data = {"queue_name": dead_letter_queue, "to": target, "redriven_count": moved}
-    emit(
-        as_json,
-        data,
-        lambda: Text(f"Redrove {moved:,} messages from {dead_letter_queue} to {target} ({rate_text(moved, seconds)})"),
-    )
+    emit(as_json, data, lambda: Text(f"Redrove {plural(moved, 'message')} from {dead_letter_queue} to {target}"))
 
 
-def run_redrive(dlq: Queue, target: str, *, quiet: bool) -> tuple[int, float]:
-    """Redrive with a progress bar (the DLQ's shrinking backlog); returns (moved, seconds)."""
+def run_redrive(dlq: Queue, target: str, *, quiet: bool) -> int:
+    """Redrive with a progress bar that follows the dead letter queue's shrinking backlog."""
     total = dlq.metrics().backlog_count
-    outcome: list[int] = []
-    failure: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            outcome.append(dlq.redrive(to=target))
-        except BaseException as exc:  # handed to the main thread, which raises it
-            failure.append(exc)
-
     started = time.perf_counter()
-    thread = threading.Thread(target=work, name="conveyor-redrive", daemon=True)
-    with message_progress(quiet=quiet) as progress:
-        task = progress.add_task(f"redriving to {target}", total=total, rate="")
-        thread.start()
-        while thread.is_alive():
-            thread.join(0.05)
+    with ThreadPoolExecutor(1, thread_name_prefix="conveyor-redrive") as pool, message_progress(quiet=quiet) as bar:
+        task = bar.add_task(f"redriving to {target}", total=total, rate="")
+        moving = pool.submit(dlq.redrive, to=target)
+        while not wait([moving], timeout=0.05).done:
             done = max(0, total - dlq.metrics().backlog_count)
-            progress.update(task, completed=done, rate=rate_text(done, time.perf_counter() - started))
-        progress.update(task, completed=total)
-    if failure:
-        raise failure[0]
-    return outcome[0], time.perf_counter() - started
+            bar.update(task, completed=done, rate=rate_text(done, time.perf_counter() - started))
+        bar.update(task, completed=total)
+        return moving.result()

@@ -8,7 +8,7 @@ from rich.text import Text
 from conveyor import limits
 from conveyor.cli.consumers import consumer_group
 from conveyor.cli.context import CliError, CliState, ConveyorGroup, emit, json_option, pass_state
-from conveyor.cli.render import queue_panel, queues_table
+from conveyor.cli.render import plural, queue_panel, queues_table
 from conveyor.cli.shapes import counters_json, metrics_json, queue_json
 from conveyor.model import QueueInfo
 
@@ -172,7 +172,7 @@ def purge(state: CliState, name: str, force: bool, as_json: bool) -> None:
     emit(
         as_json,
         queue_json(info) | {"purged_count": count},
-        lambda: Text.assemble(_changed("Purged", info), f": {count:,} messages deleted"),
+        lambda: Text.assemble(_changed("Purged", info), f": {plural(count, 'message')} deleted"),
     )
 
 

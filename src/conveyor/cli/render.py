@@ -16,6 +16,13 @@ from conveyor.model import ConsumerInfo, Counters, Metrics, PulledMessage, Queue
 BODY_PREVIEW_CHARS = 60
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 message``, ``2,000 messages``; ``batch`` becomes ``batches``."""
+    if count == 1:
+        return f"1 {noun}"
+    return f"{count:,} {noun}{'es' if noun.endswith(('s', 'ch')) else 's'}"
+
+
 def _when(iso: str) -> str:
     """An ISO-8601 time without sub-seconds, for a narrow column."""
     return iso.split(".")[0].replace("T", " ").removesuffix("Z")
@@ -38,7 +45,7 @@ def queues_table(queues: Sequence[QueueInfo], metrics: Sequence[Metrics]) -> Ren
     if not queues:
         return Text("No queues yet. Create one: conveyor queues create NAME", style="dim")
     table = Table(title="Queues", title_justify="left")
-    table.add_column("name", style="bold cyan", overflow="fold")
+    table.add_column("name", style="bold cyan", no_wrap=True)
     table.add_column("id", style="dim", overflow="fold")
     table.add_column("backlog", justify="right")
     table.add_column("consumer")

@@ -20,6 +20,7 @@ from rich.text import Text
 from conveyor import limits
 from conveyor.cli.context import CliState, emit, json_option, pass_state
 from conveyor.cli.progress import message_progress, rate_text
+from conveyor.cli.render import plural
 from conveyor.cli.shapes import metrics_json
 from conveyor.client.sync import Queue
 from conveyor.codec import CONTENT_TYPES, encode
@@ -181,7 +182,7 @@ def send(
         as_json,
         data,
         lambda: Text(
-            f"Sent {done.sent:,} messages to {queue} in {done.batches:,} batch{'es' if done.batches != 1 else ''}"
+            f"Sent {plural(done.sent, 'message')} to {queue} in {plural(done.batches, 'batch')}"
             + (f" ({rate})" if rate else "")
         ),
     )
