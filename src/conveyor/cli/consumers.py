@@ -41,7 +41,7 @@ def consumer_group() -> None:
 
 def _consumer_line(verb: str, c: ConsumerInfo) -> Text:
     who = f"{c.type} consumer" + (f" {c.script_name}" if c.script_name else "")
-    return Text.assemble(f"{verb} {who} ", ("on ", ""), (c.queue_name, "bold cyan"), (f" ({c.consumer_id})", "dim"))
+    return Text.assemble(f"{verb} {who} on ", (c.queue_name, "bold cyan"), (f" ({c.consumer_id})", "dim"))
 
 
 def _batch_timeout_ms(seconds: float | None) -> int:

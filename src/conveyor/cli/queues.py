@@ -20,7 +20,7 @@ def queues_group() -> None:
 
 
 def _changed(verb: str, info: QueueInfo) -> Text:
-    return Text.assemble((f"{verb} queue ", ""), (info.queue_name, "bold cyan"), (f" ({info.queue_id})", "dim"))
+    return Text.assemble(f"{verb} queue ", (info.queue_name, "bold cyan"), (f" ({info.queue_id})", "dim"))
 
 
 @queues_group.command("create", short_help="Create a queue.")
