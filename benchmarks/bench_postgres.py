@@ -1,11 +1,14 @@
 """Conveyor on PostgreSQL against the raw limit and against its peers, in one run on the local server.
 
 The raw limit: the same 1 KB rows, in a table with the same columns and indexes as Conveyor's
-``messages``, inserted with one multi-row ``INSERT`` per batch of 100, then leased and deleted with
-one ``DELETE ... WHERE seq IN (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING`` per batch of 100 —
-plain SQL, no queue logic. Conveyor does the same work through ``send_batch`` (batches of 100) and
-through a worker (``App.consumer(max_batch_size=100, max_batch_timeout=0)``) that leases and then
-acks. Both sides use the same number of threads, each on its own schema of the same server.
+``messages``, inserted with one multi-row ``INSERT`` per batch of 100 (binary parameters, bodies
+encoded before the clock starts), then leased (``UPDATE ... WHERE seq IN (SELECT ... FOR UPDATE
+SKIP LOCKED)``, committed) and deleted (committed) per batch of 100 — plain SQL, no queue logic.
+For reference it also times the one-statement destructive take (``DELETE ... RETURNING``, no lease,
+so a crashed consumer loses its batch). Conveyor does the same work through ``send_batch`` of the
+same bytes (content type ``bytes``) and through a worker (``App.consumer(max_batch_size=100,
+max_batch_timeout=0)``) that leases and then acks. Both sides use the same number of threads, each
+on its own schema of the same server.
 
 The peers, procrastinate (on this PostgreSQL), Celery and Dramatiq (each on the local Redis and on
 RabbitMQ), run in an environment of their own (``benchmarks/.peers-pg/``, git-ignored), made by this
@@ -68,7 +71,13 @@ RAW_INSERT = """
 INSERT INTO raw_messages (id, timestamp_ms, visible_at_ms, content_type, body)
 SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::text[], %b::bytea[])
 """
-RAW_LEASE_DELETE = """
+RAW_LEASE = """
+UPDATE raw_messages SET visible_at_ms = %s, attempts = attempts + 1, lease = %s WHERE seq IN (
+    SELECT seq FROM raw_messages WHERE visible_at_ms <= %s ORDER BY visible_at_ms LIMIT %s FOR UPDATE SKIP LOCKED
+) RETURNING seq, body
+"""
+RAW_DELETE = "DELETE FROM raw_messages WHERE seq = ANY(%s) AND lease = %s"
+RAW_TAKE = """
 DELETE FROM raw_messages WHERE seq IN (
     SELECT seq FROM raw_messages WHERE visible_at_ms <= %s ORDER BY visible_at_ms LIMIT %s FOR UPDATE SKIP LOCKED
 ) RETURNING body
@@ -126,13 +135,19 @@ def raw_send(url: str, count: int, threads: int) -> float:
                     chunk = chunks.pop()
                 now = time.time_ns() // 1_000_000
                 ids = [os.urandom(16).hex() for _ in chunk]
-                conn.execute(RAW_INSERT, (ids, [now] * len(chunk), [now] * len(chunk), ["json"] * len(chunk), [rows[i] for i in chunk]))
+                conn.execute(
+                    RAW_INSERT,
+                    (ids, [now] * len(chunk), [now] * len(chunk), ["json"] * len(chunk), [rows[i] for i in chunk]),
+                )
                 conn.commit()
 
     return in_threads(threads, work)
 
 
-def raw_consume(url: str, count: int, threads: int) -> float:
+def raw_consume(url: str, count: int, threads: int, *, lease: bool) -> float:
+    """Drain ``raw_messages``: with ``lease``, each batch leased (an UPDATE with a visibility
+    timeout, committed) and then deleted (committed), as any queue with leases must; without,
+    taken by one destructive ``DELETE ... RETURNING`` (no lease: a crash loses the batch)."""
     import psycopg
 
     done = [0]
@@ -141,7 +156,14 @@ def raw_consume(url: str, count: int, threads: int) -> float:
     def work(_: int) -> None:
         with psycopg.connect(url) as conn:
             while True:
-                got = conn.execute(RAW_LEASE_DELETE, (time.time_ns() // 1_000_000, BATCH)).fetchall()
+                now = time.time_ns() // 1_000_000
+                if lease:
+                    token = int.from_bytes(os.urandom(7))
+                    got = conn.execute(RAW_LEASE, (now + 30_000, token, now, BATCH)).fetchall()
+                    conn.commit()
+                    conn.execute(RAW_DELETE, ([seq for seq, _ in got], token))
+                else:
+                    got = conn.execute(RAW_TAKE, (now, BATCH)).fetchall()
                 conn.commit()
                 with lock:
                     done[0] += len(got)
@@ -153,12 +175,13 @@ def raw_consume(url: str, count: int, threads: int) -> float:
 
 # -- Conveyor ---------------------------------------------------------------------------------------
 def conveyor_send(url: str, count: int, threads: int) -> float:
+    """``send_batch`` of the raw rows' very bytes (content type ``bytes``: no JSON encoding)."""
     import conveyor
 
     cv = conveyor.connect(url)
     q = cv.create_queue("bench")
     chunks = list(batches(count))
-    bodies = [body(i) for i in range(count)]
+    bodies = [encoded_body(i) for i in range(count)]
     lock = threading.Lock()
 
     def work(_: int) -> None:
@@ -167,7 +190,7 @@ def conveyor_send(url: str, count: int, threads: int) -> float:
                 if not chunks:
                     return
                 chunk = chunks.pop()
-            q.send_batch([{"body": bodies[i]} for i in chunk])
+            q.send_batch([{"body": bodies[i], "content_type": "bytes"} for i in chunk])
 
     try:
         return in_threads(threads, work)
@@ -357,17 +380,22 @@ def report(system: str, result: dict[str, float], count: int, **params: Any) -> 
 def limits(count: int, threads: int) -> None:
     with scratch_schema("raw") as url:
         raw_in = count / raw_send(url, count, threads)
-        raw_out = count / raw_consume(url, count, threads)
+        raw_out = count / raw_consume(url, count, threads, lease=True)
+    with scratch_schema("raw") as url:
+        raw_send(url, count, threads)
+        raw_take = count / raw_consume(url, count, threads, lease=False)
     with scratch_schema("conveyor") as url:
         ours_in = count / conveyor_send(url, count, threads)
         ours_out = count / conveyor_consume(url, count, threads)
     params = {"threads": threads, "batch": BATCH, "body_bytes": 1024}
     emit("pg_raw_insert_throughput", raw_in, "msg/s", count, **params)
-    emit("pg_raw_lease_delete_throughput", raw_out, "msg/s", count, **params)
+    emit("pg_raw_lease_then_delete_throughput", raw_out, "msg/s", count, **params)
+    emit("pg_raw_delete_returning_throughput", raw_take, "msg/s", count, lease=False, **params)
     emit("pg_conveyor_send_batch_throughput", ours_in, "msg/s", count, **params)
     emit("pg_conveyor_consume_throughput", ours_out, "msg/s", count, **params)
     ratio("pg_send_batch_vs_raw_insert", ours_in, raw_in, count, target=0.7, **params)
-    ratio("pg_consume_vs_raw_lease_delete", ours_out, raw_out, count, target=0.5, **params)
+    ratio("pg_consume_vs_raw_lease_then_delete", ours_out, raw_out, count, target=0.5, **params)
+    ratio("pg_consume_vs_raw_delete_returning", ours_out, raw_take, count, **params)
 
 
 def peers(count: int, concurrency: int, peer_count: int) -> None:
@@ -379,12 +407,30 @@ def peers(count: int, concurrency: int, peer_count: int) -> None:
     figures: dict[str, float] = {}
     for system in ("dramatiq-redis", "dramatiq-rabbitmq", "celery-redis", "celery-rabbitmq", "procrastinate"):
         n = peer_count if system == "procrastinate" else count
-        figures[system] = report(system.replace("-", "_"), run_peer(system, n, concurrency), n, pins=list(PINS), **params)
+        figures[system] = report(
+            system.replace("-", "_"), run_peer(system, n, concurrency), n, pins=list(PINS), **params
+        )
     for name, ours in (("send_batch", batched), ("send", single)):
-        ratio(f"pg_conveyor_{name}_end_to_end_vs_dramatiq_redis", ours, figures["dramatiq-redis"], count, target=2 if name == "send_batch" else None, **params)
-        ratio(f"pg_conveyor_{name}_end_to_end_vs_procrastinate", ours, figures["procrastinate"], count, target=10 if name == "send_batch" else None, **params)
+        ratio(
+            f"pg_conveyor_{name}_end_to_end_vs_dramatiq_redis",
+            ours,
+            figures["dramatiq-redis"],
+            count,
+            target=2 if name == "send_batch" else None,
+            **params,
+        )
+        ratio(
+            f"pg_conveyor_{name}_end_to_end_vs_procrastinate",
+            ours,
+            figures["procrastinate"],
+            count,
+            target=10 if name == "send_batch" else None,
+            **params,
+        )
         for system in ("dramatiq-rabbitmq", "celery-redis", "celery-rabbitmq"):
-            ratio(f"pg_conveyor_{name}_end_to_end_vs_{system.replace('-', '_')}", ours, figures[system], count, **params)
+            ratio(
+                f"pg_conveyor_{name}_end_to_end_vs_{system.replace('-', '_')}", ours, figures[system], count, **params
+            )
 
 
 def main() -> None:

@@ -239,25 +239,18 @@ class PostgresEngine(Engine):
             "bodies": [m.body for m in messages],
             "bytes": sum(len(m.body) for m in messages),
             "sent": len(messages),
+            "shards": self._keys(queue_id),
+            "now": now,
         }
-        keys = self._keys(queue_id)
 
-        def op(conn: Connection, lane: int) -> Callable[[], tuple[int, Metrics]]:
-            stored = conn.execute(Q["enqueue"], {**args, "slot": self._slot(lane)})
-            metrics = conn.execute(Q["metrics"], {"shards": keys})
+        def op(conn: Connection, lane: int) -> Callable[[], tuple[Any, ...] | None]:
+            return conn.execute(Q["enqueue"], {**args, "slot": self._slot(lane)}).fetchone
 
-            def finish() -> tuple[int, Metrics]:
-                count = stored.fetchone()
-                row = metrics.fetchone()
-                assert row is not None
-                return (int(count[0]) if count else 0), Metrics(int(row[0]), int(row[1]), int(row[2]))
-
-            return finish
-
-        counted, metrics = self._writer.run(op)
-        if not counted:
+        row = self._writer.run(op)
+        if row is None:
             self._forget(queue_id)
             raise QueueNotFound("the queue was deleted while this message was being sent")
+        metrics = Metrics(int(row[0]), int(row[1]), int(row[2]))
         self._notifier.notify(channel_of(queue_id))
         return metrics
 

@@ -85,13 +85,15 @@ DELETE FROM consumers WHERE consumer_id = %(consumer)s;
 
 -- name: enqueue
 -- Counting first: a queue deleted meanwhile has no counter row left, so nothing is inserted and the
--- statement returns 0.
+-- statement returns no row. Otherwise it returns the queue's metrics after this send: the other
+-- counter rows as of the statement's snapshot plus this one as updated, and the oldest message
+-- (this send's, if the queue held none before).
 WITH counted AS (
     UPDATE shard_stats
     SET backlog_count = backlog_count + cardinality(%(ids)s::text[]),
         backlog_bytes = backlog_bytes + %(bytes)s, sent = sent + %(sent)s
     WHERE shard_key = %(shard)s AND slot = %(slot)s
-    RETURNING 1
+    RETURNING backlog_count, backlog_bytes
 ), stored AS (
     INSERT INTO messages (shard_key, id, timestamp_ms, visible_at_ms, attempts, content_type, body)
     SELECT %(shard)s, m.id, m.ts, m.visible, 0, m.ctype, m.body
@@ -100,7 +102,16 @@ WITH counted AS (
     WHERE EXISTS (SELECT 1 FROM counted)
     RETURNING 1
 )
-SELECT count(*) FROM counted;
+SELECT c.backlog_count + coalesce(o.backlog_count, 0), c.backlog_bytes + coalesce(o.backlog_bytes, 0),
+       coalesce((SELECT first.timestamp_ms
+                 FROM unnest(%(shards)s::bigint[]) AS k (shard_key),
+                      LATERAL (SELECT m.seq, m.timestamp_ms FROM messages m WHERE m.shard_key = k.shard_key
+                               ORDER BY m.seq LIMIT 1) AS first
+                 ORDER BY first.seq LIMIT 1), %(now)s)
+FROM counted c,
+     LATERAL (SELECT sum(st.backlog_count) AS backlog_count, sum(st.backlog_bytes) AS backlog_bytes
+              FROM shard_stats st
+              WHERE st.shard_key = ANY (%(shards)s::bigint[]) AND NOT (st.shard_key = %(shard)s AND st.slot = %(slot)s)) AS o;
 
 -- name: lease
 WITH picked AS (
