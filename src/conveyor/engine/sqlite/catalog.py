@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from conveyor.engine.sqlfile import load_script
+from conveyor.engine.sqlite.snapshot import CatalogSnapshot, QueueEntry
 from conveyor.engine.sqlite.storage import open_database, translate_error
 from conveyor.errors import ConsumerExists, ConsumerNotFound, QueueExists, QueueNotFound
 from conveyor.ids import iso_now, new_id
@@ -26,6 +27,13 @@ _QUEUE_COLUMNS = (
 _CONSUMER_COLUMNS = (
     "c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings"
 )
+
+
+_BUMP_GENERATION = (
+    "INSERT INTO sequences (name, value) VALUES ('catalog_generation', 1) "
+    "ON CONFLICT (name) DO UPDATE SET value = value + 1"
+)
+_GENERATION = "SELECT coalesce((SELECT value FROM sequences WHERE name = 'catalog_generation'), 0)"
 
 
 def _consumer(row: tuple[Any, ...]) -> ConsumerInfo:
@@ -123,6 +131,7 @@ class Catalog:
                 "INSERT INTO shards (queue_id, shard_no, created_ms) VALUES (?, ?, ?)",
                 [(queue_id, n, now_ms) for n in range(shards)],
             )
+            conn.execute(_BUMP_GENERATION)
             return self._queue(conn, "queue_id", queue_id)
 
         return self._tx(fn)
@@ -155,6 +164,7 @@ class Catalog:
             ).rowcount
             if not updated:
                 raise QueueNotFound(f"queue {queue_id!r} does not exist")
+            conn.execute(_BUMP_GENERATION)
             return self._queue(conn, "queue_id", queue_id)
 
         return self._tx(fn)
@@ -166,6 +176,7 @@ class Catalog:
             shards = [n for (n,) in conn.execute("SELECT shard_no FROM shards WHERE queue_id = ?", (queue_id,))]
             if not conn.execute("DELETE FROM queues WHERE queue_id = ?", (queue_id,)).rowcount:
                 raise QueueNotFound(f"queue {queue_id!r} does not exist")
+            conn.execute(_BUMP_GENERATION)
             return shards
 
         return self._tx(fn)
@@ -189,9 +200,38 @@ class Catalog:
                 "INSERT INTO shards (queue_id, shard_no, created_ms) VALUES (?, ?, ?)",
                 (queue_id, top + 1, now_ms),
             )
+            conn.execute(_BUMP_GENERATION)
             return int(top) + 2
 
         return self._tx(fn)
+
+    # -- snapshot -----------------------------------------------------------------------------
+    def generation(self) -> int:
+        """The catalog generation: how many changes to queues and shards were committed."""
+        return int(self._tx(lambda c: c.execute(_GENERATION).fetchone()[0], write=False))
+
+    def snapshot(self) -> CatalogSnapshot:
+        """Every queue's settings and shard map, and the generation they are at, read in one transaction."""
+
+        def fn(conn: sqlite3.Connection) -> CatalogSnapshot:
+            conn.execute("BEGIN")  # a read transaction: the queries below see one state of the file
+            (generation,) = conn.execute(_GENERATION).fetchone()
+            shards: dict[str, list[tuple[int, str]]] = {}
+            for queue_id, number, state in conn.execute(
+                "SELECT queue_id, shard_no, state FROM shards ORDER BY queue_id, shard_no"
+            ):
+                shards.setdefault(queue_id, []).append((number, state))
+            queues = {
+                queue_id: QueueEntry(
+                    name, QueueSettings(delay, bool(paused), retention), tuple(shards.get(queue_id, ()))
+                )
+                for queue_id, name, delay, paused, retention in conn.execute(
+                    "SELECT queue_id, name, delivery_delay, delivery_paused, retention FROM queues"
+                )
+            }
+            return CatalogSnapshot(int(generation), queues)
+
+        return self._tx(fn, write=False)
 
     def next_producer_slot(self) -> int:
         return int(

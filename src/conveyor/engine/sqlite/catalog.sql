@@ -32,7 +32,9 @@ CREATE TABLE IF NOT EXISTS shards (
     PRIMARY KEY (queue_id, shard_no)
 );
 
--- Small counters: `producer_seq` hands each producing process its home shard.
+-- Small counters: `producer_seq` hands each producing process its home shard; `catalog_generation`
+-- grows with every change to queues and shards (in the same transaction), so the published catalog
+-- snapshot (snapshot/catalog_*) can be told stale. Files made before it start it on the first change.
 CREATE TABLE IF NOT EXISTS sequences (
     name  TEXT PRIMARY KEY,
     value INTEGER NOT NULL
