@@ -95,6 +95,7 @@ class Dispatcher:
     def stop(self, grace: float) -> None:
         """Stop leasing, give unstarted messages back, let running handlers finish within ``grace``."""
         self._stopping.set()
+        self.engine.wake(self.queue_id)
         with self._lock:
             self._lock.notify_all()
         for thread in self._threads[:1]:

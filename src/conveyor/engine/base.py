@@ -177,6 +177,9 @@ class Engine(ABC):
     def wait(self, queue_id: str, timeout: float) -> None:
         """Block until messages may have arrived on the queue, or ``timeout`` seconds pass."""
 
+    def wake(self, queue_id: str) -> None:  # noqa: B027 - an engine whose waits are short may ignore it
+        """Make this process's :meth:`wait` calls on the queue return now (a dispatcher stopping)."""
+
     def acquire_leadership(self) -> bool:
         """Try (without blocking) to become the deployment's coordinator; True if this engine is."""
         return True

@@ -148,7 +148,7 @@ class SQLiteEngine(Engine):
 
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         info = self.catalog.update_queue(queue_id, settings)
-        self._notify(queue_id)
+        self.wake(queue_id)
         return info
 
     def delete_queue(self, queue_id: str) -> None:
@@ -193,7 +193,7 @@ class SQLiteEngine(Engine):
         ]
         home = self._home(queue_id)
         count, nbytes, oldest = home.insert(rows, sum(len(m.body) for m in messages))
-        self._notify(queue_id)
+        self.wake(queue_id)
         shards = self._all(queue_id)
         if len(shards) == 1:
             return Metrics(count, nbytes, oldest)
@@ -243,7 +243,7 @@ class SQLiteEngine(Engine):
         shards = self._by_number(queue_id)
         for number, leases in self._group(queue_id, lease_ids, {}).items():
             shards[number].release(leases, now)
-        self._notify(queue_id)
+        self.wake(queue_id)
 
     def settle(
         self,
@@ -285,7 +285,7 @@ class SQLiteEngine(Engine):
                 policy.max_deliveries,
             )
         if retried:
-            self._notify(queue_id)
+            self.wake(queue_id)
         return SettleResult(acked, retried, dead, dropped, warnings)
 
     def _dead_letter(self, queue_id: str, shard: Shard, held: list[tuple[int, Row]], policy: DeliveryPolicy) -> int:
@@ -299,7 +299,7 @@ class SQLiteEngine(Engine):
             now = self.clock.now_ms()
             rows = [(mid, ts, now, 0, ctype, body) for _, (_, mid, ts, ctype, body) in held]
             self._home(dlq).insert(rows, sum(len(r[5]) for r in rows), sent=False)
-            self._notify(dlq)
+            self.wake(dlq)
         by_token: dict[int, list[int]] = defaultdict(list)
         for token, row in held:
             by_token[token].append(row[0])
@@ -373,7 +373,7 @@ class SQLiteEngine(Engine):
                 inserts: list[InsertRow] = [(mid, ts, now, 0, ct, body) for _, mid, ts, ct, body in rows]
                 target.insert(inserts, sum(len(r[5]) for r in inserts), sent=False)
                 moved += shard.remove([r[0] for r in rows])
-                self._notify(to_queue_id)
+                self.wake(to_queue_id)
         return moved
 
     def next_visible_ms(self, queue_id: str) -> int | None:
@@ -381,7 +381,7 @@ class SQLiteEngine(Engine):
         return min(times) if times else None
 
     # -- waking consumers ---------------------------------------------------------------------
-    def _notify(self, queue_id: str) -> None:
+    def wake(self, queue_id: str) -> None:
         cond = self._wake[queue_id]
         with cond:
             cond.notify_all()
