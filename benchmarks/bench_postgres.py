@@ -3,7 +3,8 @@
 The raw limit: the same 1 KB rows, in a table with the same columns and indexes as Conveyor's
 ``messages``, inserted with one multi-row ``INSERT`` per batch of 100 (binary parameters, bodies
 encoded before the clock starts), then leased (``UPDATE ... WHERE seq IN (SELECT ... FOR UPDATE
-SKIP LOCKED)``, committed) and deleted (committed) per batch of 100 — plain SQL, no queue logic.
+SKIP LOCKED)``, committed without waiting for the WAL flush, as Conveyor commits leases) and
+deleted (committed and flushed) per batch of 100 — plain SQL, no queue logic.
 For reference it also times the one-statement destructive take (``DELETE ... RETURNING``, no lease,
 so a crashed consumer loses its batch). Conveyor does the same work through ``send_batch`` of the
 same bytes (content type ``bytes``) and through a worker (``App.consumer(max_batch_size=100,
@@ -158,6 +159,8 @@ def raw_consume(url: str, count: int, threads: int, *, lease: bool) -> float:
             while True:
                 now = time.time_ns() // 1_000_000
                 if lease:
+                    # As Conveyor leases: committed without waiting for the WAL flush.
+                    conn.execute("SET LOCAL synchronous_commit TO off")
                     token = int.from_bytes(os.urandom(7))
                     got = conn.execute(RAW_LEASE, (now + 30_000, token, now, BATCH)).fetchall()
                     conn.commit()

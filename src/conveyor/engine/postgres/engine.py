@@ -273,7 +273,8 @@ class PostgresEngine(Engine):
                 return conn.execute(Q["lease"], args).fetchall
 
             exhausted = LeaseGroups()
-            for seq, mid, ts, ctype, body, attempts in self._writer.run(op):
+            # Not fsynced: a lease lost in a server crash only makes its messages deliverable again.
+            for seq, mid, ts, ctype, body, attempts in self._writer.run(op, durable=False):
                 if attempts > policy.max_deliveries:
                     exhausted.add(shard.number, seq, token)
                 else:
@@ -284,12 +285,14 @@ class PostgresEngine(Engine):
 
     def extend(self, queue_id: str, lease_ids: Sequence[str], visibility_ms: int) -> None:
         until = self.clock.now_ms() + visibility_ms
-        self._each_shard(queue_id, lease_ids, "extend", {"until": until}, notify=False)
+        self._each_shard(queue_id, lease_ids, "extend", {"until": until}, durable=False)
 
     def release(self, queue_id: str, lease_ids: Sequence[str]) -> None:
-        self._each_shard(queue_id, lease_ids, "release", {"now": self.clock.now_ms()}, notify=True)
+        self._each_shard(queue_id, lease_ids, "release", {"now": self.clock.now_ms()}, durable=True)
 
-    def _each_shard(self, queue_id: str, ids: Sequence[str], query: str, extra: dict[str, int], notify: bool) -> None:
+    def _each_shard(self, queue_id: str, ids: Sequence[str], query: str, extra: dict[str, int], durable: bool) -> None:
+        """Extend (not durable: a lost heartbeat only shortens a lease) or release (durable, and
+        the queue's consumers are woken) leases, shard by shard."""
         groups = self._group(queue_id, ids, {})
         shards = self._by_number(queue_id)
         for number in groups.shards():
@@ -299,8 +302,8 @@ class PostgresEngine(Engine):
                 conn.execute(Q[query], args)
                 return lambda: None
 
-            self._writer.run(op)
-            if notify:
+            self._writer.run(op, durable=durable)
+            if durable:
                 self._notifier.notify(channel_of(queue_id))
 
     def settle(

@@ -15,7 +15,7 @@ own, so one bad operation fails alone. When the connection dies, the group is re
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import psycopg
@@ -30,10 +30,11 @@ Operation = Callable[[Connection, int], Finish[T]]
 
 
 class _Op(Generic[T]):
-    __slots__ = ("done", "error", "op", "result")
+    __slots__ = ("done", "durable", "error", "op", "result")
 
-    def __init__(self, op: Operation[T]) -> None:
+    def __init__(self, op: Operation[T], durable: bool) -> None:
         self.op = op
+        self.durable = durable
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
@@ -57,9 +58,14 @@ class GroupCommitter:
         self.commits = 0
         self.operations = 0
 
-    def run(self, op: Operation[T]) -> T:
-        """Run ``op`` in a transaction shared with concurrent callers; return once it is committed."""
-        item: _Op[T] = _Op(op)
+    def run(self, op: Operation[T], *, durable: bool = True) -> T:
+        """Run ``op`` in a transaction shared with concurrent callers; return once it is committed.
+
+        ``durable=False`` marks an operation whose loss in a server crash is harmless (a lease, a
+        lease extension): a group made only of such operations commits without waiting for its WAL
+        flush. A group with any durable operation waits, and flushes the others' WAL with it.
+        """
+        item: _Op[T] = _Op(op, durable)
         with self._queue_lock:
             self._pending.append(item)  # type: ignore[arg-type]
         with self._commit_lock:
@@ -81,11 +87,13 @@ class GroupCommitter:
             self._conn.close()
             self._conn = None
 
-    def _attempt(self, group: Iterable[_Op[object]]) -> list[Finish[object]]:
+    def _attempt(self, group: list[_Op[object]]) -> list[Finish[object]]:
         """Run ``group`` in one pipelined transaction; returns each operation's ``finish``."""
         conn = self._connection()
         try:
             with conn.pipeline(), conn.transaction():
+                if not any(item.durable for item in group):
+                    conn.execute("SET LOCAL synchronous_commit TO off")
                 finishers = [item.op(conn, self.lane) for item in group]
         except psycopg.OperationalError:
             if conn.closed or conn.broken:
@@ -153,11 +161,11 @@ class WriteLanes:
     def __init__(self, conninfo: str, lanes: int) -> None:
         self._lanes = [GroupCommitter(conninfo, n) for n in range(lanes)]
 
-    def run(self, op: Operation[T]) -> T:
+    def run(self, op: Operation[T], *, durable: bool = True) -> T:
         for lane in self._lanes:
             if not lane.busy:
-                return lane.run(op)
-        return min(self._lanes, key=lambda lane: lane.waiting).run(op)
+                return lane.run(op, durable=durable)
+        return min(self._lanes, key=lambda lane: lane.waiting).run(op, durable=durable)
 
     @property
     def commits(self) -> int:
