@@ -1,10 +1,15 @@
 """Group commit on one SQLite connection: concurrent writers share one transaction and one fsync.
 
-Leader/follower, with no thread of its own: a writer queues its operation and takes the commit lock.
-Whoever holds the lock commits *everything* queued so far in one transaction, so while one group is
-being fsynced the next one gathers behind the lock. A lone writer pays nothing extra; 64 writers pay
-for a handful of fsyncs instead of 64. Each operation runs inside its own savepoint, so one failing
-operation (a full disk aside) does not take the others in its group down with it.
+Leader/follower, with no thread of its own: a writer queues its operation; if no commit is under way
+it becomes the leader and commits *everything* queued so far in one transaction, else it sleeps on
+its operation's gate. While one group is being fsynced the next one gathers. The leader then opens
+the gates of its group and hands leadership to the first writer still waiting, which takes the whole
+next group. A lone writer pays nothing extra; 64 writers pay for a handful of fsyncs instead of 64.
+(Followers used to queue on the commit lock, woken one lock hand-off at a time: a new leader started
+while most of the last group had not noticed it was done, so groups stayed small.)
+
+Each operation runs inside its own savepoint, so one failing operation (a full disk aside) does not
+take the others in its group down with it.
 """
 
 from __future__ import annotations
@@ -20,13 +25,16 @@ T = TypeVar("T")
 
 
 class _Op(Generic[T]):
-    __slots__ = ("done", "error", "fn", "result")
+    __slots__ = ("done", "error", "fn", "gate", "result")
 
     def __init__(self, fn: Callable[[sqlite3.Connection], T]) -> None:
         self.fn = fn
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
+        # Held until the op is done or its writer is to lead the next group.
+        self.gate = threading.Lock()
+        self.gate.acquire()
 
 
 class GroupCommitter:
@@ -41,8 +49,8 @@ class GroupCommitter:
         self._conn = conn
         self._path = path
         self._pending: list[_Op[object]] = []
-        self._queue_lock = threading.Lock()
-        self._commit_lock = threading.Lock()
+        self._mutex = threading.Lock()
+        self._leading = False
         # Transactions committed and operations they carried: operations / commits is the sharing.
         self.commits = 0
         self.operations = 0
@@ -50,16 +58,32 @@ class GroupCommitter:
     def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in a transaction shared with concurrent callers; return once it is durable."""
         op: _Op[T] = _Op(fn)
-        with self._queue_lock:
+        with self._mutex:
             self._pending.append(op)  # type: ignore[arg-type]
-        with self._commit_lock:
-            if not op.done:
-                with self._queue_lock:
-                    group, self._pending = self._pending, []
-                self._commit(group)
+            follow, self._leading = self._leading, True
+        if follow:
+            op.gate.acquire()
+        if not op.done:
+            self._lead(op)  # type: ignore[arg-type]
         if op.error is not None:
             raise op.error
         return op.result  # type: ignore[return-value]
+
+    def _lead(self, op: _Op[object]) -> None:
+        """Commit everything queued, wake the group, and hand leadership on (or give it up)."""
+        with self._mutex:
+            group, self._pending = self._pending, []
+        try:
+            self._commit(group)
+        finally:
+            for other in group:
+                if other is not op:
+                    other.gate.release()
+            with self._mutex:
+                if self._pending:
+                    self._pending[0].gate.release()
+                else:
+                    self._leading = False
 
     def _commit(self, group: list[_Op[object]]) -> None:
         conn = self._conn
