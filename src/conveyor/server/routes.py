@@ -19,7 +19,7 @@ from conveyor import limits
 from conveyor.client import validation as check
 from conveyor.client.sync import Queue
 from conveyor.errors import BatchTooLarge, ConsumerNotFound, DeliveryPaused, InvalidMessage, InvalidRequest
-from conveyor.model import ConsumerInfo, ConsumerSettings, DeliveryPolicy, NewMessage, QueueInfo, QueueSettings
+from conveyor.model import ConsumerInfo, ConsumerSettings, DeliveryPolicy, Metrics, NewMessage, QueueInfo, QueueSettings
 from conveyor.server import shapes
 from conveyor.server.envelope import array, flag, mapping, ok, read_json, text, whole
 from conveyor.server.service import Context, blocking, context
@@ -275,16 +275,18 @@ def rest_message(message: Any, default_delay: int, where: str = "") -> NewMessag
 
 async def push(request: Request) -> Response:
     ctx = context(request)
-    queue, info = await ctx.lookup(request.path_params["queue_id"])
     body = await read_json(request)
-    message = rest_message(body, info.settings.delivery_delay)
-    metrics = await blocking(ctx.client.engine.enqueue, queue.id, [message])
-    return ok({"metadata": {"metrics": shapes.metrics(metrics)}})
+
+    def send() -> Metrics:
+        queue, info = ctx.lookup_sync(request.path_params["queue_id"])
+        message = rest_message(body, info.settings.delivery_delay)
+        return ctx.client.engine.enqueue(queue.id, [message])
+
+    return ok({"metadata": {"metrics": shapes.metrics(await blocking(send))}})
 
 
 async def bulk_push(request: Request) -> Response:
     ctx = context(request)
-    queue, info = await ctx.lookup(request.path_params["queue_id"])
     body = await read_json(request)
     messages = array(body, "messages")
     if not messages:
@@ -292,13 +294,19 @@ async def bulk_push(request: Request) -> Response:
     if len(messages) > limits.MAX_BATCH_MESSAGES:
         check.prepare_batch(messages, None, 0)  # raises TooManyMessages with the standard message
     batch_delay = whole(body, "delay_seconds")
-    default = info.settings.delivery_delay if batch_delay is None else check.check_delay(batch_delay, batch=True)
-    prepared = [rest_message(m, default, f" {i} of the batch") for i, m in enumerate(messages)]
-    total = sum(len(m.body) for m in prepared)
-    if total > limits.MAX_BATCH_BYTES:
-        raise BatchTooLarge(f"batch is {total} bytes; the limit is {limits.MAX_BATCH_BYTES}")
-    metrics = await blocking(ctx.client.engine.enqueue, queue.id, prepared)
-    return ok({"metadata": {"metrics": shapes.metrics(metrics)}})
+    if batch_delay is not None:
+        check.check_delay(batch_delay, batch=True)
+
+    def send() -> Metrics:
+        queue, info = ctx.lookup_sync(request.path_params["queue_id"])
+        default = info.settings.delivery_delay if batch_delay is None else batch_delay
+        prepared = [rest_message(m, default, f" {i} of the batch") for i, m in enumerate(messages)]
+        total = sum(len(m.body) for m in prepared)
+        if total > limits.MAX_BATCH_BYTES:
+            raise BatchTooLarge(f"batch is {total} bytes; the limit is {limits.MAX_BATCH_BYTES}")
+        return ctx.client.engine.enqueue(queue.id, prepared)
+
+    return ok({"metadata": {"metrics": shapes.metrics(await blocking(send))}})
 
 
 def _pull_consumer(info: QueueInfo) -> ConsumerInfo:
@@ -310,28 +318,31 @@ def _pull_consumer(info: QueueInfo) -> ConsumerInfo:
 
 async def pull(request: Request) -> Response:
     ctx = context(request)
-    queue, info = await ctx.lookup(request.path_params["queue_id"])
     body = await read_json(request, required=False)
-    consumer = _pull_consumer(info)
-    if info.settings.delivery_paused:
-        raise DeliveryPaused(f"queue_delivery_paused: delivery of queue {queue.name!r} is paused")
-    size = whole(body, "batch_size", consumer.settings.batch_size)
-    check.check_range("batch_size", size, 1, limits.MAX_BATCH_SIZE, InvalidRequest)
+    size = whole(body, "batch_size")
     vt = whole(body, "visibility_timeout_ms")
     if vt is None:
-        vt = whole(body, "visibility_timeout", consumer.settings.visibility_timeout_ms)
-    check.check_range("visibility_timeout_ms", vt, 1, limits.MAX_VISIBILITY_TIMEOUT_MS, InvalidRequest)
-    policy = DeliveryPolicy(consumer.settings.max_retries, consumer.dead_letter_queue or None)
-    engine = ctx.client.engine
-    leased = await blocking(engine.lease, queue.id, size, vt, policy)
-    metrics = await blocking(engine.metrics, queue.id)
-    return ok(
-        {
+        vt = whole(body, "visibility_timeout")
+
+    def lease() -> dict[str, Any]:
+        queue, info = ctx.lookup_sync(request.path_params["queue_id"])
+        consumer = _pull_consumer(info)
+        if info.settings.delivery_paused:
+            raise DeliveryPaused(f"queue_delivery_paused: delivery of queue {queue.name!r} is paused")
+        count = consumer.settings.batch_size if size is None else size
+        check.check_range("batch_size", count, 1, limits.MAX_BATCH_SIZE, InvalidRequest)
+        visibility = consumer.settings.visibility_timeout_ms if vt is None else vt
+        check.check_range("visibility_timeout_ms", visibility, 1, limits.MAX_VISIBILITY_TIMEOUT_MS, InvalidRequest)
+        policy = DeliveryPolicy(consumer.settings.max_retries, consumer.dead_letter_queue or None)
+        leased = ctx.client.engine.lease(queue.id, count, visibility, policy)
+        metrics = ctx.client.engine.metrics(queue.id)
+        return {
             "message_backlog_count": metrics.backlog_count,
             "messages": [shapes.pulled(m) for m in leased],
             "metadata": {"metrics": shapes.metrics(metrics)},
         }
-    )
+
+    return ok(await blocking(lease))
 
 
 def _lease_ids(items: list[Any], key: str) -> list[dict[str, Any]]:
@@ -345,22 +356,33 @@ def _lease_ids(items: list[Any], key: str) -> list[dict[str, Any]]:
 
 async def ack(request: Request) -> Response:
     ctx = context(request)
-    queue = await ctx.queue(request.path_params["queue_id"])
     body = await read_json(request, required=False)
     acks = [a["lease_id"] for a in _lease_ids(array(body, "acks"), "acks")]
-    retries = [(r["lease_id"], whole(r, "delay_seconds")) for r in _lease_ids(array(body, "retries"), "retries")]
-    result = await blocking(queue.ack, acks=acks, retries=retries)
-    return ok({"ackCount": result.ack_count, "retryCount": result.retry_count, "warnings": result.warnings})
+    given = [(r["lease_id"], whole(r, "delay_seconds")) for r in _lease_ids(array(body, "retries"), "retries")]
+
+    def settle() -> dict[str, Any]:
+        queue, info = ctx.lookup_sync(request.path_params["queue_id"])
+        consumer = _pull_consumer(info)
+        default = consumer.settings.retry_delay
+        retries = [(lid, default if delay is None else check.check_delay(delay)) for lid, delay in given]
+        policy = DeliveryPolicy(consumer.settings.max_retries, consumer.dead_letter_queue or None)
+        r = ctx.client.engine.settle(queue.id, acks, retries, policy)
+        return {"ackCount": r.acked, "retryCount": r.retried + r.dead_lettered + r.dropped, "warnings": r.warnings}
+
+    return ok(await blocking(settle))
 
 
 async def peek(request: Request) -> Response:
     ctx = context(request)
-    queue = await ctx.queue(request.path_params["queue_id"])
     body = await read_json(request, required=False)
     size = whole(body, "batch_size", 1)
     check.check_range("batch_size", size, 1, limits.MAX_BATCH_SIZE, InvalidRequest)
-    stored = await blocking(ctx.client.engine.peek, queue.id, size)
-    return ok({"messages": [shapes.peeked(m) for m in stored]})
+
+    def read() -> list[dict[str, Any]]:
+        queue, _ = ctx.lookup_sync(request.path_params["queue_id"])
+        return [shapes.peeked(m) for m in ctx.client.engine.peek(queue.id, size)]
+
+    return ok({"messages": await blocking(read)})
 
 
 async def purge_messages(request: Request) -> Response:

@@ -59,13 +59,16 @@ class Context:
     client: Conveyor
     service: Service
 
-    async def lookup(self, queue_id: str) -> tuple[Queue, QueueInfo]:
+    def lookup_sync(self, queue_id: str) -> tuple[Queue, QueueInfo]:
         """The caller's queue ``queue_id``: 10107 for a malformed id, 404 if it is not theirs to see."""
         if not limits.ID_PATTERN.match(queue_id):
             raise InvalidQueueId(f"queue id {queue_id!r} is malformed: expected 32 lowercase hex characters")
-        info = await blocking(self.client.engine.get_queue_by_id, queue_id)
+        info = self.client.engine.get_queue_by_id(queue_id)
         self.principal.check_queue(info.queue_name)
         return Queue(self.client, info), info
+
+    async def lookup(self, queue_id: str) -> tuple[Queue, QueueInfo]:
+        return await blocking(self.lookup_sync, queue_id)
 
     async def queue(self, queue_id: str) -> Queue:
         return (await self.lookup(queue_id))[0]

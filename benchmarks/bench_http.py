@@ -1,0 +1,232 @@
+"""The HTTP service against the embedded engine, on loopback, with the load in this process and the
+server (``conveyor serve``) in its own.
+
+- bulk push: 100 × 1 KB per request (Cloudflare's ``/messages/batch``), several connections, vs the
+  embedded ``send_batch`` rate in the same run; target 0.6 ×.
+- single push at a fixed 1,000 requests/s (open loop): p50 ≤ 2 ms, p99 ≤ 10 ms; then higher fixed rates
+  until one is not sustained, to report the highest sustained rate.
+- pull + ack over HTTP in batches of 100 (Cloudflare's ``/messages/pull`` and ``/messages/ack``) vs the
+  embedded ``pull`` + ``ack`` in batches of 100; target 0.5 ×.
+
+Requests are sent with the standard library's ``http.client`` over keep-alive connections, bodies
+encoded beforehand, so the figures are the server's, not a client library's.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import conveyor
+from conveyor.server.testing import free_port
+from harness import arguments, body, emit, percentile, quiet_logs, ratio, scratch_directory
+
+CONVEYOR = str(Path(sys.executable).with_name("conveyor"))
+ACCOUNT = "bench"
+
+
+class Api:
+    """One keep-alive connection to the server, speaking the v4 API."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
+
+    def call(self, method: str, path: str, payload: bytes | None = None) -> Any:
+        self.conn.request(method, f"/client/v4/accounts/{ACCOUNT}{path}", body=payload, headers=self.headers)
+        response = self.conn.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"{method} {path}: {response.status} {data[:200]!r}")
+        return json.loads(data)["result"]
+
+
+@contextmanager
+def server(data: Path) -> Iterator[tuple[int, str]]:
+    url = f"sqlite://{data}"
+    out = subprocess.run(
+        [CONVEYOR, "--url", url, "tokens", "create", "--account", ACCOUNT], capture_output=True, text=True, check=True
+    )
+    token = out.stdout.strip().splitlines()[-1]
+    port = free_port()
+    proc = subprocess.Popen(
+        [CONVEYOR, "--url", url, "serve", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/healthz")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield port, token
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def create_queue(api: Api, name: str, pull: bool = False) -> str:
+    queue_id: str = api.call("POST", "/queues", json.dumps({"queue_name": name}).encode())["queue_id"]
+    if pull:
+        api.call("POST", f"/queues/{queue_id}/consumers", json.dumps({"type": "http_pull"}).encode())
+    return queue_id
+
+
+def batch_payload(start: int) -> bytes:
+    return json.dumps({"messages": [{"body": body(start + i)} for i in range(100)]}).encode()
+
+
+# -- bulk push ------------------------------------------------------------------------------------
+def embedded_send_batch(data: Path, batches: int) -> float:
+    with conveyor.connect(f"sqlite://{data}") as cv:
+        q = cv.create_queue("embedded")
+        messages = [[{"body": body(b * 100 + i)} for i in range(100)] for b in range(batches)]
+        started = time.perf_counter()
+        for batch in messages:
+            q.send_batch(batch)
+        return batches * 100 / (time.perf_counter() - started)
+
+
+def http_bulk_push(port: int, token: str, batches: int, connections: int) -> float:
+    queue_id = create_queue(Api(port, token), "bulk")
+    payloads = [batch_payload(b * 100) for b in range(batches)]
+    per = batches // connections
+
+    def run(chunk: list[bytes]) -> None:
+        api = Api(port, token)
+        for payload in chunk:
+            api.call("POST", f"/queues/{queue_id}/messages/batch", payload)
+
+    threads = [threading.Thread(target=run, args=(payloads[i * per : (i + 1) * per],)) for i in range(connections)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return per * connections * 100 / (time.perf_counter() - started)
+
+
+# -- single push at a fixed rate ------------------------------------------------------------------
+def fixed_rate_push(port: int, token: str, queue_id: str, rate: float, seconds: float) -> tuple[list[float], float]:
+    """Send ``rate`` single pushes a second for ``seconds`` (open loop, spread over connections);
+    returns each request's latency (ms, from its send) and the rate achieved."""
+    total = int(rate * seconds)
+    connections = max(4, int(rate // 250))
+    latencies: list[float] = []
+    lock = threading.Lock()
+    start = time.perf_counter() + 0.2
+    payload = json.dumps({"body": body(0)}).encode()
+
+    def run(k: int) -> None:
+        api = Api(port, token)
+        mine: list[float] = []
+        for i in range(k, total, connections):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            sent = time.perf_counter()
+            api.call("POST", f"/queues/{queue_id}/messages", payload)
+            mine.append((time.perf_counter() - sent) * 1000)
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    achieved = total / (time.perf_counter() - start)
+    return latencies, achieved
+
+
+# -- pull + ack -----------------------------------------------------------------------------------
+def embedded_pull_ack(data: Path, messages: int) -> float:
+    with conveyor.connect(f"sqlite://{data}") as cv:
+        q = cv.create_queue("consume")
+        q.add_pull_consumer(batch_size=100)
+        for b in range(messages // 100):
+            q.send_batch([{"body": body(b * 100 + i)} for i in range(100)])
+        started = time.perf_counter()
+        done = 0
+        while done < messages:
+            got = q.pull(batch_size=100)
+            q.ack(acks=[m.lease_id for m in got])
+            done += len(got)
+        return done / (time.perf_counter() - started)
+
+
+def http_pull_ack(port: int, token: str, messages: int, connections: int) -> float:
+    api = Api(port, token)
+    queue_id = create_queue(api, "pulled", pull=True)
+    for b in range(messages // 100):
+        api.call("POST", f"/queues/{queue_id}/messages/batch", batch_payload(b * 100))
+    pull = json.dumps({"batch_size": 100, "visibility_timeout_ms": 60000}).encode()
+    counts = [0] * connections
+
+    def run(k: int) -> None:
+        client = Api(port, token)
+        while True:
+            got = client.call("POST", f"/queues/{queue_id}/messages/pull", pull)["messages"]
+            if not got:
+                return
+            acks = json.dumps({"acks": [{"lease_id": m["lease_id"]} for m in got]}).encode()
+            client.call("POST", f"/queues/{queue_id}/messages/ack", acks)
+            counts[k] += len(got)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(connections)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(counts) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    args = arguments(__doc__ or "")
+    quiet_logs()
+    batches = 40 if args.quick else 300
+    seconds = 2.0 if args.quick else 5.0
+    consume = 2000 if args.quick else 20000
+    with scratch_directory("http") as scratch:
+        embedded_rate = embedded_send_batch(scratch / "embedded", batches)
+        emit("embedded_send_batch_rate", embedded_rate, "msg/s", batches * 100, batch=100, body_bytes=1024)
+        embedded_consume = embedded_pull_ack(scratch / "embedded-consume", consume)
+        emit("embedded_pull_ack_rate", embedded_consume, "msg/s", consume, batch=100)
+        with server(scratch / "served") as (port, token):
+            bulk = http_bulk_push(port, token, batches, connections=4)
+            emit("http_bulk_push_rate", bulk, "msg/s", batches * 100, batch=100, body_bytes=1024, connections=4)
+            ratio("http_bulk_push_vs_embedded_send_batch", bulk, embedded_rate, batches * 100, target=0.6)
+
+            queue_id = create_queue(Api(port, token), "single")
+            latencies, achieved = fixed_rate_push(port, token, queue_id, 1000, seconds)
+            p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
+            emit("http_single_push_p50", p50, "ms", len(latencies), rate=1000, target=2.0, met=p50 <= 2.0)
+            emit("http_single_push_p99", p99, "ms", len(latencies), rate=1000, target=10.0, met=p99 <= 10.0)
+            emit("http_single_push_achieved_rate", achieved, "req/s", len(latencies), target_rate=1000)
+            best = 0.0
+            for rate in (1000, 1500, 2000, 2500, 3000, 4000):
+                latencies, achieved = fixed_rate_push(port, token, queue_id, rate, min(seconds, 3.0))
+                if achieved < 0.95 * rate or percentile(latencies, 99) > 10.0:
+                    break
+                best = achieved
+            emit("http_single_push_highest_sustained_rate", best, "req/s", 0, rule="achieved >= 95% and p99 <= 10 ms")
+
+            pulled = http_pull_ack(port, token, consume, connections=2)
+            emit("http_pull_ack_rate", pulled, "msg/s", consume, batch=100, connections=2)
+            ratio("http_pull_ack_vs_embedded", pulled, embedded_consume, consume, target=0.5)
+
+
+if __name__ == "__main__":
+    main()
