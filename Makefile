@@ -1,4 +1,5 @@
-# Two entry points: `make run` (the demo on the embedded SQLite engine) and `make test`
+# Two entry points: `make run` (`conveyor serve` on the embedded SQLite engine, with a worker for the
+# registered push consumers; it prints where to point a client) and `make test`
 # (lint, type check, the whole suite). Each bootstraps its own tools: a pinned uv in .tools/,
 # then the locked environment in .venv/.
 PYTHON ?= python3
@@ -18,7 +19,7 @@ $(VENV)/.synced: $(UV) uv.lock pyproject.toml
 	touch $@
 
 run: $(VENV)/.synced
-	$(VENV)/bin/conveyor demo
+	$(VENV)/bin/conveyor serve --worker --dev-token local
 
 lint: $(VENV)/.synced
 	$(VENV)/bin/ruff check src tests benchmarks
