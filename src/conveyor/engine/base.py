@@ -72,6 +72,12 @@ class Engine(ABC):
     def get_queue_by_id(self, queue_id: str) -> QueueInfo:
         """The queue with id ``queue_id``; ``QueueNotFound`` if there is none."""
 
+    def queue_settings(self, queue_id: str) -> QueueSettings:
+        """The queue's settings as they are now, read on every send (and by dispatchers on every
+        loop), so an engine should answer from something cheaper than a full catalog read when it
+        can; ``QueueNotFound`` if there is none."""
+        return self.get_queue_by_id(queue_id).settings
+
     @abstractmethod
     def list_queues(self) -> list[QueueInfo]:
         """Every queue, ordered by name."""

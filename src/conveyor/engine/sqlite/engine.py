@@ -5,6 +5,11 @@ queue's messages to active shard ``slot % shards``, so producer processes spread
 shards while each process keeps one write path (and one group commit) per queue. Consumers lease
 from every shard, starting at a rotating offset.
 
+Catalog snapshot: sends, leases and settles find a queue's settings and shard map in the catalog
+snapshot (``snapshot/catalog_*``, published through mmapsync after every catalog write: see
+``snapshot_store.py``), a read of shared memory, and drop their cached shard maps when its generation
+moves; they read ``catalog.db`` only when the snapshot is unusable or lacks the queue.
+
 Wake-ups: a send wakes consumers in the same process at once (a condition variable). Consumers in
 other processes notice a commit through SQLite's ``PRAGMA data_version``, read from shared memory
 every few milliseconds while they wait — a read of the WAL index, not of the disk.
@@ -26,6 +31,8 @@ from typing import BinaryIO
 from conveyor.engine.base import Clock, Engine, SystemClock
 from conveyor.engine.sqlite.catalog import Catalog
 from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
+from conveyor.engine.sqlite.snapshot import CatalogSnapshot
+from conveyor.engine.sqlite.snapshot_store import SnapshotStore
 from conveyor.engine.sqlite.storage import ensure_directory
 from conveyor.errors import QueueNotFound
 from conveyor.ids import new_id
@@ -92,22 +99,51 @@ class SQLiteEngine(Engine):
         # Every shard object this engine opened, kept across shard-map refreshes.
         self._keep: dict[str, list[Shard]] = {}
         self._leader_file: BinaryIO | None = None
+        # The snapshot generation the cached shard maps were read at (None: read from the catalog).
+        self._seen_generation: int | None = None
+        self.snapshots = SnapshotStore(self.directory / "snapshot" / "catalog", self.catalog)
+        self.snapshots.refresh()  # a process may have died between a catalog commit and its publish
 
     # -- shard map ----------------------------------------------------------------------------
-    def _refresh(self) -> None:
-        """Drop cached shard maps when any process changed the catalog."""
-        if self.catalog.changed():
-            with self._lock:
-                self._active.clear()
-                self._shards.clear()
+    def _refresh(self) -> CatalogSnapshot | None:
+        """The catalog snapshot (``None``: read the catalog); drops cached shard maps when any
+        process changed queues or shards since the last call."""
+        snapshot = self.snapshots.current()
+        if snapshot is None:
+            changed = self.catalog.changed() or self._seen_generation is not None
+            self._seen_generation = None
+        else:
+            changed = snapshot.generation != self._seen_generation
+            self._seen_generation = snapshot.generation
+        if changed:
+            self._forget_shard_maps()
+        return snapshot
+
+    def _forget_shard_maps(self) -> None:
+        with self._lock:
+            self._active.clear()
+            self._shards.clear()
+
+    def _shard_rows(self, queue_id: str, snapshot: CatalogSnapshot | None) -> Sequence[tuple[int, str]]:
+        """(shard number, state) of the queue's shards: from the snapshot, else from the catalog."""
+        entry = snapshot.queues.get(queue_id) if snapshot is not None else None
+        if entry is not None:
+            return entry.shards
+        rows = self.catalog.shards(queue_id)
+        if not rows:
+            raise QueueNotFound(f"queue {queue_id!r} does not exist")
+        if snapshot is not None:  # it lacks a queue the catalog has: it is behind
+            self.snapshots.publish()
+        return rows
 
     def _open_shards(self, queue_id: str) -> tuple[list[Shard], list[Shard]]:
-        self._refresh()
+        snapshot = self._refresh()
+        with self._lock:
+            if queue_id in self._shards:
+                return self._shards[queue_id], self._active[queue_id]
+        rows = self._shard_rows(queue_id, snapshot)
         with self._lock:
             if queue_id not in self._shards:
-                rows = self.catalog.shards(queue_id)
-                if not rows:
-                    raise QueueNotFound(f"queue {queue_id!r} does not exist")
                 known = {s.number: s for s in self._cached(queue_id)}
                 shards = [known.get(n) or Shard(self._shard_path(queue_id, n), n) for n, _ in rows]
                 self._shards[queue_id] = shards
@@ -133,9 +169,21 @@ class SQLiteEngine(Engine):
     def _by_number(self, queue_id: str) -> dict[int, Shard]:
         return {s.number: s for s in self._all(queue_id)}
 
+    def _catalog_written(self) -> None:
+        """After this engine's own commit to queues or shards: publish it to every process on the host."""
+        self.snapshots.publish()
+        self._forget_shard_maps()
+
+    def refresh_catalog_snapshot(self) -> bool:
+        """Republish the catalog snapshot if it is missing, damaged or behind the catalog (the
+        coordinator calls this every few seconds); True if it did."""
+        return self.snapshots.refresh()
+
     # -- catalog ------------------------------------------------------------------------------
     def create_queue(self, name: str, settings: QueueSettings, shards: int = 1) -> QueueInfo:
-        return self.catalog.create_queue(name, settings, shards, self.clock.now_ms())
+        info = self.catalog.create_queue(name, settings, shards, self.clock.now_ms())
+        self._catalog_written()
+        return info
 
     def get_queue(self, name: str) -> QueueInfo:
         return self.catalog.get_queue(name)
@@ -143,17 +191,29 @@ class SQLiteEngine(Engine):
     def get_queue_by_id(self, queue_id: str) -> QueueInfo:
         return self.catalog.get_queue_by_id(queue_id)
 
+    def queue_settings(self, queue_id: str) -> QueueSettings:
+        snapshot = self.snapshots.current()
+        entry = snapshot.queues.get(queue_id) if snapshot is not None else None
+        if entry is not None:
+            return entry.settings
+        settings = self.catalog.get_queue_by_id(queue_id).settings
+        if snapshot is not None:  # it lacks a queue the catalog has: it is behind
+            self.snapshots.publish()
+        return settings
+
     def list_queues(self) -> list[QueueInfo]:
         return self.catalog.list_queues()
 
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         info = self.catalog.update_queue(queue_id, settings)
+        self._catalog_written()
         self.wake(queue_id)
         return info
 
     def delete_queue(self, queue_id: str) -> None:
         shards = self._all(queue_id)
         self.catalog.delete_queue(queue_id)
+        self._catalog_written()
         with self._lock:
             self._shards.pop(queue_id, None)
             self._active.pop(queue_id, None)
@@ -182,6 +242,7 @@ class SQLiteEngine(Engine):
 
     def add_shard(self, queue_id: str) -> int:
         count = self.catalog.add_shard(queue_id, self.clock.now_ms())
+        self._catalog_written()
         log.info("queue %s now has %d shards", queue_id, count)
         return count
 
@@ -426,4 +487,5 @@ class SQLiteEngine(Engine):
             self._keep.clear()
             self._shards.clear()
             self._active.clear()
+        self.snapshots.close()
         self.catalog.close()

@@ -41,11 +41,6 @@ class QueueEntry:
     settings: QueueSettings
     shards: tuple[Shard, ...]
 
-    @property
-    def active(self) -> tuple[int, ...]:
-        """Numbers of the shards that take writes."""
-        return tuple(number for number, state in self.shards if state == "active")
-
 
 @dataclass(frozen=True, slots=True)
 class CatalogSnapshot:
