@@ -13,6 +13,8 @@ Services, each on its own interval:
   stayed above ``limits.SHARD_SPLIT_RATE`` (5,000 msg/s) over one ``SHARD_SAMPLE_SECONDS`` window,
   add a shard (up to ``limits.MAX_SHARDS``). Producer processes spread over the shards by their home
   slot, so a split pays off when several processes produce.
+- **catalog snapshot** (engines that publish one, as the SQLite engine does): republish it when it is
+  behind the catalog, say because a process died between a catalog commit and its publish.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 from conveyor import limits
 from conveyor.engine.base import Engine
@@ -28,7 +31,15 @@ from conveyor.engine.base import Engine
 log = logging.getLogger("conveyor.coordinator")
 
 RETENTION_INTERVAL = 30.0
+SNAPSHOT_CHECK_INTERVAL = 3.0
 LEADERSHIP_RETRY = 5.0
+
+
+@runtime_checkable
+class PublishesCatalogSnapshot(Protocol):
+    """An engine that shares a catalog snapshot between processes (the SQLite engine)."""
+
+    def refresh_catalog_snapshot(self) -> bool: ...
 
 
 class ShardSplitter:
@@ -59,6 +70,8 @@ class Coordinator:
             ("retention", RETENTION_INTERVAL, engine.expire),
             ("shard-split", limits.SHARD_SAMPLE_SECONDS, ShardSplitter(engine)),
         ]
+        if isinstance(engine, PublishesCatalogSnapshot):
+            self.services.append(("catalog-snapshot", SNAPSHOT_CHECK_INTERVAL, engine.refresh_catalog_snapshot))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.leader = False
