@@ -24,7 +24,8 @@ log = logging.getLogger("conveyor.consumer")
 # How long an idle dispatcher sleeps at most before looking again (a safety net: sends, retries
 # and lease expiries wake it sooner).
 IDLE_WAIT_SECONDS = 1.0
-# How often the queue's pause flag and metrics are re-read.
+# How often the queue's metrics are re-read (the pause flag is read on every loop), and how long a
+# paused dispatcher sleeps between looks at it.
 SETTINGS_REFRESH_SECONDS = 0.2
 
 
@@ -131,10 +132,10 @@ class Dispatcher:
 
     # -- leasing ------------------------------------------------------------------------------
     def _refresh(self) -> None:
+        self._paused = self.engine.queue_settings(self.queue_id).delivery_paused
         now = time.monotonic()
         if now - self._refreshed >= SETTINGS_REFRESH_SECONDS:
             self._refreshed = now
-            self._paused = self.engine.get_queue_by_id(self.queue_id).settings.delivery_paused
             self._metrics = self.engine.metrics(self.queue_id)
 
     def _lease_loop(self) -> None:
