@@ -51,7 +51,8 @@ PINS = (
 )
 SERVER = os.environ.get("CONVEYOR_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 REDIS = "redis://127.0.0.1:6379/14"
-RABBITMQ = "amqp://guest:guest@127.0.0.1:5672//"
+RABBITMQ = "amqp://guest:guest@127.0.0.1:5672//"  # kombu's spelling of the vhost "/"
+RABBITMQ_PIKA = "amqp://guest:guest@127.0.0.1:5672/%2F"  # pika's
 BATCH = 100
 THREADS = 4
 
@@ -268,7 +269,7 @@ def peer_dramatiq(broker_kind: str, count: int, concurrency: int) -> dict[str, f
     else:
         from dramatiq.brokers.rabbitmq import RabbitmqBroker  # type: ignore[import-not-found]
 
-        broker = RabbitmqBroker(url=RABBITMQ)
+        broker = RabbitmqBroker(url=RABBITMQ_PIKA)
     dramatiq.set_broker(broker)
     countdown = Countdown(count)
 
