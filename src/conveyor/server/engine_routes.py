@@ -26,7 +26,7 @@ from conveyor.errors import BatchTooLarge, InvalidMessage, InvalidRequest
 from conveyor.model import DeliveryPolicy, NewMessage, StoredMessage
 from conveyor.server import shapes
 from conveyor.server.envelope import array, mapping, ok, read_json, text, whole
-from conveyor.server.service import blocking, context
+from conveyor.server.service import Context, blocking, context
 
 # A long-poll wait holds a thread; cap both its length and how many run at once, so waiting
 # workers never starve the pool that answers everyone else.
@@ -64,11 +64,12 @@ def _new_message(item: Any, i: int) -> NewMessage:
     return NewMessage(body, kind, check.check_delay(whole(item, "delay_seconds", 0)))
 
 
-def _policy(body: dict[str, Any]) -> DeliveryPolicy:
+def _policy(body: dict[str, Any], ctx: Context) -> DeliveryPolicy:
     given = mapping(body, "policy")
     dlq = text(given, "dead_letter_queue") or None
     if dlq is not None:
-        check.check_queue_name(dlq)
+        # Dead letters land in (and may create) that queue: it must be one the token may touch.
+        ctx.principal.check_queue(check.check_queue_name(dlq))
     retries = check.check_range("max_retries", whole(given, "max_retries", limits.DEFAULT_MAX_RETRIES), 0, 100)
     return DeliveryPolicy(retries, dlq)
 
@@ -103,7 +104,7 @@ async def lease(request: Request) -> Response:
     queue = await ctx.queue(request.path_params["queue_id"])
     body = await read_json(request)
     size = check.check_range("max_messages", whole(body, "max_messages", 1), 1, limits.MAX_BATCH_SIZE, InvalidRequest)
-    leased = await blocking(ctx.client.engine.lease, queue.id, size, _visibility(body), _policy(body))
+    leased = await blocking(ctx.client.engine.lease, queue.id, size, _visibility(body), _policy(body, ctx))
     return ok({"messages": [_encoded(m) for m in leased]})
 
 
@@ -124,7 +125,7 @@ async def settle(request: Request) -> Response:
         if not isinstance(item, dict) or not isinstance(item.get("lease_id"), str):
             raise InvalidRequest("each retry must be {lease_id, delay_seconds}")
         retries.append((item["lease_id"], check.check_delay(whole(item, "delay_seconds", 0))))
-    result = await blocking(ctx.client.engine.settle, queue.id, _strings(body, "acks"), retries, _policy(body))
+    result = await blocking(ctx.client.engine.settle, queue.id, _strings(body, "acks"), retries, _policy(body, ctx))
     return ok(
         {
             "acked": result.acked,
