@@ -13,7 +13,8 @@ a queue's messages to active shard ``slot % shards``; consumers lease from every
 rotating offset. Counters are striped: each engine updates its own row of ``shard_stats``.
 
 Wake-ups: LISTEN/NOTIFY (:mod:`listener`). Leadership: a session advisory lock on a dedicated
-connection, released by PostgreSQL the moment the leader's process (or connection) dies.
+connection, released by PostgreSQL the moment the leader's process (or connection) dies; the leader
+vacuums the queue tables (:mod:`vacuum`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from conveyor.engine.postgres.database import ReadPool, connect
 from conveyor.engine.postgres.group_commit import Connection, WriteLanes
 from conveyor.engine.postgres.listener import Listener, Notifier, channel_of
 from conveyor.engine.postgres.migrate import LOCK_CLASS, migrate
+from conveyor.engine.postgres.vacuum import Vacuumer
 from conveyor.engine.sqlfile import load_queries
 from conveyor.engine.sqlite.shard import MISSING, SUPERSEDED
 from conveyor.errors import QueueExists, QueueNotFound
@@ -126,6 +128,7 @@ class PostgresEngine(Engine):
         self._lock = threading.Lock()
         self._rotation = 0
         self._leader: Connection | None = None
+        self.vacuumer = Vacuumer(url)
         self._leader_lock = threading.Lock()
 
     # -- shard map ----------------------------------------------------------------------------
@@ -467,6 +470,7 @@ class PostgresEngine(Engine):
 
         The lock is keyed by schema, so deployments sharing a database elect separately. If the
         connection is lost (the server restarted), leadership is lost with it and is contested anew.
+        The leader also runs the :class:`Vacuumer` of the deployment's queue tables.
         """
         with self._leader_lock:
             if self._leader is not None:
@@ -488,9 +492,11 @@ class PostgresEngine(Engine):
                 conn.close()
                 return False
             self._leader = conn
+            self.vacuumer.start()
             return True
 
     def release_leadership(self) -> None:
+        self.vacuumer.stop()
         with self._leader_lock:
             if self._leader is not None:
                 self._leader.close()

@@ -1,0 +1,87 @@
+"""Keeping queue tables small: the coordinator vacuums shards as their dead rows pile up.
+
+Every message leaves dead row versions behind (its lease is an update, its ack a delete). Left to
+autovacuum they are removed only after ``autovacuum_naptime`` (a minute by default), or never where
+autovacuum is off; at thousands of messages a second that is millions of dead rows, and the
+deliverable-message index scans slow down as they wade through them. So the deployment's coordinator
+(whichever engine holds leadership) runs this service: every ``VACUUM_INTERVAL_SECONDS`` it reads
+the dead-row counts of its schema's message partitions and counter table, and vacuums those past
+``VACUUM_DEAD_ROWS``, which keeps dead rows bounded by about one interval of traffic and lets new
+rows reuse the freed space, so the tables stop growing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from conveyor.engine.postgres.database import connect
+
+log = logging.getLogger("conveyor.engine.postgres")
+
+VACUUM_INTERVAL_SECONDS = 2.0
+VACUUM_DEAD_ROWS = 20_000
+# The counter rows are few but updated on every commit: vacuum them on a lower count.
+VACUUM_DEAD_COUNTER_ROWS = 2_000
+
+DEAD_ROWS = """
+SELECT relname, n_dead_tup FROM pg_stat_user_tables
+WHERE schemaname = current_schema()
+  AND ((relname LIKE 'messages\\_%%' AND n_dead_tup >= %s) OR (relname = 'shard_stats' AND n_dead_tup >= %s))
+ORDER BY n_dead_tup DESC
+"""
+
+
+class Vacuumer:
+    """A thread that vacuums the queue tables of one schema while this engine leads."""
+
+    def __init__(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.vacuums = 0
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="conveyor-vacuum", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        while not self._stop.wait(VACUUM_INTERVAL_SECONDS):
+            try:
+                if conn is None:
+                    conn = connect(self._conninfo, autocommit=True)
+                self.vacuum_once(conn)
+            except psycopg.Error as exc:
+                log.warning("vacuuming queue tables failed (%s); trying again later", exc)
+                if conn is not None:
+                    conn.close()
+                conn = None
+        if conn is not None:
+            conn.close()
+
+    def vacuum_once(self, conn: psycopg.Connection[tuple[Any, ...]]) -> list[str]:
+        """Vacuum every table past its dead-row threshold; returns their names."""
+        rows = conn.execute(DEAD_ROWS, (VACUUM_DEAD_ROWS, VACUUM_DEAD_COUNTER_ROWS)).fetchall()
+        done = []
+        for table, dead in rows:
+            if self._stop.is_set():
+                break
+            # SKIP_LOCKED: a shard being dropped (its queue deleted) is skipped, not waited for.
+            conn.execute(sql.SQL("VACUUM (SKIP_LOCKED) {}").format(sql.Identifier(table)))
+            log.debug("vacuumed %s (%d dead rows)", table, dead)
+            self.vacuums += 1
+            done.append(str(table))
+        return done
