@@ -130,11 +130,11 @@ def shard_of_messages(client: conveyor.Conveyor, q: conveyor.Queue, data_dir: Pa
         return {mid: n for mid, n in rows}
     out: dict[str, int] = {}
     for n in range(q.info().shards):
-        db = sqlite3.connect(data_dir / "shards" / f"{q.id}.{n}.db")
+        shard = sqlite3.connect(data_dir / "shards" / f"{q.id}.{n}.db")
         try:
-            out.update((mid, n) for (mid,) in db.execute("SELECT id FROM messages"))
+            out.update((mid, n) for (mid,) in shard.execute("SELECT id FROM messages"))
         finally:
-            db.close()
+            shard.close()
     return out
 
 

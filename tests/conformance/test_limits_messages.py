@@ -41,7 +41,7 @@ def test_message_size_counts_encoded_bytes(queue: conveyor.Queue, body: Any, con
 
 
 def test_oversized_message_in_a_batch_refuses_the_whole_batch(queue: conveyor.Queue) -> None:
-    batch = [{"body": "ok"}, {"body": b"\x00" * 128_001, "content_type": "bytes"}]
+    batch: list[dict[str, object]] = [{"body": "ok"}, {"body": b"\x00" * 128_001, "content_type": "bytes"}]
     text = refused(queue, conveyor.MessageTooLarge, 10204, lambda: queue.send_batch(batch))
     assert "128001" in text
 

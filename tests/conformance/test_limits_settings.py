@@ -80,7 +80,7 @@ def test_pull_consumer_defaults_match_cloudflare(queue: conveyor.Queue) -> None:
 )
 def test_pull_consumer_setting_out_of_range_is_refused(queue: conveyor.Queue, setting: str, value: int) -> None:
     with pytest.raises(SETTING) as excinfo:
-        queue.add_pull_consumer(**{setting: value})
+        queue.add_pull_consumer(**{setting: value})  # type: ignore[arg-type]
     assert_setting_refused(excinfo, setting, value)
     assert queue.consumer() is None
 
@@ -150,7 +150,7 @@ def test_push_consumer_setting_out_of_range_is_refused(
 ) -> None:
     app = conveyor.App(conveyor_client)
     with pytest.raises(SETTING) as excinfo:
-        app.consumer("q", **{setting: value})(handler)
+        app.consumer("q", **{setting: value})(handler)  # type: ignore[arg-type]
     assert_setting_refused(excinfo, named, value)
     assert app.specs == [] and queue.consumer() is None
 

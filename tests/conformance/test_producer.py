@@ -67,7 +67,7 @@ def test_body_the_content_type_cannot_hold_is_refused(
 
 
 def test_bad_message_in_a_batch_refuses_the_whole_batch(queue: conveyor.Queue) -> None:
-    batch = [{"body": "ok", "content_type": "text"}, {"body": 5, "content_type": "text"}]
+    batch: list[dict[str, object]] = [{"body": "ok", "content_type": "text"}, {"body": 5, "content_type": "text"}]
     refused(queue, conveyor.InvalidMessage, 10203, lambda: queue.send_batch(batch))
 
 

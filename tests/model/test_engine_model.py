@@ -242,7 +242,8 @@ def model_test(engine_name: str, max_examples: int) -> type:
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],
     )
-    return budget(machine).TestCase  # type: ignore[no-any-return]
+    test_case: type = budget(machine).TestCase  # type: ignore[attr-defined]
+    return test_case
 
 
 TestSQLiteEngineAgainstModel = model_test("sqlite", max_examples=300)
