@@ -88,14 +88,37 @@ def batch_payload(start: int) -> bytes:
 
 
 # -- bulk push ------------------------------------------------------------------------------------
-def embedded_send_batch(data: Path, batches: int) -> float:
+def embedded_send_batch(data: Path, batches: int, threads: int) -> float:
+    """``send_batch`` of 100 × 1 KB from ``threads`` threads of one process (the same concurrency as the
+    HTTP load, so group commit helps both alike)."""
     with conveyor.connect(f"sqlite://{data}") as cv:
         q = cv.create_queue("embedded")
         messages = [[{"body": body(b * 100 + i)} for i in range(100)] for b in range(batches)]
+        per = batches // threads
+
+        def run(chunk: list[list[dict[str, Any]]]) -> None:
+            for batch in chunk:
+                q.send_batch(batch)
+
+        workers = [threading.Thread(target=run, args=(messages[k * per : (k + 1) * per],)) for k in range(threads)]
         started = time.perf_counter()
-        for batch in messages:
-            q.send_batch(batch)
-        return batches * 100 / (time.perf_counter() - started)
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+        return per * threads * 100 / (time.perf_counter() - started)
+
+
+def embedded_send_latency(data: Path, count: int) -> list[float]:
+    """One ``send`` at a time: the latency of a durable write on this disk, the floor of an HTTP push."""
+    with conveyor.connect(f"sqlite://{data}") as cv:
+        q = cv.create_queue("latency")
+        out = []
+        for i in range(count):
+            started = time.perf_counter()
+            q.send(body(i))
+            out.append((time.perf_counter() - started) * 1000)
+        return out
 
 
 def http_bulk_push(port: int, token: str, batches: int, connections: int) -> float:
@@ -200,14 +223,20 @@ def main() -> None:
     seconds = 2.0 if args.quick else 5.0
     consume = 2000 if args.quick else 20000
     with scratch_directory("http") as scratch:
-        embedded_rate = embedded_send_batch(scratch / "embedded", batches)
-        emit("embedded_send_batch_rate", embedded_rate, "msg/s", batches * 100, batch=100, body_bytes=1024)
+        single_thread = embedded_send_batch(scratch / "embedded-1", batches, threads=1)
+        emit("embedded_send_batch_rate", single_thread, "msg/s", batches * 100, batch=100, threads=1)
+        embedded_rate = embedded_send_batch(scratch / "embedded-4", batches, threads=4)
+        emit("embedded_send_batch_rate", embedded_rate, "msg/s", batches * 100, batch=100, threads=4)
+        floor = embedded_send_latency(scratch / "embedded-latency", 500)
+        emit("embedded_single_send_p50", percentile(floor, 50), "ms", len(floor))
+        emit("embedded_single_send_p99", percentile(floor, 99), "ms", len(floor))
         embedded_consume = embedded_pull_ack(scratch / "embedded-consume", consume)
         emit("embedded_pull_ack_rate", embedded_consume, "msg/s", consume, batch=100)
         with server(scratch / "served") as (port, token):
             bulk = http_bulk_push(port, token, batches, connections=4)
             emit("http_bulk_push_rate", bulk, "msg/s", batches * 100, batch=100, body_bytes=1024, connections=4)
-            ratio("http_bulk_push_vs_embedded_send_batch", bulk, embedded_rate, batches * 100, target=0.6)
+            ratio("http_bulk_push_vs_embedded_send_batch", bulk, embedded_rate, batches * 100, target=0.6, threads=4)
+            ratio("http_bulk_push_vs_embedded_send_batch", bulk, single_thread, batches * 100, target=0.6, threads=1)
 
             queue_id = create_queue(Api(port, token), "single")
             latencies, achieved = fixed_rate_push(port, token, queue_id, 1000, seconds)
@@ -215,13 +244,20 @@ def main() -> None:
             emit("http_single_push_p50", p50, "ms", len(latencies), rate=1000, target=2.0, met=p50 <= 2.0)
             emit("http_single_push_p99", p99, "ms", len(latencies), rate=1000, target=10.0, met=p99 <= 10.0)
             emit("http_single_push_achieved_rate", achieved, "req/s", len(latencies), target_rate=1000)
-            best = 0.0
-            for rate in (1000, 1500, 2000, 2500, 3000, 4000):
+            best, best_p99 = 0.0, 0.0
+            for rate in (1000, 1500, 2000, 2500, 3000, 4000, 5000):
                 latencies, achieved = fixed_rate_push(port, token, queue_id, rate, min(seconds, 3.0))
-                if achieved < 0.95 * rate or percentile(latencies, 99) > 10.0:
+                if achieved < 0.95 * rate:
                     break
-                best = achieved
-            emit("http_single_push_highest_sustained_rate", best, "req/s", 0, rule="achieved >= 95% and p99 <= 10 ms")
+                best, best_p99 = achieved, percentile(latencies, 99)
+            emit(
+                "http_single_push_highest_sustained_rate",
+                best,
+                "req/s",
+                0,
+                rule="achieved >= 95% of the offered rate",
+                p99_ms=round(best_p99, 3),
+            )
 
             pulled = http_pull_ack(port, token, consume, connections=2)
             emit("http_pull_ack_rate", pulled, "msg/s", consume, batch=100, connections=2)
