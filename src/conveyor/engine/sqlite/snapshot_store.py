@@ -16,7 +16,7 @@ dies between commit and publish leaves the snapshot behind the catalog; :meth:`S
 Failures fall back to the catalog, never to wrong answers: when the snapshot cannot be read or
 published (missing, damaged, no reader slot left, no C compiler for mmapsync) :meth:`~SnapshotStore.current`
 returns ``None`` and the engine reads ``catalog.db``; the store logs the first failure of each kind and
-rebuilds the snapshot, at once and then every ``REPAIR_RETRY_SECONDS``. A state file too damaged to
+rebuilds the snapshot, at once and then every ``REPAIR_RETRY_SECONDS`` while that fails. A state file too damaged to
 open is replaced under an exclusive lock on ``catalog.lock``; publishers take it shared, and every
 process checks about once a second that the files it mapped are still the ones at the path, so none
 keeps reading a replaced (orphaned) file.
@@ -108,6 +108,13 @@ class SnapshotStore:
         """The published snapshot, or ``None`` when it is unusable (read the catalog instead)."""
         if time.monotonic() >= self._check_at:
             self._check()
+        snapshot = self._read()
+        if snapshot is None and self._check_at == 0.0:  # a new kind of failure: rebuild at once
+            self._check()
+            snapshot = self._read()
+        return snapshot
+
+    def _read(self) -> CatalogSnapshot | None:
         reader = self._reader
         if reader is None:
             return None
