@@ -156,3 +156,15 @@ def test_delayed_messages_count_in_the_backlog(queue: conveyor.Queue, clock: Fak
     queue.send("later", content_type="text", delay_seconds=3600)
     assert queue.metrics() == conveyor.Metrics(1, 5, clock.now_ms())
     assert bodies(queue) == ["later"]
+
+
+def test_send_applies_the_queue_delay_as_it_is_now_not_as_the_handle_saw_it(
+    conveyor_client: conveyor.Conveyor, second_client: conveyor.Conveyor, clock: FakeClock
+) -> None:
+    q = conveyor_client.create_queue("q")
+    q.add_pull_consumer()
+    q.send("before")
+    second_client.queue("q").update(delivery_delay=15)  # another process changes the setting
+    q.send("after")
+    q.send_batch([{"body": "after-batch"}])
+    assert release_schedule(q, clock, [0, 15]) == {"before": 0, "after": 15, "after-batch": 15}
