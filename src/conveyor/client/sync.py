@@ -176,6 +176,9 @@ class Queue:
     def redrive(self, to: str) -> int:
         """Move every message of this (dead letter) queue to queue ``to``; returns the count."""
         target = self._client.queue(to)
+        if target.id == self.id:
+            # The engines move rows oldest-first until none are left: into itself, that never ends.
+            raise InvalidRequest(f"cannot redrive queue {self.name!r} into itself")
         return self._engine.redrive(self.id, target.id)
 
     def delete(self) -> None:
