@@ -55,3 +55,11 @@ def test_redrive_moves_large_backlogs_completely(conveyor_client: conveyor.Conve
     assert dlq.redrive(to="q") == 1_200
     assert backlog(dlq) == (0, 0)
     assert backlog(queue)[0] == 1_200
+
+
+def test_redrive_into_the_same_queue_is_refused_and_moves_nothing(conveyor_client: conveyor.Conveyor) -> None:
+    dlq = conveyor_client.create_queue("q-dlq")
+    dlq.send("dead")
+    with pytest.raises(conveyor.InvalidRequest, match="into itself"):
+        dlq.redrive(to="q-dlq")
+    assert backlog(dlq) == (1, 6)
