@@ -153,6 +153,11 @@ class AccountEngine(Engine):
         return self._queue(info)
 
     @_unqualified_errors
+    def queue_settings(self, queue_id: str) -> QueueSettings:
+        # The inner engine's (SQLite: the shared-memory snapshot), not the default's catalog read.
+        return self.inner.queue_settings(self._own(queue_id))
+
+    @_unqualified_errors
     def list_queues(self) -> list[QueueInfo]:
         return [self._queue(q) for q in self.inner.list_queues() if self._mine(q.queue_name)]
 
