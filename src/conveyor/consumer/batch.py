@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from conveyor.client.validation import check_delay
 from conveyor.model import Metrics
 
 log = logging.getLogger("conveyor.consumer")
@@ -50,7 +51,12 @@ class Message:
         self._decide(ACK, None, "ack()")
 
     def retry(self, delay_seconds: int | None = None) -> None:
-        """Deliver the message again, after ``delay_seconds`` (default: the consumer's retry_delay)."""
+        """Deliver the message again, after ``delay_seconds`` (default: the consumer's retry_delay).
+
+        A delay outside 0 ..= 86,400 raises ``InvalidMessage`` (10203) and decides nothing.
+        """
+        if delay_seconds is not None:
+            check_delay(delay_seconds)
         self._decide(RETRY, delay_seconds, "retry()")
 
     def _decide(self, decision: str, delay: int | None, call: str) -> bool:
@@ -83,7 +89,9 @@ class MessageBatch:
         self._all(ACK, None, "ack_all()")
 
     def retry_all(self, delay_seconds: int | None = None) -> None:
-        """Retry every message not already marked."""
+        """Retry every message not already marked (a bad ``delay_seconds`` raises, as for ``retry``)."""
+        if delay_seconds is not None:
+            check_delay(delay_seconds)
         self._all(RETRY, delay_seconds, "retry_all()")
 
     def _all(self, decision: str, delay: int | None, call: str) -> None:
