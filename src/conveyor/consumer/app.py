@@ -16,7 +16,7 @@ from conveyor.client import validation as check
 from conveyor.client.sync import Conveyor
 from conveyor.consumer.dispatcher import ConsumerSpec, Dispatcher
 from conveyor.consumer.runner import HandlerRunner
-from conveyor.errors import ConsumerExists
+from conveyor.errors import ConsumerExists, InvalidRequest
 from conveyor.model import ConsumerSettings
 
 log = logging.getLogger("conveyor.worker")
@@ -66,6 +66,9 @@ class App:
         check.check_queue_name(queue)
         if dead_letter_queue is not None:
             check.check_queue_name(dead_letter_queue)
+            if dead_letter_queue == queue:
+                # Dead-lettering into the queue itself would redeliver forever with attempts reset.
+                raise InvalidRequest(f"queue {queue!r} cannot be its own dead letter queue")
         if not isinstance(max_batch_timeout, int | float) or not 0 <= max_batch_timeout <= limits.MAX_BATCH_TIMEOUT:
             check.check_range("max_batch_timeout", max_batch_timeout, 0, int(limits.MAX_BATCH_TIMEOUT))
         settings = check.check_consumer_settings(
