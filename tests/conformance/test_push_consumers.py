@@ -291,3 +291,31 @@ def test_paused_queue_gets_no_push_delivery_until_resumed(
     finally:
         app.stop(grace=5)
     assert seen.attempts == {"held": [1]}
+
+
+def test_push_consumer_cannot_be_its_own_dead_letter_queue(conveyor_client: conveyor.Conveyor) -> None:
+    app = conveyor.App(conveyor_client)
+    with pytest.raises(conveyor.InvalidRequest, match="its own dead letter queue"):
+        app.consumer("q", dead_letter_queue="q")(Deliveries().record)
+    assert app.specs == []
+
+
+def test_handler_retry_delay_out_of_range_is_refused_with_10203(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue
+) -> None:
+    queue.send_batch([{"body": 1}, {"body": 2}])
+    codes: list[int] = []
+    seen = Deliveries()
+
+    def handler(batch: conveyor.MessageBatch) -> None:
+        seen.record(batch)
+        for call in (lambda: batch.messages[0].retry(delay_seconds=86_401), lambda: batch.retry_all(delay_seconds=-1)):
+            try:
+                call()
+            except conveyor.InvalidMessage as error:
+                codes.append(error.code)
+
+    consume(conveyor_client, "q", handler, max_batch_size=2)
+    assert codes == [10203, 10203]
+    # Refused calls decide nothing: the handler returned, so both messages were acked.
+    assert seen.redelivered() == set() and queue.counters().acked == 2

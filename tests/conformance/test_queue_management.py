@@ -226,3 +226,15 @@ def test_peek_shows_leased_and_delayed_messages(pull_queue: conveyor.Queue, cloc
     pull_queue.pull()
     pull_queue.send("delayed", delay_seconds=60)
     assert sorted(bodies(pull_queue)) == ["delayed", "leased"]
+
+
+def test_send_to_a_queue_deleted_by_another_connection_is_refused(
+    conveyor_client: conveyor.Conveyor, second_client: conveyor.Conveyor
+) -> None:
+    q = conveyor_client.create_queue("q")
+    q.send("before")
+    second_client.delete_queue("q")
+    with pytest.raises(conveyor.QueueNotFound):
+        q.send("after")
+    assert conveyor_client.list_queues() == []
+    assert conveyor_client.create_queue("q").metrics() == conveyor.Metrics(0, 0, 0)
