@@ -14,12 +14,12 @@ dies between commit and publish leaves the snapshot behind the catalog; :meth:`S
 (on engine open, and every few seconds from the coordinator) republishes it.
 
 Failures fall back to the catalog, never to wrong answers: when the snapshot cannot be read or
-published (missing, damaged, no reader slot left, no C compiler for mmapsync) :meth:`~SnapshotStore.current`
-returns ``None`` and the engine reads ``catalog.db``; the store logs the first failure of each kind and
-rebuilds the snapshot, at once and then every ``REPAIR_RETRY_SECONDS`` while that fails. A state file too damaged to
-open is replaced under an exclusive lock on ``catalog.lock``; publishers take it shared, and every
-process checks about once a second that the files it mapped are still the ones at the path, so none
-keeps reading a replaced (orphaned) file.
+published (missing, damaged, no reader slot left, no C compiler for mmapsync),
+:meth:`~SnapshotStore.current` returns ``None`` and the engine reads ``catalog.db``; the store logs the
+first failure of each kind and rebuilds the snapshot, at once and then every ``REPAIR_RETRY_SECONDS``
+while that fails. A state file too damaged to open is replaced under an exclusive lock on
+``catalog.lock``; publishers take it shared, and every process checks about once a second that the
+files it mapped are still the ones at the path, so none keeps reading a replaced (orphaned) file.
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ class SnapshotStore:
 
     >>> store = SnapshotStore(Path("/var/lib/conveyor/snapshot/catalog"), catalog)
     >>> store.publish()
+    True
     >>> store.current().queues["QUEUE_ID"].settings.delivery_delay
     0
     """
