@@ -184,3 +184,12 @@ def test_push_consumer_queue_refuses_pulls(conveyor_client: conveyor.Conveyor, q
     queue.send("a")
     with pytest.raises(conveyor.InvalidRequest, match="no http_pull consumer"):
         queue.pull()
+
+
+def test_dead_letter_keeps_body_and_content_type(conveyor_client: conveyor.Conveyor, queue: conveyor.Queue) -> None:
+    queue.add_pull_consumer(max_retries=0, dead_letter_queue="q-dlq")
+    queue.send_batch([{"body": b"\x01\x02", "content_type": "bytes"}, {"body": "é", "content_type": "text"}])
+    queue.ack(retries=[(m.lease_id, 0) for m in queue.pull()])
+    dead = conveyor_client.queue("q-dlq").peek()
+    assert sorted((m.body, m.content_type) for m in dead if m.content_type == "bytes") == [(b"\x01\x02", "bytes")]
+    assert [(m.body, m.content_type) for m in dead if m.content_type == "text"] == [("é", "text")]

@@ -38,7 +38,7 @@ def test_message_and_batch_carry_cloudflare_fields(
     assert limits.ID_PATTERN.match(m.id)
     assert (m.body, m.content_type, m.attempts) == ("hi", "text", 1)
     assert m.timestamp.timestamp() * 1000 == pytest.approx(sent_at)
-    assert isinstance(batch.metadata.metrics, conveyor.Metrics)
+    assert batch.metadata.metrics.backlog_count == 1  # the message is in the backlog until acked
 
 
 def test_handler_exception_retries_all_but_explicit_acks(
@@ -319,3 +319,26 @@ def test_handler_retry_delay_out_of_range_is_refused_with_10203(
     assert codes == [10203, 10203]
     # Refused calls decide nothing: the handler returned, so both messages were acked.
     assert seen.redelivered() == set() and queue.counters().acked == 2
+
+
+def test_push_handler_gets_bodies_decoded_by_content_type(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue
+) -> None:
+    queue.send_batch(
+        [
+            {"body": {"j": [1]}},
+            {"body": "t", "content_type": "text"},
+            {"body": b"\x00b", "content_type": "bytes"},
+        ]
+    )
+    got: list[tuple[object, str]] = []
+    consume(conveyor_client, "q", lambda b: got.extend((m.body, m.content_type) for m in b.messages))
+    assert sorted(got, key=repr) == sorted([({"j": [1]}, "json"), ("t", "text"), (b"\x00b", "bytes")], key=repr)
+
+
+def test_consumer_of_a_missing_queue_fails_to_start(conveyor_client: conveyor.Conveyor) -> None:
+    app = conveyor.App(conveyor_client)
+    app.consumer("missing")(Deliveries().record)
+    with pytest.raises(conveyor.QueueNotFound):
+        app.start()
+    assert conveyor_client.list_queues() == []
