@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import psycopg
@@ -49,3 +50,15 @@ def test_a_database_with_a_newer_schema_is_refused_and_left_alone(pg_url: str) -
     with pytest.raises(conveyor.CorruptStorage, match="schema version 9999"):
         conveyor.connect(pg_url)
     assert applied_versions(pg_url)[-1] == 9999
+
+
+def test_the_migrate_command_applies_pending_migrations_then_reports_none(pg_url: str) -> None:
+    from click.testing import CliRunner
+
+    from conveyor.cli.main import cli
+
+    first = CliRunner().invoke(cli, ["--url", pg_url, "migrate", "--json"])
+    again = CliRunner().invoke(cli, ["--url", pg_url, "migrate"])
+    assert first.exit_code == 0 and again.exit_code == 0, first.output + again.output
+    assert json.loads(first.output) == {"applied": [v for v, _ in available()]}
+    assert "up to date" in again.output
