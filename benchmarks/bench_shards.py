@@ -62,9 +62,10 @@ def produce(url: str, queue: str, workload: str, count: int) -> None:
         run = WORKLOADS[workload](q, count)
         print("ready", flush=True)
         sys.stdin.readline()
-        started = time.time()
+        started, cpu = time.time(), time.process_time()
         run()
-        print(json.dumps({"start": started, "end": time.time()}), flush=True)
+        ended, cpu = time.time(), time.process_time() - cpu
+        print(json.dumps({"start": started, "end": ended, "cpu": cpu}), flush=True)
 
 
 def shard_rows(directory: Path) -> list[int]:
@@ -76,12 +77,15 @@ def shard_rows(directory: Path) -> list[int]:
     return counts
 
 
-def throughput(workload: str, shards: int, producers: int, per_producer: int) -> tuple[float, list[int]]:
+def throughput(workload: str, shards: int, producers: int, per_producer: int) -> tuple[float, dict[str, Any]]:
+    """Seconds from the first producer's start to the last one's end, and what each producer saw."""
     with scratch_directory(f"shards-{workload}") as directory:
         return measure(directory, workload, shards, producers, per_producer)
 
 
-def measure(directory: Path, workload: str, shards: int, producers: int, per_producer: int) -> tuple[float, list[int]]:
+def measure(
+    directory: Path, workload: str, shards: int, producers: int, per_producer: int
+) -> tuple[float, dict[str, Any]]:
     url = f"sqlite://{directory}"
     with conveyor.connect(url) as cv:
         cv.create_queue("shards", shards=shards)
@@ -104,18 +108,54 @@ def measure(directory: Path, workload: str, shards: int, producers: int, per_pro
             raise RuntimeError("a producer process failed")
         spans.append(json.loads(out))
     seconds = max(s["end"] for s in spans) - min(s["start"] for s in spans)
-    return producers * per_producer / seconds, shard_rows(directory)
+    # CPU seconds per wall second of each producer: near 1.0 means it was CPU-bound (one core each).
+    cpu_share = [round(s["cpu"] / (s["end"] - s["start"]), 2) for s in spans]
+    return seconds, {"shard_rows": shard_rows(directory), "producer_cpu_share": cpu_share}
 
 
-def compare(workload: str, per_producer: int, **params: Any) -> None:
-    one, rows = throughput(workload, shards=1, producers=1, per_producer=per_producer)
-    emit(f"{workload}_one_producer_one_shard_throughput", one, "msg/s", per_producer, shard_rows=rows, **params)
-    two, rows = throughput(workload, shards=2, producers=2, per_producer=per_producer)
-    emit(f"{workload}_two_producers_two_shards_throughput", two, "msg/s", 2 * per_producer, shard_rows=rows, **params)
-    shared, rows = throughput(workload, shards=1, producers=2, per_producer=per_producer)
-    emit(f"{workload}_two_producers_one_shard_throughput", shared, "msg/s", 2 * per_producer, shard_rows=rows, **params)
-    ratio(f"{workload}_two_shards_vs_one_shard", two, one, 2 * per_producer, target=1.5, **params)
-    ratio(f"{workload}_two_shards_vs_two_producers_on_one_shard", two, shared, 2 * per_producer, **params)
+# (name, shards, producer processes)
+SETUPS = (
+    ("one_producer_one_shard", 1, 1),
+    ("two_producers_two_shards", 2, 2),
+    ("two_producers_one_shard", 1, 2),
+)
+
+
+def compare(workload: str, per_producer: int, rounds: int, **params: Any) -> None:
+    """Every setup once per round, in a rotating order, so that all of them meet the same disk and load."""
+    seconds = {name: 0.0 for name, _, _ in SETUPS}
+    seen: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in SETUPS}
+    for r in range(rounds):
+        for name, shards, producers in SETUPS[r % len(SETUPS) :] + SETUPS[: r % len(SETUPS)]:
+            spent, info = throughput(workload, shards, producers, per_producer)
+            seconds[name] += spent
+            seen[name].append(info)
+    rates = {}
+    for name, _, producers in SETUPS:
+        n = rounds * producers * per_producer
+        rates[name] = n / seconds[name]
+        cpu = [info["producer_cpu_share"] for info in seen[name]]
+        rows = seen[name][-1]["shard_rows"]
+        emit(
+            f"{workload}_{name}_throughput", rates[name], "msg/s", n, producer_cpu_share=cpu, shard_rows=rows, **params
+        )
+    n = rounds * 2 * per_producer
+    params["rounds"] = rounds
+    ratio(
+        f"{workload}_two_shards_vs_one_shard",
+        rates["two_producers_two_shards"],
+        rates["one_producer_one_shard"],
+        n,
+        target=1.5,
+        **params,
+    )
+    ratio(
+        f"{workload}_two_shards_vs_two_producers_on_one_shard",
+        rates["two_producers_two_shards"],
+        rates["two_producers_one_shard"],
+        n,
+        **params,
+    )
 
 
 def main() -> None:
@@ -123,8 +163,9 @@ def main() -> None:
         produce(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
         return
     args = arguments(__doc__ or "")
-    compare("single", 1_600 if args.quick else 16_000, threads_per_producer=THREADS)
-    compare("batch", 5_000 if args.quick else 40_000, batch=BATCH)
+    rounds = 1 if args.quick else 3
+    compare("single", 1_600 if args.quick else 8_000, rounds, threads_per_producer=THREADS)
+    compare("batch", 5_000 if args.quick else 20_000, rounds, batch=BATCH)
 
 
 if __name__ == "__main__":
