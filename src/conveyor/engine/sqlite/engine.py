@@ -143,13 +143,20 @@ class SQLiteEngine(Engine):
                 return self._shards[queue_id], self._active[queue_id]
         rows = self._shard_rows(queue_id, snapshot)
         with self._lock:
-            if queue_id not in self._shards:
-                known = {s.number: s for s in self._cached(queue_id)}
-                shards = [known.get(n) or Shard(self._shard_path(queue_id, n), n) for n, _ in rows]
-                self._shards[queue_id] = shards
-                self._active[queue_id] = [s for s, (_, state) in zip(shards, rows, strict=True) if state == "active"]
-                self._keep[queue_id] = shards
-            return self._shards[queue_id], self._active[queue_id]
+            if queue_id in self._shards:
+                return self._shards[queue_id], self._active[queue_id]
+            known = {s.number: s for s in self._cached(queue_id)}
+            for number, _ in rows:
+                if number not in known:
+                    known[number] = Shard(self._shard_path(queue_id, number), number)
+            self._keep[queue_id] = list(known.values())
+            shards = [known[number] for number, _ in rows]
+            active = [s for s, (_, state) in zip(shards, rows, strict=True) if state == "active"]
+            # Another thread may have seen a newer generation (and dropped the maps) since this one
+            # read its snapshot: then these rows serve this call only.
+            if snapshot is None or snapshot.generation == self._seen_generation:
+                self._shards[queue_id], self._active[queue_id] = shards, active
+            return shards, active
 
     def _cached(self, queue_id: str) -> list[Shard]:
         return self._keep.get(queue_id, [])
