@@ -381,22 +381,46 @@ def report(system: str, result: dict[str, float], count: int, **params: Any) -> 
     return count / (enqueue + consume)
 
 
+def wal_position() -> int:
+    """The server's WAL insert position in bytes (``pg_current_wal_lsn``)."""
+    import psycopg
+
+    with psycopg.connect(SERVER) as conn:
+        row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+    return int(row[0]) if row else 0
+
+
 def limits(count: int, threads: int) -> None:
+    """Send and consume, raw and through Conveyor; throughput and WAL written per message.
+
+    WAL bytes are read off the whole server, so other sessions' writes meanwhile count too: a
+    ceiling, good to a few percent on a quiet server.
+    """
+    wal: dict[str, float] = {}
+
+    def timed(name: str, fn: Callable[[], float]) -> float:
+        before = wal_position()
+        seconds = fn()
+        wal[name] = (wal_position() - before) / count
+        return count / seconds
+
     with scratch_schema("raw") as url:
-        raw_in = count / raw_send(url, count, threads)
-        raw_out = count / raw_consume(url, count, threads, lease=True)
+        raw_in = timed("raw_insert", lambda: raw_send(url, count, threads))
+        raw_out = timed("raw_lease_then_delete", lambda: raw_consume(url, count, threads, lease=True))
     with scratch_schema("raw") as url:
         raw_send(url, count, threads)
         raw_take = count / raw_consume(url, count, threads, lease=False)
     with scratch_schema("conveyor") as url:
-        ours_in = count / conveyor_send(url, count, threads)
-        ours_out = count / conveyor_consume(url, count, threads)
+        ours_in = timed("conveyor_send_batch", lambda: conveyor_send(url, count, threads))
+        ours_out = timed("conveyor_consume", lambda: conveyor_consume(url, count, threads))
     params = {"threads": threads, "batch": BATCH, "body_bytes": 1024}
     emit("pg_raw_insert_throughput", raw_in, "msg/s", count, **params)
     emit("pg_raw_lease_then_delete_throughput", raw_out, "msg/s", count, **params)
     emit("pg_raw_delete_returning_throughput", raw_take, "msg/s", count, lease=False, **params)
     emit("pg_conveyor_send_batch_throughput", ours_in, "msg/s", count, **params)
     emit("pg_conveyor_consume_throughput", ours_out, "msg/s", count, **params)
+    for name, per_message in wal.items():
+        emit(f"pg_{name}_wal_bytes_per_message", per_message, "bytes", count, **params)
     ratio("pg_send_batch_vs_raw_insert", ours_in, raw_in, count, target=0.7, **params)
     ratio("pg_consume_vs_raw_lease_then_delete", ours_out, raw_out, count, target=0.5, **params)
     ratio("pg_consume_vs_raw_delete_returning", ours_out, raw_take, count, **params)
