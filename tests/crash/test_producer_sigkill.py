@@ -54,6 +54,8 @@ def run_until_killed(data_dir: Path, first_batch: int, rng: random.Random, log: 
     try:
         assert first_line.wait(timeout=30), f"the producer sent nothing; see {log}"
         time.sleep(rng.uniform(*LIFETIME_SECONDS))
+        # A producer that died by itself must not pass for one the test killed.
+        assert process.poll() is None, f"the producer exited by itself ({process.returncode}); see {log}"
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()

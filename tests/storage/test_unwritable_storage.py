@@ -47,6 +47,16 @@ def test_data_directory_below_a_regular_file_is_refused(tmp_path: Path) -> None:
     assert blocker.read_text() == "a regular file where a directory should be"
 
 
+def test_directory_where_the_catalog_file_should_be_is_refused(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    (data_dir / "catalog.db").mkdir(parents=True)
+
+    with pytest.raises(conveyor.StorageError, match="unable to open database file") as raised:
+        conveyor.connect(f"sqlite://{data_dir}")
+    assert str(data_dir / "catalog.db") in str(raised.value)
+    assert list((data_dir / "catalog.db").iterdir()) == []
+
+
 def test_data_directory_in_a_read_only_parent_is_refused(tmp_path: Path) -> None:
     parent = tmp_path / "read-only"
     parent.mkdir(mode=0o500)
