@@ -24,6 +24,7 @@ class ServeProcess:
     token: str
     account_id: str
     process: subprocess.Popen[bytes]
+    data: Path
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
@@ -65,7 +66,7 @@ def serve_process(data: Path, account: str = "acc1", *args: str) -> Iterator[Ser
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"conveyor serve did not start: {Path(log.name).read_text()}") from None
                 time.sleep(0.05)
-        yield ServeProcess(url, token, account, process)
+        yield ServeProcess(url, token, account, process, data)
     finally:
         process.terminate()
         try:

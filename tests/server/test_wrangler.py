@@ -44,6 +44,8 @@ def proc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
 
 
 def run(wrangler: Path, proc: ServeProcess, *args: str) -> str:
+    # wrangler keeps state in ./.wrangler: run it beside the server's data, not in the checkout.
+    cwd = proc.data.parent
     env = {
         **os.environ,
         "CLOUDFLARE_API_BASE_URL": proc.url + "/client/v4",
@@ -53,7 +55,13 @@ def run(wrangler: Path, proc: ServeProcess, *args: str) -> str:
         "CI": "true",
     }
     done = subprocess.run(
-        [str(wrangler), "queues", *args], env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+        [str(wrangler), "queues", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout

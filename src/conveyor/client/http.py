@@ -297,9 +297,7 @@ class RemoteEngine(Engine):
         self._result("POST", f"{self._cv}/{queue_id}/release", {"lease_ids": list(lease_ids)})
 
     def purge(self, queue_id: str) -> int:
-        before = self.metrics(queue_id).backlog_count
-        self._result("POST", f"{self._cf}/{queue_id}/purge", {"delete_messages_permanently": True})
-        return before
+        return int(self._result("POST", f"{self._cv}/{queue_id}/purge")["purged"])
 
     def peek(self, queue_id: str, max_messages: int) -> list[StoredMessage]:
         raw = self._result("POST", f"{self._cf}/{queue_id}/messages/peek", {"batch_size": max_messages})

@@ -85,7 +85,8 @@ async def conveyor_error(request: Request, exc: Exception) -> Response:
 
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    code = 10207 if exc.status_code == 405 else 10000 + exc.status_code
+    # Cloudflare answers an unknown route with 7003 ("Could not route to ...") and a wrong method with 7001.
+    code = {404: 7003, 405: 7001}.get(exc.status_code, 7000)
     return JSONResponse(
         error_body(code, str(exc.detail)), status_code=exc.status_code, headers={"x-should-retry": "false"}
     )

@@ -1,7 +1,7 @@
 """Conveyor's own endpoints, under ``/conveyor/v1/accounts/{account_id}``: the engine primitives that
 Cloudflare's API has no words for, so the remote transport (``conveyor.connect("http://...")``) can
 run :class:`~conveyor.App` workers over HTTP: leases with a delivery policy, heartbeats (extend),
-settle, release, counters, redrive, and a long-poll ``wait``.
+settle, release, counters, a purge that counts, redrive, and a long-poll ``wait``.
 
 Bodies travel as base64 of the stored bytes, so what a remote producer stores is byte for byte what
 an embedded one would. Everything is still checked here: a remote client is not trusted to have
@@ -185,6 +185,12 @@ async def redrive(request: Request) -> Response:
     return ok({"moved": await blocking(ctx.client.engine.redrive, queue.id, target.id)})
 
 
+async def purge(request: Request) -> Response:
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    return ok({"purged": await blocking(ctx.client.engine.purge, queue.id)})
+
+
 async def add_shard(request: Request) -> Response:
     ctx = context(request)
     queue = await ctx.queue(request.path_params["queue_id"])
@@ -203,5 +209,6 @@ ROUTES = [
     Route(PREFIX + "/next-visible", next_visible, methods=["GET"]),
     Route(PREFIX + "/wait", wait, methods=["POST"]),
     Route(PREFIX + "/redrive", redrive, methods=["POST"]),
+    Route(PREFIX + "/purge", purge, methods=["POST"]),
     Route(PREFIX + "/shards", add_shard, methods=["POST"]),
 ]

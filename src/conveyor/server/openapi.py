@@ -385,6 +385,7 @@ def _engine() -> dict[str, dict[str, Any]]:
                 body=_obj({"to_queue_id": STR}, ("to_queue_id",)),
             )
         },
+        e + "/purge": {"post": _op("Delete every message; returns how many", _obj({"purged": INT}, ("purged",)))},
         e + "/shards": {"post": _op("Add a storage shard", _obj({"shards": INT}, ("shards",)))},
     }
 

@@ -91,19 +91,18 @@ async def list_queues(request: Request) -> Response:
 
 
 async def get_queue(request: Request) -> Response:
-    queue = await context(request).queue(request.path_params["queue_id"])
-    return ok(shapes.queue(await blocking(queue.info)))
+    _, info = await context(request).lookup(request.path_params["queue_id"])
+    return ok(shapes.queue(info))
 
 
 async def _change_queue(request: Request, *, replace: bool) -> Response:
     ctx = context(request)
-    queue = await ctx.queue(request.path_params["queue_id"])
+    queue, current = await ctx.lookup(request.path_params["queue_id"])
     body = await read_json(request)
     new_name = text(body, "queue_name")
     if new_name is not None and new_name != queue.name:
         raise InvalidRequest(f"renaming a queue ({queue.name!r} to {new_name!r}) is not supported")
-    current = (await blocking(queue.info)).settings
-    s = _settings(body, QueueSettings() if replace else current)
+    s = _settings(body, QueueSettings() if replace else current.settings)
     info = await blocking(
         queue.update,
         delivery_delay=s.delivery_delay,
