@@ -160,21 +160,35 @@ def test_retry_delay_precedence_message_then_batch_then_consumer(
     }
 
 
-@pytest.mark.parametrize(("retry_delay", "expected"), [(10, 10), (0, 0)])
 def test_failed_batch_is_retried_after_the_consumer_retry_delay(
-    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue, clock: FakeClock, retry_delay: int, expected: int
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue, clock: FakeClock
 ) -> None:
     queue.send("m")
     failures: list[int] = []
 
     def handler(batch: conveyor.MessageBatch) -> None:
         failures.append(1)
-        raise RuntimeError("fail once")
+        raise RuntimeError("fail")
 
-    run_until(conveyor_client, "q", handler, lambda: bool(failures), retry_delay=retry_delay, max_retries=100)
+    run_until(conveyor_client, "q", handler, lambda: bool(failures), retry_delay=10)
     queue.remove_consumer()
     queue.add_pull_consumer()
-    assert release_schedule(queue, clock, [expected]) == {"m": expected}
+    assert release_schedule(queue, clock, [10]) == {"m": 10}
+
+
+def test_failed_batch_without_a_retry_delay_is_retried_at_once(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue, clock: FakeClock
+) -> None:
+    queue.send("m")
+    seen = Deliveries()
+
+    def handler(batch: conveyor.MessageBatch) -> None:
+        seen.record(batch)
+        if batch.messages[0].attempts == 1:
+            raise RuntimeError("fail once")
+
+    consume(conveyor_client, "q", handler)  # the clock never moves: a delay would never end
+    assert seen.attempts == {"m": [1, 2]}
 
 
 def test_attempts_count_every_delivery_then_the_message_is_dropped_and_counted(
