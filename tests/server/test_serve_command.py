@@ -65,3 +65,16 @@ def test_serve_with_worker_runs_registered_push_consumers(tmp_path: Path, monkey
                 break
             time.sleep(0.1)
     assert sorted(int(n) for n in done.read_text().split()) == [0, 1, 2, 3, 4]
+
+
+def test_no_auth_off_loopback_is_refused_and_on_loopback_warns_loudly(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'data'}"
+    refused = subprocess.run(
+        [CONVEYOR, "--url", url, "serve", "--no-auth", "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode != 0 and "loopback" in refused.stdout + refused.stderr
+    with serve_process(tmp_path / "data", "acc1", "--no-auth") as proc:
+        r = httpx.post(f"{proc.url}/client/v4/accounts/anyone/queues", json={"queue_name": "open"})
+        assert r.status_code == 200
+    log = next(tmp_path.glob("serve-*.log")).read_text()
+    assert "WARNING: --no-auth" in log and "AUTHENTICATION IS OFF" in log

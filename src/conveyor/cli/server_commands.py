@@ -54,6 +54,14 @@ def serve_command(
     conveyor serve --port 8787
     conveyor --url sqlite:///var/lib/conveyor serve --host 0.0.0.0
     """
+    if no_auth:
+        click.secho(
+            "WARNING: --no-auth: no token is checked; anyone who can reach this address can read, send to, "
+            "purge and delete every queue of every account.",
+            fg="red",
+            bold=True,
+            err=True,
+        )
     secret = None
     if dev_token and not no_auth:
         store = token_store(state.url, tokens_db)
