@@ -1,7 +1,7 @@
 """The catalog snapshot: queue settings and shard maps shared between processes through mmapsync.
 
-Each test drives a real second process (``catalog_peer.py``) that opened the deployment once and never
-reopens it, and checks what that process does on its very next send, read or lease.
+The cross-process tests drive a real second process (``catalog_peer.py``) that opened the deployment
+once and never reopens it, and check what that process does on its very next send, read or lease.
 """
 
 from __future__ import annotations
@@ -185,6 +185,20 @@ def test_a_corrupt_snapshot_falls_back_to_the_catalog_logs_once_and_is_rebuilt(
     assert all("catalog snapshot" in record.getMessage() for record in caplog.records)
     assert published(data_dir).queues[q.id].settings.delivery_delay == 5
     assert delayed_by(q) > 0
+
+
+def test_a_process_opening_a_directory_whose_snapshot_was_removed_publishes_it_again(
+    cv: conveyor.Conveyor, data_dir: Path
+) -> None:
+    q = cv.create_queue("jobs", delivery_delay=5)
+    for path in (data_dir / "snapshot").iterdir():
+        path.unlink()
+    other = SQLiteEngine(data_dir)
+    try:
+        assert other.queue_settings(q.id).delivery_delay == 5
+    finally:
+        other.close()
+    assert published(data_dir).queues[q.id].settings.delivery_delay == 5
 
 
 def test_a_snapshot_too_damaged_to_open_is_replaced_and_running_processes_follow(
