@@ -10,6 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+import conveyor
+
 from .process import CONVEYOR, create_token, serve_process
 
 
@@ -78,3 +80,39 @@ def test_no_auth_off_loopback_is_refused_and_on_loopback_warns_loudly(tmp_path: 
         assert r.status_code == 200
     log = next(tmp_path.glob("serve-*.log")).read_text()
     assert "WARNING: --no-auth" in log and "AUTHENTICATION IS OFF" in log
+
+
+def test_worker_starts_consumers_registered_later_and_stops_removed_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "later_handlers.py").write_text(
+        "SEEN = []\ndef handle(batch):\n    SEEN.extend(m.body for m in batch.messages)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import later_handlers  # type: ignore[import-not-found]
+
+    from conveyor.server.accounts import AccountEngine
+    from conveyor.server.serve import Workers
+
+    with conveyor.connect(f"sqlite://{tmp_path / 'data'}") as cv:
+        workers = Workers(cv.engine)
+        workers.refresh()
+        assert workers.apps == {}
+        acc = conveyor.Conveyor(AccountEngine(cv.engine, "acc1"))
+        q = acc.create_queue("later")
+        consumer = q.add_consumer(
+            "worker", script_name="later_handlers:handle", settings=conveyor.ConsumerSettings(max_wait_time_ms=50)
+        )
+        q.send_batch([{"body": i} for i in range(3)])
+        workers.refresh()
+        try:
+            assert list(workers.apps) == [("acc1", "later")]
+            deadline = time.monotonic() + 20
+            while len(later_handlers.SEEN) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert sorted(later_handlers.SEEN) == [0, 1, 2]
+            acc.engine.remove_consumer(consumer.consumer_id)
+            workers.refresh()
+            assert workers.apps == {}
+        finally:
+            workers.stop()

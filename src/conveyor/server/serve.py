@@ -19,6 +19,8 @@ from conveyor.client.connect import DEFAULT_URL, connect
 from conveyor.client.sync import Conveyor
 from conveyor.consumer.app import App
 from conveyor.engine.base import Engine
+from conveyor.errors import ConveyorError
+from conveyor.model import ConsumerInfo
 from conveyor.server.accounts import AccountEngine, split
 from conveyor.server.app import build_app
 from conveyor.server.auth import Authenticator
@@ -65,48 +67,88 @@ def _import_handler(script_name: str) -> Any:
     return target
 
 
+# How often the worker looks for push consumers registered (or removed) through the API.
+WORKER_REFRESH_SECONDS = 5.0
+
+
 @dataclass
 class Workers:
-    """Push consumers registered in the catalog whose handler this process can import, one App per account."""
+    """Runs the push consumers registered through the API whose handler (``script_name``,
+    ``module:function``) imports here: one :class:`App` per queue, started when the consumer appears
+    and stopped when it goes. Queues of embedded users (no account) are left to their own workers."""
 
     engine: Engine
-    apps: dict[str, App] = field(default_factory=dict)
+    apps: dict[tuple[str, str], tuple[str, App]] = field(default_factory=dict)
+    _failed: set[str] = field(default_factory=set)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
 
     def start(self) -> None:
+        self.refresh()
+        self._thread = threading.Thread(target=self._loop, name="conveyor-serve-workers", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(WORKER_REFRESH_SECONDS):
+            try:
+                self.refresh()
+            except Exception:
+                log.exception("could not refresh the push consumers")
+
+    def refresh(self) -> None:
+        wanted: dict[tuple[str, str], ConsumerInfo] = {}
         for queue in self.engine.list_queues():
             account, name = split(queue.queue_name)
             for consumer in queue.consumers:
-                if consumer.type != "worker":
-                    continue
-                try:
-                    handler = _import_handler(consumer.script_name)
-                except (ImportError, AttributeError, ValueError):
-                    log.warning("queue %s: cannot import push consumer %r; not running it", name, consumer.script_name)
-                    continue
-                app = self.apps.get(account)
+                if account and consumer.type == "worker":
+                    wanted[(account, name)] = consumer
+        gone = [key for key, (cid, _) in self.apps.items() if key not in wanted or wanted[key].consumer_id != cid]
+        for key in gone:
+            log.info("queue %s/%s: its push consumer is gone; stopping it", *key)
+            self.apps.pop(key)[1].stop()
+        for key, consumer in wanted.items():
+            if key in self.apps or consumer.consumer_id in self._failed:
+                continue
+            app = self._app(key[0], key[1], consumer)
+            try:
                 if app is None:
-                    engine = AccountEngine(self.engine, account) if account else self.engine
-                    app = self.apps[account] = App(Conveyor(engine))
-                s = consumer.settings
-                app.consumer(
-                    name,
-                    max_batch_size=s.batch_size,
-                    max_batch_timeout=s.max_wait_time_ms / 1000,
-                    max_retries=s.max_retries,
-                    retry_delay=s.retry_delay,
-                    dead_letter_queue=consumer.dead_letter_queue or None,
-                    max_concurrency=s.max_concurrency,
-                    visibility_timeout_ms=s.visibility_timeout_ms,
-                )(handler)
-        for app in self.apps.values():
-            app.start()
+                    raise ImportError(consumer.script_name)
+                app.start()
+            except (ImportError, ConveyorError) as exc:
+                # Said once per consumer: a handler that does not import now will not import later.
+                log.warning("queue %s/%s: not running push consumer %r: %s", *key, consumer.script_name, exc)
+                self._failed.add(consumer.consumer_id)
+                continue
+            self.apps[key] = (consumer.consumer_id, app)
+
+    def _app(self, account: str, queue: str, consumer: ConsumerInfo) -> App | None:
+        try:
+            handler = _import_handler(consumer.script_name)
+        except (ImportError, AttributeError, ValueError):
+            return None
+        s = consumer.settings
+        app = App(Conveyor(AccountEngine(self.engine, account)))
+        app.consumer(
+            queue,
+            max_batch_size=s.batch_size,
+            max_batch_timeout=s.max_wait_time_ms / 1000,
+            max_retries=s.max_retries,
+            retry_delay=s.retry_delay,
+            dead_letter_queue=consumer.dead_letter_queue or None,
+            max_concurrency=s.max_concurrency,
+            visibility_timeout_ms=s.visibility_timeout_ms,
+        )(handler)
+        return app
 
     def concurrency(self, account: str, queue: str) -> int | None:
-        app = self.apps.get(account)
-        return app.concurrency(queue) if app is not None and queue in app.dispatchers else None
+        entry = self.apps.get((account, queue))
+        return entry[1].concurrency(queue) if entry is not None else None
 
     def stop(self) -> None:
-        for app in self.apps.values():
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        for _, app in self.apps.values():
             app.stop()
 
 
