@@ -128,7 +128,7 @@ def main() -> None:
         return
     args = arguments(__doc__ or "")
     quiet_logs()
-    count = 60 if args.quick else 400
+    count = 40 if args.quick else 400
     with scratch_directory("latency") as directory:
         report("latency_in_process", in_process(directory, count, shared=True), target_p50_ms=5, target_p99_ms=25)
         report("latency_in_process_two_clients", in_process(directory, count, shared=False))
