@@ -30,6 +30,7 @@ def _where(host: str, port: int, secret: str | None, account: str | None) -> str
 
 
 @click.command("serve")
+@click.option("--url", "serve_url", metavar="URL", help="The deployment (overrides the global --url / CONVEYOR_URL).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=DEFAULT_PORT, show_default=True, type=int, help="Port to listen on.")
 @click.option("--no-auth", is_flag=True, help="Accept requests without tokens (loopback addresses only).")
@@ -40,6 +41,7 @@ def _where(host: str, port: int, secret: str | None, account: str | None) -> str
 @pass_state
 def serve_command(
     state: CliState,
+    serve_url: str | None,
     host: str,
     port: int,
     no_auth: bool,
@@ -52,7 +54,8 @@ def serve_command(
 
     \b
     conveyor serve --port 8787
-    conveyor --url sqlite:///var/lib/conveyor serve --host 0.0.0.0
+    conveyor serve --url sqlite:///var/lib/conveyor --host 0.0.0.0
+    conveyor serve --url postgresql://user@db/conveyor --tokens-db /etc/conveyor/tokens.db
     """
     if no_auth:
         click.secho(
@@ -62,9 +65,10 @@ def serve_command(
             bold=True,
             err=True,
         )
+    url = serve_url or state.url
     secret = None
     if dev_token and not no_auth:
-        store = token_store(state.url, tokens_db)
+        store = token_store(url, tokens_db)
         secret = store.create(dev_token)[0]
         store.close()
 
@@ -72,7 +76,7 @@ def serve_command(
         click.echo(_where(host, port, secret, dev_token), err=False)
 
     serve(
-        state.url,
+        url,
         host=host,
         port=port,
         no_auth=no_auth,
