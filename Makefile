@@ -33,7 +33,10 @@ pytest: $(VENV)/.synced
 
 test: lint typecheck pytest
 
-bench: $(VENV)/.synced
+# The benchmarks' peers (lmdb, redis) and py-spy live in the `bench` group, which the plain sync
+# behind .synced would uninstall: bench syncs with it instead.
+bench: $(UV)
+	$(UV) sync --frozen --quiet --group bench
 	$(VENV)/bin/python benchmarks/run_all.py
 
 clean:
