@@ -7,7 +7,6 @@ table (WAL, synchronous=FULL), selected and deleted 100 at a time, one commit pe
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from harness import (
     raw_insert_batch,
     raw_rows,
     scratch_directory,
+    wait_until_handled,
 )
 
 BATCH = 100
@@ -37,23 +37,15 @@ def consume_conveyor(directory: Path, count: int) -> float:
     q = cv.create_queue("consume")
     fill(q, count)
     app = conveyor.App(cv)
-    done = threading.Event()
-    handled = 0
 
     @app.consumer("consume", max_batch_size=BATCH, max_batch_timeout=0)
     def handle(batch: conveyor.MessageBatch) -> None:
-        nonlocal handled
-        handled += len(batch.messages)
-        if handled >= count:
-            done.set()
+        return None
 
     started = time.perf_counter()
     app.start()
-    done.wait()
-    # The last batch is acked after the handler returns: wait for the settle too.
-    dispatcher = app.dispatchers["consume"]
-    while dispatcher.handled < count:
-        time.sleep(0.001)
+    # Counted once each batch is settled (acked), not when its handler returns.
+    wait_until_handled(app, "consume", count)
     seconds = time.perf_counter() - started
     app.stop()
     left = q.metrics().backlog_count

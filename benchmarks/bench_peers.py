@@ -15,13 +15,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import conveyor
-from harness import arguments, body, emit, ratio, scratch_directory
+from harness import arguments, body, emit, ratio, scratch_directory, wait_until_handled
 
 HERE = Path(__file__).resolve().parent
 PEERS = HERE / ".peers"
@@ -67,16 +66,13 @@ def run_conveyor(directory: Path, count: int, batched: bool) -> dict[str, object
             q.send(b)
     enqueued = time.perf_counter()
     app = conveyor.App(cv)
-    done = threading.Event()
 
     @app.consumer("peers", max_batch_size=BATCH, max_batch_timeout=0)
     def handle(batch: conveyor.MessageBatch) -> None:
         return None
 
     app.start()
-    dispatcher = app.dispatchers["peers"]
-    while dispatcher.handled < count:
-        done.wait(0.001)
+    wait_until_handled(app, "peers", count)
     finished = time.perf_counter()
     app.stop()
     cv.close()

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import conveyor
-from harness import arguments, body, emit, quiet_logs, ratio, scratch_directory
+from harness import arguments, body, emit, quiet_logs, ratio, scratch_directory, wait_until_handled
 
 HANDLER_SECONDS = 2.0
 
@@ -32,11 +32,9 @@ def drain_time(directory: Path, count: int, max_concurrency: int | None, limit: 
 
     started = time.perf_counter()
     app.start()
-    dispatcher = app.dispatchers[name]
-    while dispatcher.handled < count:
-        time.sleep(0.005)
+    wait_until_handled(app, name, count, timeout=60)
     seconds = time.perf_counter() - started
-    peak = dispatcher.scaler.peak
+    peak = app.dispatchers[name].scaler.peak
     app.stop()
     cv.close()
     ideal = HANDLER_SECONDS * math.ceil(count / (max_concurrency or count))

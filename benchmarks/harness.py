@@ -73,6 +73,16 @@ def quiet_logs() -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
 
+def wait_until_handled(app: Any, queue: str, count: int, timeout: float = 600.0) -> None:
+    """Poll until ``app``'s consumer of ``queue`` has settled ``count`` messages; a broken build fails, not hangs."""
+    dispatcher = app.dispatchers[queue]
+    deadline = time.monotonic() + timeout
+    while dispatcher.handled < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {dispatcher.handled} of {count} messages were handled in {timeout:g} s")
+        time.sleep(0.001)
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0..100) by the inclusive method; enough for latency tails of a few hundred."""
     if len(values) == 1:
