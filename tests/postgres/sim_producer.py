@@ -1,9 +1,9 @@
 """A producer machine of the simulation, sending through PostgreSQL directly or through the servers.
 
 Usage: ``sim_producer.py NAME COUNT AUDIT_DIR (postgresql://... | http://A,http://B)``. It sends
-COUNT messages ``{"k": "NAME-i"}`` in batches of 10 to account ``sim``'s queue ``jobs``. A batch
-that raised is sent again (to the other server, over HTTP: a client-side load balancer), so it may
-be stored twice; once a send returns, its keys are appended to ``AUDIT_DIR/acked-NAME.log`` and
+COUNT messages ``{"k": "NAME-i"}`` in batches of 10 to account ``sim``'s queue ``jobs``; over HTTP,
+batches take turns between the servers (a client-side round-robin load balancer). A batch that
+raised is sent again (to the next server), so it may be stored twice; once a send returns, its keys are appended to ``AUDIT_DIR/acked-NAME.log`` and
 flushed: those are the acknowledged sends the audit holds the workers to.
 """
 
@@ -33,9 +33,9 @@ def main() -> None:
     name, count, audit_dir, target = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
     audit = os.open(Path(audit_dir) / f"acked-{name}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     pool = clients(target)
-    client = next(pool)
     for start in range(0, count, BATCH):
         keys = [f"{name}-{i}" for i in range(start, min(count, start + BATCH))]
+        client = next(pool)
         while True:
             try:
                 client.queue(QUEUE).send_batch([{"body": {"k": k}} for k in keys])

@@ -31,12 +31,15 @@ HERE = Path(__file__).parent
 PER_PRODUCER = 20_000
 
 
-def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, *args], stdout=log.open("ab"), stderr=subprocess.STDOUT)
+CONVEYOR = str(Path(sys.executable).parent / "conveyor")
+
+
+def start(args: list[str], log: Path, program: str = sys.executable) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([program, *args], stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
 def serve(url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
-    return start(["-m", "conveyor.cli.main", "--url", url, "serve", "--port", str(port), "--no-auth"], log)
+    return start(["--url", url, "serve", "--port", str(port), "--no-auth"], log, CONVEYOR)
 
 
 def wait_http(port: int, timeout: float = 60) -> None:
