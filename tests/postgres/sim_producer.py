@@ -3,8 +3,9 @@
 Usage: ``sim_producer.py NAME COUNT AUDIT_DIR (postgresql://... | http://A,http://B)``. It sends
 COUNT messages ``{"k": "NAME-i"}`` in batches of 10 to account ``sim``'s queue ``jobs``; over HTTP,
 batches take turns between the servers (a client-side round-robin load balancer). A batch that
-raised is sent again (to the next server), so it may be stored twice; once a send returns, its keys are appended to ``AUDIT_DIR/acked-NAME.log`` and
-flushed: those are the acknowledged sends the audit holds the workers to.
+raised is sent again (to the next server), so it may be stored twice; once a send returns, its keys
+are appended to ``AUDIT_DIR/acked-NAME.log`` and flushed: those are the acknowledged sends the audit
+holds the workers to.
 """
 
 from __future__ import annotations
