@@ -44,11 +44,12 @@ def peer_python() -> Path:
 def run_peer(system: str, directory: Path, count: int) -> dict[str, object]:
     done = subprocess.run(
         [str(peer_python()), str(HERE / "peer_workloads.py"), system, str(directory), str(count)],
-        check=True,
         capture_output=True,
         text=True,
         timeout=600,
     )
+    if done.returncode != 0:
+        raise RuntimeError(f"the {system} workload failed ({done.returncode}):\n{done.stderr}")
     result: dict[str, object] = json.loads(done.stdout)
     return result
 

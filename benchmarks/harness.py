@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sqlite3
 import statistics
@@ -68,8 +69,6 @@ def scratch_directory(prefix: str) -> Iterator[Path]:
 
 def quiet_logs() -> None:
     """Keep the worker's info logs (concurrency changes) out of the JSON output."""
-    import logging
-
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
 
