@@ -140,3 +140,15 @@ def test_database_of_a_newer_conveyor_is_refused(seeded: SeededDirectory) -> Non
         conveyor.connect(seeded.url)
     assert str(seeded.catalog) in str(raised.value)
     assert seeded.files() == before
+
+
+def test_garbage_write_ahead_logs_are_ignored_and_data_survives(seeded: SeededDirectory) -> None:
+    """A ``-wal`` file of random bytes (a torn or foreign log) fails SQLite's header checksum: it is
+    not replayed over the good files, which a clean close left complete."""
+    for path in (seeded.catalog, seeded.shard(seeded.kept_id), seeded.shard(seeded.victim_id)):
+        Path(f"{path}-wal").write_bytes(os.urandom(64 * 1024))
+
+    assert_all_stored(seeded)
+    with conveyor.connect(seeded.url) as cv:
+        cv.queue("kept").send({"n": 100})
+        assert stored_numbers(cv, "kept") == list(range(101))
