@@ -48,6 +48,7 @@ def open_database(path: Path, schema: str, *, create: bool = True) -> sqlite3.Co
     name = str(path)
     if not create and not path.exists():
         raise StorageError(f"{name} does not exist")
+    _refuse_foreign(path, name)
     try:
         conn = sqlite3.connect(name, isolation_level=None, check_same_thread=False, timeout=60.0)
     except sqlite3.Error as exc:
@@ -74,6 +75,31 @@ def open_database(path: Path, schema: str, *, create: bool = True) -> sqlite3.Co
         conn.close()
         raise
     return conn
+
+
+def _refuse_foreign(path: Path, name: str) -> None:
+    """Refuse another program's file before a writable connection touches it, when a write-ahead log or
+    a rollback journal lies beside it: closing a writable connection would checkpoint (and delete)
+    that log, or roll back the hot journal, changing the file. A read-only connection reads the log
+    and writes nothing back. (With neither beside it the file is complete, and reading it through
+    the writable connection changes nothing; a read-only one would leave an empty log behind.)"""
+    if not path.exists() or not any(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-journal")):
+        return
+    try:
+        probe = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0)
+    except sqlite3.Error as exc:
+        raise translate_error(exc, name) from None
+    try:
+        _check_ours(probe, name)
+    except sqlite3.Error as exc:
+        if exc.sqlite_errorcode == sqlite3.SQLITE_READONLY_ROLLBACK:
+            # Conveyor's files are in WAL mode: a rollback journal left by a crash is another program's.
+            raise CorruptStorage(
+                f"{name} is a database of another program, not Conveyor's (with an unfinished transaction)"
+            ) from None
+        raise translate_error(exc, name) from None
+    finally:
+        probe.close()
 
 
 def _check_ours(conn: sqlite3.Connection, name: str) -> bool:
