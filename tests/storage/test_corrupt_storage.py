@@ -4,6 +4,7 @@ of the directory is touched, so the data that is still good stays readable."""
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -54,6 +55,32 @@ def foreign_database(path: Path) -> None:
         conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, customer TEXT, total REAL)")
         conn.executemany("INSERT INTO invoices (customer, total) VALUES (?, ?)", [("acme", 12.5), ("initech", 99.0)])
     conn.close()
+
+
+def crashed_foreign_database(path: Path, journal: str) -> list[Path]:
+    """A SQLite file of another program that crashed with work in its ``journal`` ("wal": committed
+    rows still only in the write-ahead log; "rollback": a hot journal of an unfinished transaction).
+    Made by copying the files while the program has them open. Returns the files."""
+    scratch = path.with_name("scratch.db")
+    conn = sqlite3.connect(scratch)
+    suffix = "-wal" if journal == "wal" else "-journal"
+    if journal == "wal":
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+    conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, customer TEXT)")
+    conn.commit()
+    if journal == "rollback":
+        conn.execute("PRAGMA cache_size = 1")  # spill to the file mid-transaction: the journal is hot
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO invoices (customer) VALUES (?)", [("c" * 100,)] * 2000)
+    if journal == "wal":
+        conn.commit()
+    shutil.copyfile(scratch, path)
+    shutil.copyfile(f"{scratch}{suffix}", f"{path}{suffix}")
+    conn.rollback()
+    conn.close()
+    scratch.unlink()
+    return [path, Path(f"{path}{suffix}")]
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
@@ -152,3 +179,20 @@ def test_garbage_write_ahead_logs_are_ignored_and_data_survives(seeded: SeededDi
     with conveyor.connect(seeded.url) as cv:
         cv.queue("kept").send({"n": 100})
         assert stored_numbers(cv, "kept") == list(range(101))
+
+
+@pytest.mark.parametrize("journal", ["wal", "rollback"])
+def test_crashed_foreign_database_as_catalog_is_refused_and_its_journal_left_alone(
+    data_dir: Path, journal: str
+) -> None:
+    """Refused before a writable connection opens it: closing one would checkpoint the other program's
+    log into its file (or roll back its hot journal) and delete the log."""
+    data_dir.mkdir()
+    files = crashed_foreign_database(data_dir / "catalog.db", journal)
+    before = {p: p.read_bytes() for p in files}
+
+    with pytest.raises(conveyor.CorruptStorage, match="database of another program") as raised:
+        conveyor.connect(f"sqlite://{data_dir}")
+    assert str(data_dir / "catalog.db") in str(raised.value)
+
+    assert {p: p.read_bytes() for p in files} == before
