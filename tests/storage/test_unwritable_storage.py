@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from seeded_storage import SeededDirectory, assert_all_stored
+from seeded_storage import SeededDirectory, assert_all_stored, stored_numbers
 
 import conveyor
 
@@ -125,3 +125,26 @@ def test_unwritable_shards_directory_is_refused_and_left_intact(seeded: SeededDi
     assert f"the data directory {shards} is not writable" in outcome["message"]
     assert sorted(os.listdir(shards)) == names
     assert_all_stored(seeded)
+
+
+def test_read_only_catalog_snapshot_falls_back_to_the_catalog(seeded: SeededDirectory) -> None:
+    """The snapshot is a cache of catalog.db: when it cannot be written, sends and catalog changes
+    still work, read from and written to catalog.db."""
+    snapshot = seeded.data_dir / "snapshot"
+    files = [p for p in snapshot.iterdir() if p.is_file()]
+    for path in files:
+        path.chmod(0o444)
+    snapshot.chmod(0o500)
+    try:
+        sent = run_restricted(seeded.data_dir, "send:kept")
+        created = run_restricted(seeded.data_dir, "create:newcomer")
+    finally:
+        snapshot.chmod(0o755)
+        for path in files:
+            path.chmod(0o644)
+
+    assert (sent["error"], created["error"]) == (None, None)
+    with conveyor.connect(seeded.url) as cv:
+        assert stored_numbers(cv, "kept") == [*range(-10, 0), *range(100)]
+        assert stored_numbers(cv, "newcomer") == [-1]
+        assert stored_numbers(cv, "victim") == list(range(100))
