@@ -66,6 +66,8 @@ class TokenStore:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA busy_timeout=5000")
         self._conn.executescript(SCHEMA)
+        # Hashes cannot be reversed, but which accounts and queues exist is nobody else's business.
+        path.chmod(0o600)
         self._lock = threading.Lock()
 
     def close(self) -> None:
