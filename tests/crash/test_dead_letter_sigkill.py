@@ -1,6 +1,6 @@
 """Workers killed with SIGKILL at random moments while messages are retried and dead-lettered lose
 nothing: every message ends acked or in the dead letter queue, and a copy to the dead letter queue
-is never lost between the two shards (at worst it is made twice, when a kill falls in between).
+is never lost between the two shards (at worst it is made again, when a kill falls in between).
 
 ``crash_worker.py retry``: of messages ``n``, ``n % 3 == 0`` are acked, ``n % 3 == 1`` retried once
 then acked, ``n % 3 == 2`` always retried, so after ``max_retries=1`` they go to ``work-dlq``. Kills
