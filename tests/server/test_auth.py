@@ -113,3 +113,17 @@ def test_no_auth_is_refused_off_loopback() -> None:
     assert not is_loopback("0.0.0.0")
     with pytest.raises(SystemExit, match="loopback"):
         serve("sqlite:///nonexistent-never-created", host="0.0.0.0", no_auth=True)
+
+
+def test_remote_client_with_a_bad_token_raises_unauthorized(server: RunningServer) -> None:
+    with (
+        conveyor.connect(server.url, token="cvt_wrong", account_id=ACCOUNT) as cv,
+        pytest.raises(conveyor.Unauthorized) as info,
+    ):
+        cv.list_queues()
+    assert info.value.code == 10106
+
+
+def test_remote_client_needs_an_account_id(server: RunningServer) -> None:
+    with pytest.raises(conveyor.InvalidRequest, match="account_id"):
+        conveyor.connect(server.url, token="cvt_x", account_id="")
