@@ -2,7 +2,8 @@
 
 Every answer is ``{"success", "errors", "messages", "result"}`` (lists add ``result_info``). Errors
 carry Cloudflare's code, the HTTP status of the :class:`~conveyor.errors.ConveyorError` raised, the
-header ``x-should-retry: false`` (the Python SDK would otherwise retry 408/409/429/5xx by itself), and
+header ``x-should-retry: false`` unless retrying can help (the Python SDK would otherwise retry
+408/409/429/5xx by itself: a 409 ``ConsumerExists`` must not be retried, a 429 may), and
 ``conveyor-error`` naming the exception class, so the remote transport raises the same class.
 """
 
@@ -47,12 +48,15 @@ def error_body(code: int, message: str) -> dict[str, Any]:
     return {"success": False, "errors": [{"code": code, "message": message}], "messages": [], "result": None}
 
 
+# Refusals that asking again can cure (overload, a storage hiccup) are left to the SDK's retries.
+RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 507})
+
+
 def error_response(exc: ConveyorError) -> JSONResponse:
-    return JSONResponse(
-        error_body(exc.code, exc.message),
-        status_code=exc.status,
-        headers={"x-should-retry": "false", "conveyor-error": type(exc).__name__},
-    )
+    headers = {"conveyor-error": type(exc).__name__}
+    if exc.status not in RETRYABLE_STATUSES:
+        headers["x-should-retry"] = "false"
+    return JSONResponse(error_body(exc.code, exc.message), status_code=exc.status, headers=headers)
 
 
 async def read_body(request: Request, limit: int = MAX_REQUEST_BYTES) -> bytes:
