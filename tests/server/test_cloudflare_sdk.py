@@ -41,8 +41,10 @@ def test_queue_lifecycle_create_get_list_update_edit_delete(cf: Cloudflare) -> N
 
 def test_create_with_taken_name_is_a_conflict(cf: Cloudflare) -> None:
     cf.queues.create(queue_name="emails", **A)
-    with pytest.raises(cloudflare.ConflictError):
+    with pytest.raises(cloudflare.ConflictError) as info:
         cf.queues.create(queue_name="emails", **A)
+    # The SDK would retry a 409 by itself unless told not to.
+    assert info.value.response.headers["x-should-retry"] == "false"
 
 
 def test_invalid_queue_name_is_11003(cf: Cloudflare) -> None:
