@@ -73,10 +73,6 @@ class Context:
     async def queue(self, queue_id: str) -> Queue:
         return (await self.lookup(queue_id))[0]
 
-    async def queue_named(self, name: str) -> Queue:
-        self.principal.check_queue(name)
-        return await blocking(self.client.queue, name)
-
 
 def context(request: Request) -> Context:
     service: Service = request.app.state.service

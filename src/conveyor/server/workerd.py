@@ -85,8 +85,9 @@ def _body(data: bytes, kind: str) -> NewMessage:
 
 async def _target(request: Request) -> tuple[Context, QueueInfo]:
     ctx = context(request)
-    queue = await ctx.queue_named(check.check_queue_name(request.path_params["queue_name"]))
-    return ctx, await blocking(ctx.client.engine.get_queue_by_id, queue.id)
+    name = check.check_queue_name(request.path_params["queue_name"])
+    ctx.principal.check_queue(name)
+    return ctx, await blocking(ctx.client.engine.get_queue, name)
 
 
 def _kind(value: Any) -> str:
