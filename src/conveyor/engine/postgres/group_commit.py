@@ -155,26 +155,29 @@ class WriteLanes:
     One connection executes one statement at a time, on one core of the server. An operation takes
     the first idle lane (opening lanes only as concurrency needs them), or else joins the group
     gathering on the least loaded one: a lone writer pays nothing extra, and many writers are
-    grouped into at most ``lanes`` transactions in flight at once.
+    grouped into at most ``lanes`` transactions in flight at once. Operations that need no WAL flush
+    (leases, heartbeats) have lanes of their own, so that a lease never waits behind an ack's flush.
     """
 
-    def __init__(self, conninfo: str, lanes: int) -> None:
+    def __init__(self, conninfo: str, lanes: int, fast_lanes: int = 1) -> None:
         self._lanes = [GroupCommitter(conninfo, n) for n in range(lanes)]
+        self._fast = [GroupCommitter(conninfo, lanes + n) for n in range(fast_lanes)]
 
     def run(self, op: Operation[T], *, durable: bool = True) -> T:
-        for lane in self._lanes:
+        lanes = self._lanes if durable else self._fast
+        for lane in lanes:
             if not lane.busy:
                 return lane.run(op, durable=durable)
-        return min(self._lanes, key=lambda lane: lane.waiting).run(op, durable=durable)
+        return min(lanes, key=lambda lane: lane.waiting).run(op, durable=durable)
 
     @property
     def commits(self) -> int:
-        return sum(lane.commits for lane in self._lanes)
+        return sum(lane.commits for lane in self._lanes + self._fast)
 
     @property
     def operations(self) -> int:
-        return sum(lane.operations for lane in self._lanes)
+        return sum(lane.operations for lane in self._lanes + self._fast)
 
     def close(self) -> None:
-        for lane in self._lanes:
+        for lane in self._lanes + self._fast:
             lane.close()

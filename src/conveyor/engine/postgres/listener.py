@@ -25,6 +25,9 @@ log = logging.getLogger("conveyor.engine.postgres")
 
 # How long the listening thread waits for notifications before it looks for new channels to LISTEN.
 LISTEN_POLL_SECONDS = 0.25
+# The notifier sends at most one NOTIFY transaction per this interval; channels asked for meanwhile
+# go out together. It bounds the extra transactions sends cost the server, for at most this latency.
+NOTIFY_INTERVAL_SECONDS = 0.002
 
 
 def channel_of(queue_id: str) -> str:
@@ -128,8 +131,8 @@ class Notifier:
     Not from inside the write transactions: PostgreSQL serialises the commits of all transactions
     that NOTIFY behind one database-wide lock, held through their WAL flush, which would undo group
     commit across connections and processes. A NOTIFY-only transaction writes no WAL, so holding
-    that lock costs microseconds. Channels asked for while one NOTIFY is in flight go out together
-    in the next.
+    that lock costs microseconds. Channels asked for while one NOTIFY is in flight, or within
+    ``NOTIFY_INTERVAL_SECONDS`` of it, go out together in the next.
     """
 
     def __init__(self, conninfo: str) -> None:
@@ -163,6 +166,7 @@ class Notifier:
                     conn = connect(self._conninfo, autocommit=True)
                 conn.execute("SELECT pg_notify(c, '') FROM unnest(%s::text[]) AS c", (channels,))
                 pause = 0.05
+                time.sleep(NOTIFY_INTERVAL_SECONDS)
             except psycopg.Error as exc:
                 log.warning("sending notifications failed (%s); retrying", exc)
                 if conn is not None:

@@ -90,14 +90,14 @@ DELETE FROM consumers WHERE consumer_id = %(consumer)s;
 -- (this send's, if the queue held none before).
 WITH counted AS (
     UPDATE shard_stats
-    SET backlog_count = backlog_count + cardinality(%(ids)s::text[]),
+    SET backlog_count = backlog_count + cardinality(%(ids)b::text[]),
         backlog_bytes = backlog_bytes + %(bytes)s, sent = sent + %(sent)s
     WHERE shard_key = %(shard)s AND slot = %(slot)s
     RETURNING backlog_count, backlog_bytes
 ), stored AS (
     INSERT INTO messages (shard_key, id, timestamp_ms, visible_at_ms, attempts, content_type, body)
     SELECT %(shard)s, m.id, m.ts, m.visible, 0, m.ctype, m.body
-    FROM unnest(%(ids)s::text[], %(ts)s::bigint[], %(visible)s::bigint[], %(ctypes)s::text[], %(bodies)b::bytea[])
+    FROM unnest(%(ids)b::text[], %(ts)b::bigint[], %(visible)b::bigint[], %(ctypes)b::text[], %(bodies)b::bytea[])
          AS m (id, ts, visible, ctype, body)
     WHERE EXISTS (SELECT 1 FROM counted)
     RETURNING 1
