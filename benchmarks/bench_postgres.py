@@ -8,7 +8,8 @@ deleted (committed and flushed) per batch of 100 — plain SQL, no queue logic.
 For reference it also times the one-statement destructive take (``DELETE ... RETURNING``, no lease,
 so a crashed consumer loses its batch). Conveyor does the same work through ``send_batch`` of the
 same bytes (content type ``bytes``) and through a worker (``App.consumer(max_batch_size=100,
-max_batch_timeout=0)``) that leases and then acks. Both sides use the same number of threads, each
+max_batch_timeout=0)``) that leases and then acks; and, in the raw consumers' very shape, with
+threads that ``pull`` a batch and then ``ack`` it. Both sides use the same number of threads, each
 on its own schema of the same server.
 
 The peers, procrastinate (on this PostgreSQL), Celery and Dramatiq (each on the local Redis and on
@@ -225,6 +226,25 @@ def conveyor_consume(url: str, count: int, concurrency: int) -> float:
     return elapsed
 
 
+def conveyor_pull_consume(url: str, count: int, threads: int) -> float:
+    """Drain the queue ``bench`` with ``threads`` pull consumers (``pull`` then ``ack``), the raw
+    consumers' shape: each thread leases a batch, then acks it."""
+    import conveyor
+
+    cv = conveyor.connect(url)
+    q = cv.queue("bench")
+    q.add_pull_consumer(batch_size=BATCH)
+
+    def work(_: int) -> None:
+        while pulled := q.pull(batch_size=BATCH):
+            q.ack(acks=[m.lease_id for m in pulled])
+
+    try:
+        return in_threads(threads, work)
+    finally:
+        cv.close()
+
+
 def conveyor_end_to_end(url: str, count: int, concurrency: int, batched: bool) -> dict[str, float]:
     import conveyor
 
@@ -416,6 +436,9 @@ def limits(count: int, threads: int, rounds: int) -> None:
         with scratch_schema("conveyor") as url:
             timed("conveyor_send_batch", lambda: conveyor_send(url, count, threads))
             timed("conveyor_consume", lambda: conveyor_consume(url, count, threads))
+        with scratch_schema("conveyor") as url:
+            conveyor_send(url, count, threads)
+            timed("conveyor_pull_ack", lambda: conveyor_pull_consume(url, count, threads))
     params: dict[str, Any] = {"threads": threads, "batch": BATCH, "body_bytes": 1024, "rounds": rounds}
     median = {name: statistics.median(values) for name, values in figures.items()}
     for name in (
@@ -424,6 +447,7 @@ def limits(count: int, threads: int, rounds: int) -> None:
         "raw_delete_returning",
         "conveyor_send_batch",
         "conveyor_consume",
+        "conveyor_pull_ack",
     ):
         emit(f"pg_{name}_throughput", median[name], "msg/s", count, each=[round(v) for v in figures[name]], **params)
         emit(f"pg_{name}_wal_bytes_per_message", median[f"{name}_wal"], "bytes", count, **params)
@@ -431,6 +455,7 @@ def limits(count: int, threads: int, rounds: int) -> None:
         ("conveyor_send_batch", "raw_insert", 0.7),
         ("conveyor_consume", "raw_lease_then_delete", 0.5),
         ("conveyor_consume", "raw_delete_returning", None),
+        ("conveyor_pull_ack", "raw_lease_then_delete", 0.5),
     ):
         each = [round(a / b, 3) for a, b in zip(figures[ours], figures[raw], strict=True)]
         ratio(f"pg_{ours}_vs_{raw}", median[ours], median[raw], count, target=target, each_round=each, **params)
