@@ -191,6 +191,23 @@ class Catalog:
             write=False,
         )
 
+    def materialized(self, queue_id: str, shard_no: int) -> bool:
+        """Whether the shard's file was made once (so a missing file was deleted)."""
+        row = self._tx(
+            lambda c: c.execute(
+                "SELECT materialized FROM shards WHERE queue_id = ? AND shard_no = ?", (queue_id, shard_no)
+            ).fetchone(),
+            write=False,
+        )
+        return bool(row and row[0])
+
+    def mark_materialized(self, queue_id: str, shard_no: int) -> None:
+        self._tx(
+            lambda c: c.execute(
+                "UPDATE shards SET materialized = 1 WHERE queue_id = ? AND shard_no = ?", (queue_id, shard_no)
+            )
+        )
+
     def add_shard(self, queue_id: str, now_ms: int) -> int:
         def fn(conn: sqlite3.Connection) -> int:
             (top,) = conn.execute("SELECT max(shard_no) FROM shards WHERE queue_id = ?", (queue_id,)).fetchone()

@@ -29,6 +29,8 @@ CREATE TABLE IF NOT EXISTS shards (
     shard_no   INTEGER NOT NULL,
     state      TEXT NOT NULL DEFAULT 'active',
     created_ms INTEGER NOT NULL,
+    -- 1 once the shard's file exists: a file missing after that was deleted, not yet made.
+    materialized INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (queue_id, shard_no)
 );
 

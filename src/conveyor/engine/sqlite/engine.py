@@ -34,7 +34,7 @@ from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
 from conveyor.engine.sqlite.snapshot import CatalogSnapshot
 from conveyor.engine.sqlite.snapshot_store import SnapshotStore
 from conveyor.engine.sqlite.storage import ensure_directory
-from conveyor.errors import QueueNotFound
+from conveyor.errors import QueueNotFound, StorageError
 from conveyor.ids import new_id
 from conveyor.model import (
     ConsumerInfo,
@@ -148,7 +148,7 @@ class SQLiteEngine(Engine):
             known = {s.number: s for s in self._cached(queue_id)}
             for number, _ in rows:
                 if number not in known:
-                    known[number] = Shard(self._shard_path(queue_id, number), number)
+                    known[number] = self._open_shard(queue_id, number)
             self._keep[queue_id] = list(known.values())
             shards = [known[number] for number, _ in rows]
             active = [s for s, (_, state) in zip(shards, rows, strict=True) if state == "active"]
@@ -157,6 +157,20 @@ class SQLiteEngine(Engine):
             if snapshot is None or snapshot.generation == self._seen_generation:
                 self._shards[queue_id], self._active[queue_id] = shards, active
             return shards, active
+
+    def _open_shard(self, queue_id: str, number: int) -> Shard:
+        """Open a shard's file, making it the first time; refuse to remake one that was deleted."""
+        path = self._shard_path(queue_id, number)
+        if path.exists():
+            return Shard(path, number)
+        if self.catalog.materialized(queue_id, number):
+            raise StorageError(
+                f"shard file {path} of queue {queue_id} is missing: it was deleted or moved, and its messages "
+                "with it; restore the file (with its -wal) to go on"
+            )
+        shard = Shard(path, number)
+        self.catalog.mark_materialized(queue_id, number)
+        return shard
 
     def _cached(self, queue_id: str) -> list[Shard]:
         return self._keep.get(queue_id, [])
@@ -190,6 +204,8 @@ class SQLiteEngine(Engine):
     def create_queue(self, name: str, settings: QueueSettings, shards: int = 1) -> QueueInfo:
         info = self.catalog.create_queue(name, settings, shards, self.clock.now_ms())
         self._catalog_written()
+        for number in range(shards):  # make the files now, so that one missing later is noticed
+            self._open_shard(info.queue_id, number).close()
         return info
 
     def get_queue(self, name: str) -> QueueInfo:
@@ -250,6 +266,7 @@ class SQLiteEngine(Engine):
     def add_shard(self, queue_id: str) -> int:
         count = self.catalog.add_shard(queue_id, self.clock.now_ms())
         self._catalog_written()
+        self._open_shard(queue_id, count - 1).close()
         log.info("queue %s now has %d shards", queue_id, count)
         return count
 
