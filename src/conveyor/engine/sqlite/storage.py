@@ -17,13 +17,16 @@ WAL_SWITCH_TIMEOUT = 60.0
 
 
 def translate_error(exc: sqlite3.Error, path: str) -> ConveyorError:
-    """A ConveyorError that names the file and what went wrong."""
+    """A ConveyorError that names the file and what went wrong, chosen by SQLite's result code."""
     text = str(exc)
-    if "disk is full" in text or (isinstance(exc, sqlite3.OperationalError) and "full" in text):
+    # The primary result code is the low byte of the extended one; errors raised by Python's own
+    # sqlite3 module (not by SQLite) carry none.
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code == sqlite3.SQLITE_FULL:
         return StorageFull(f"storage is full writing {path}: {text}; nothing of this write was stored")
-    if "not a database" in text or "malformed" in text:
+    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
         return CorruptStorage(f"{path} is corrupt or not a database: {text}")
-    if "readonly" in text or "unable to open" in text:
+    if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH):
         return StorageError(f"cannot write {path}: {text}")
     return StorageError(f"storage error on {path}: {text}")
 
