@@ -43,10 +43,10 @@ def test_heartbeat_keeps_a_slow_handlers_lease_over_http(server: RunningServer) 
     deliveries: list[int] = []
     app = conveyor.App(cv)
 
-    @app.consumer("slow", max_batch_size=1, max_batch_timeout=0, visibility_timeout_ms=600)
+    @app.consumer("slow", max_batch_size=1, max_batch_timeout=0, visibility_timeout_ms=1000)
     def handle(batch: conveyor.MessageBatch) -> None:
         deliveries.extend(m.attempts for m in batch.messages)
-        time.sleep(2.0)  # three lease lengths: only heartbeats keep the message from coming back
+        time.sleep(2.5)  # two and a half lease lengths: only heartbeats keep the message from coming back
 
     thread = threading.Thread(target=app.drain, kwargs={"timeout": 20})
     thread.start()
