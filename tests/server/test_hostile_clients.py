@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from collections.abc import Iterator
@@ -134,3 +135,25 @@ def test_unknown_route_and_method_answer_in_the_envelope(proc: ServeProcess, que
     assert r.status_code == 404 and r.json()["success"] is False
     r = httpx.put(proc.url + queue_path + "/messages", headers={"authorization": f"Bearer {proc.token}"})
     assert r.status_code == 405 and r.json()["success"] is False
+
+
+def test_endless_request_header_is_cut_off_with_431(proc: ServeProcess) -> None:
+    host, port = proc.url.removeprefix("http://").split(":")
+    before = proc.rss_kib()
+    sent = 0
+    answer = b""
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Endless: ")
+        try:
+            for _ in range(200):  # would be 50 MB
+                s.sendall(b"a" * 262144)
+                sent += 262144
+        except OSError:
+            pass  # the server closed the connection
+        s.settimeout(5)
+        # A reset may come before the answer can be read: the cut-off itself is what counts.
+        with contextlib.suppress(OSError):
+            answer = s.recv(4096)
+    assert sent < 50 * 1024 * 1024
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 431")
+    assert proc.rss_kib() - before < 16 * 1024

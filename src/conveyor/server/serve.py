@@ -24,6 +24,7 @@ from conveyor.model import ConsumerInfo
 from conveyor.server.accounts import AccountEngine, split
 from conveyor.server.app import build_app
 from conveyor.server.auth import Authenticator
+from conveyor.server.http_protocol import BoundedHeadProtocol
 from conveyor.server.service import Service
 from conveyor.server.tokens import TokenStore
 
@@ -152,6 +153,23 @@ class Workers:
             app.stop()
 
 
+def uvicorn_config(app: Any, host: str, port: int) -> uvicorn.Config:
+    """How Conveyor runs uvicorn: uvloop where available, httptools with a bounded request head."""
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop="auto",
+        http=BoundedHeadProtocol,
+        access_log=False,
+        log_config=None,
+        # Idle keep-alive connections cost a few KB each and are closed after this long; a slow
+        # client's body arrives under flow control, so it holds only its own request.
+        timeout_keep_alive=30,
+        backlog=4096,
+    )
+
+
 def serve(
     url: str | None = None,
     *,
@@ -180,21 +198,7 @@ def serve(
     coordinator.start()
     if worker:
         workers.start()
-    config = uvicorn.Config(
-        build_app(service),
-        host=host,
-        port=port,
-        loop="auto",
-        http="auto",
-        access_log=False,
-        log_config=None,
-        timeout_keep_alive=30,
-        backlog=4096,
-        # Idle keep-alive connections cost a few KB each; a slow client's body arrives with flow
-        # control, so it holds only its own request, never the event loop.
-        h11_max_incomplete_event_size=64 * 1024,
-    )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(build_app(service), host, port))
     if on_ready is not None:
         threading.Thread(target=_announce, args=(server, on_ready), daemon=True).start()
     try:

@@ -23,7 +23,7 @@ from conveyor.client.sync import Conveyor
 from conveyor.engine.base import Clock, Engine
 from conveyor.server.app import build_app
 from conveyor.server.auth import Authenticator
-from conveyor.server.serve import token_store
+from conveyor.server.serve import token_store, uvicorn_config
 from conveyor.server.service import Service
 from conveyor.server.tokens import TokenStore
 
@@ -92,8 +92,7 @@ def running_server(url: str, *, no_auth: bool = False) -> Iterator[RunningServer
     tokens = token_store(url)
     service = Service(client.engine, Authenticator(tokens, no_auth=no_auth))
     port = free_port()
-    config = uvicorn.Config(build_app(service), host="127.0.0.1", port=port, log_config=None, access_log=False)
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(build_app(service), "127.0.0.1", port))
     thread = threading.Thread(target=server.run, name="conveyor-test-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
