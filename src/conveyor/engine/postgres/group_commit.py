@@ -6,10 +6,11 @@ group commits the next gathers behind the lock. The group is sent in pipeline mo
 of every operation goes out without waiting for the one before, and the results are read once the
 commit is back, so a group of 50 sends costs about one round trip and one WAL flush.
 
-An operation is split in two so that it can be pipelined: ``op(conn)`` sends its statements and
-returns a ``finish()`` that reads their results after the commit. When a group fails (a deadlock, a
-queue deleted under it), it is rolled back and each operation runs again in a transaction of its
-own, so one bad operation fails alone. When the connection dies, the group is retried on a new one.
+An operation is one SQL statement, split in two so that it can be pipelined: ``op(conn, lane)``
+sends it and returns a ``finish()`` that reads its result after the commit. A lone operation runs
+as an autocommitted statement: one round trip, no BEGIN or COMMIT of its own. When a group fails (a
+deadlock, a queue deleted under it), it is rolled back and each operation runs again on its own, so
+one bad operation fails alone. When the connection dies, the group is retried on a new one.
 """
 
 from __future__ import annotations
@@ -48,9 +49,10 @@ class GroupCommitter:
     (1,)
     """
 
-    def __init__(self, conninfo: str, lane: int = 0) -> None:
+    def __init__(self, conninfo: str, lane: int = 0, *, synchronous: bool = True) -> None:
         self._conninfo = conninfo
         self.lane = lane
+        self._synchronous = synchronous
         self._conn: Connection | None = None
         self._pending: list[_Op[object]] = []
         self._queue_lock = threading.Lock()
@@ -79,7 +81,9 @@ class GroupCommitter:
 
     def _connection(self) -> Connection:
         if self._conn is None or self._conn.closed:
-            self._conn = connect(self._conninfo, autocommit=False)
+            self._conn = connect(self._conninfo, autocommit=True)
+            if not self._synchronous:
+                self._conn.execute("SET synchronous_commit TO off")
         return self._conn
 
     def _drop_connection(self) -> None:
@@ -91,10 +95,13 @@ class GroupCommitter:
         """Run ``group`` in one pipelined transaction; returns each operation's ``finish``."""
         conn = self._connection()
         try:
-            with conn.pipeline(), conn.transaction():
-                if not any(item.durable for item in group):
-                    conn.execute("SET LOCAL synchronous_commit TO off")
-                finishers = [item.op(conn, self.lane) for item in group]
+            if len(group) == 1:
+                finishers = [group[0].op(conn, self.lane)]
+            else:
+                with conn.pipeline(), conn.transaction():
+                    if self._synchronous and not any(item.durable for item in group):
+                        conn.execute("SET LOCAL synchronous_commit TO off")
+                    finishers = [item.op(conn, self.lane) for item in group]
         except psycopg.OperationalError:
             if conn.closed or conn.broken:
                 self._drop_connection()
@@ -161,7 +168,7 @@ class WriteLanes:
 
     def __init__(self, conninfo: str, lanes: int, fast_lanes: int = 1) -> None:
         self._lanes = [GroupCommitter(conninfo, n) for n in range(lanes)]
-        self._fast = [GroupCommitter(conninfo, lanes + n) for n in range(fast_lanes)]
+        self._fast = [GroupCommitter(conninfo, lanes + n, synchronous=False) for n in range(fast_lanes)]
 
     def run(self, op: Operation[T], *, durable: bool = True) -> T:
         lanes = self._lanes if durable else self._fast
