@@ -2,7 +2,7 @@
 
 Each producer process takes its own home shard (the engine hands processes consecutive slots), so
 on a two-shard queue two processes write two files, each with its own write lock and fsync. Every
-producer sends batches of 100 one-KB messages as fast as it can; all of them start together on a
+producer sends one-KB messages as fast as its workload allows; all of them start together on a
 signal, and throughput is all messages over the span from the first start to the last finish. Two
 producers sharing one shard are measured too: the contention that sharding removes. Three workloads:
 one thread a producer sending one message at a time (fsync-bound), 16 threads a producer sending one
