@@ -106,11 +106,16 @@ def _refuse_foreign(path: Path, name: str) -> None:
 
 
 def _check_ours(conn: sqlite3.Connection, name: str) -> bool:
-    """True for a Conveyor file, False for an empty one; ``CorruptStorage`` for anything else."""
-    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    """True for a Conveyor file, False for an empty one; ``CorruptStorage`` for anything else.
+
+    Both facts come from one statement, so from one snapshot: read apart, another process could
+    commit the schema in between, and a file being initialised would look like another program's.
+    """
+    app_id, tables = conn.execute(
+        "SELECT (SELECT application_id FROM pragma_application_id()), (SELECT count(*) FROM sqlite_schema)"
+    ).fetchone()
     if app_id == APPLICATION_ID:
         return True
-    tables = conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
     if app_id != 0 or tables:
         raise CorruptStorage(f"{name} is a database of another program, not Conveyor's")
     return False
