@@ -381,16 +381,20 @@ def peer_python() -> Path:
     return python
 
 
-def run_peer(system: str, count: int, concurrency: int) -> dict[str, float]:
-    done = subprocess.run(
-        [str(peer_python()), __file__, "--peer", system, str(count), str(concurrency)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+def run_peer(system: str, count: int, concurrency: int, attempts: int = 2) -> dict[str, float]:
+    """One peer's run in its own environment; a failed run (a broker hiccup) is tried once more."""
+    for attempt in range(1, attempts + 1):
+        done = subprocess.run(
+            [str(peer_python()), __file__, "--peer", system, str(count), str(concurrency)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if done.returncode == 0:
+            result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+            return result
+        print(f"{system} failed (attempt {attempt}):\n{done.stderr[-3000:]}", file=sys.stderr, flush=True)
+    raise RuntimeError(f"peer {system} failed {attempts} times; see stderr")
 
 
 # -- the run ----------------------------------------------------------------------------------------
