@@ -91,13 +91,17 @@ class Coordinator:
     def _loop(self) -> None:
         due = {name: 0.0 for name, _, _ in self.services}
         while not self._stop.is_set():
+            # Asked every round, not only until granted: leadership can be lost (PostgreSQL's lock
+            # goes with its connection, e.g. when the server restarts) and another process may
+            # hold it by now.
+            was_leader, self.leader = self.leader, self.engine.acquire_leadership()
+            if self.leader and not was_leader:
+                log.info("this process is the coordinator")
+            elif was_leader and not self.leader:
+                log.warning("this process lost coordinator leadership")
             if not self.leader:
-                self.leader = self.engine.acquire_leadership()
-                if self.leader:
-                    log.info("this process is the coordinator")
-                else:
-                    self._stop.wait(LEADERSHIP_RETRY)
-                    continue
+                self._stop.wait(LEADERSHIP_RETRY)
+                continue
             now = time.monotonic()
             for name, interval, service in self.services:
                 if now >= due[name]:
