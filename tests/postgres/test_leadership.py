@@ -89,3 +89,17 @@ def test_a_killed_coordinator_process_is_replaced_by_another(pg_url: str, tmp_pa
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_leadership_lost_with_its_connection_goes_to_whoever_asks_first(pg_url: str, schema: str) -> None:
+    from postgres.support import terminate_connections
+
+    first, second = PostgresEngine(pg_url), PostgresEngine(pg_url)
+    try:
+        assert first.acquire_leadership()
+        terminate_connections(schema)  # as a server restart would
+        assert second.acquire_leadership()
+        assert not first.acquire_leadership()
+    finally:
+        first.close()
+        second.close()
