@@ -7,7 +7,7 @@ server (``conveyor serve``) in its own.
   until one is not sustained, to report the highest sustained rate.
 - pull + ack over HTTP in batches of 100 (Cloudflare's ``/messages/pull`` and ``/messages/ack``) vs the
   embedded consume rate (an ``App`` worker in batches of 100, as ``bench_consume.py`` measures it) and
-  vs the embedded ``pull`` + ``ack`` loop in batches of 100 (the stricter comparison); target 0.5 ×.
+  vs embedded ``pull`` + ``ack`` loops in batches of 100, two consumers on each side; target 0.5 ×.
 
 Requests are sent with the standard library's ``http.client`` over keep-alive connections, bodies
 encoded beforehand, so the figures are the server's, not a client library's.
@@ -213,19 +213,27 @@ def bucket_percentile(before: dict[float, float], after: dict[float, float], q: 
 
 
 # -- pull + ack -----------------------------------------------------------------------------------
-def embedded_pull_ack(data: Path, messages: int) -> float:
+def embedded_pull_ack(data: Path, messages: int, threads: int) -> float:
+    """``pull(100)`` + ``ack`` loops in ``threads`` threads until the pre-filled queue is empty."""
     with conveyor.connect(f"sqlite://{data}") as cv:
         q = cv.create_queue("consume")
         q.add_pull_consumer(batch_size=100)
         for b in range(messages // 100):
             q.send_batch([{"body": body(b * 100 + i)} for i in range(100)])
+        counts = [0] * threads
+
+        def run(k: int) -> None:
+            while got := q.pull(batch_size=100):
+                q.ack(acks=[m.lease_id for m in got])
+                counts[k] += len(got)
+
+        workers = [threading.Thread(target=run, args=(k,)) for k in range(threads)]
         started = time.perf_counter()
-        done = 0
-        while done < messages:
-            got = q.pull(batch_size=100)
-            q.ack(acks=[m.lease_id for m in got])
-            done += len(got)
-        return done / (time.perf_counter() - started)
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+        return sum(counts) / (time.perf_counter() - started)
 
 
 def http_pull_ack(port: int, token: str, messages: int, connections: int, name: str = "pulled") -> float:
@@ -270,10 +278,10 @@ def main() -> None:
             embedded["batch1"].append(embedded_send_batch(scratch / f"embedded-1-{r}", batches, threads=1))
             embedded["batch4"].append(embedded_send_batch(scratch / f"embedded-4-{r}", batches, threads=4))
             served["bulk"].append(http_bulk_push(port, token, batches, connections=4, name=f"bulk-{r}"))
-            embedded["pull"].append(embedded_pull_ack(scratch / f"embedded-consume-{r}", consume))
+            embedded["pull"].append(embedded_pull_ack(scratch / f"embedded-consume-{r}", consume, threads=2))
             # The embedded consume rate as bench_consume.py measures it: one App worker, batches of 100.
             embedded["app"].append(consume / consume_conveyor(scratch / f"embedded-app-{r}", consume))
-            served["pull"].append(http_pull_ack(port, token, consume, connections=1, name=f"pulled-{r}"))
+            served["pull"].append(http_pull_ack(port, token, consume, connections=2, name=f"pulled-{r}"))
         e, h = ({k: statistics.median(v) for k, v in d.items()} for d in (embedded, served))
         n_push, n_pull = batches * 100, consume
         emit("embedded_send_batch_rate", e["batch1"], "msg/s", n_push, batch=100, threads=1, rounds=rounds)
@@ -281,9 +289,9 @@ def main() -> None:
         emit("http_bulk_push_rate", h["bulk"], "msg/s", n_push, batch=100, connections=4, rounds=rounds)
         ratio("http_bulk_push_vs_embedded_send_batch", h["bulk"], e["batch4"], n_push, target=0.6, threads=4)
         ratio("http_bulk_push_vs_embedded_send_batch", h["bulk"], e["batch1"], n_push, target=0.6, threads=1)
-        emit("embedded_pull_ack_rate", e["pull"], "msg/s", n_pull, batch=100, rounds=rounds)
+        emit("embedded_pull_ack_rate", e["pull"], "msg/s", n_pull, batch=100, threads=2, rounds=rounds)
         emit("embedded_app_consume_rate", e["app"], "msg/s", n_pull, batch=100, rounds=rounds)
-        emit("http_pull_ack_rate", h["pull"], "msg/s", n_pull, batch=100, connections=1, rounds=rounds)
+        emit("http_pull_ack_rate", h["pull"], "msg/s", n_pull, batch=100, connections=2, rounds=rounds)
         ratio("http_pull_ack_vs_embedded_app_consume", h["pull"], e["app"], n_pull, target=0.5)
         ratio("http_pull_ack_vs_embedded_pull_ack", h["pull"], e["pull"], n_pull, target=0.5)
 
