@@ -63,3 +63,21 @@ def test_redrive_into_the_same_queue_is_refused_and_moves_nothing(conveyor_clien
     with pytest.raises(conveyor.InvalidRequest, match="into itself"):
         dlq.redrive(to="q-dlq")
     assert backlog(dlq) == (1, 6)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engines take the oldest timestamp from the first row by insertion order (SQLite: ORDER BY seq; "
+    "PostgreSQL: first seq per shard), but redriven and dead-lettered messages keep their older send "
+    "timestamps and are inserted last, so oldest_message_timestamp_ms reports a newer message",
+)
+def test_oldest_message_timestamp_after_a_redrive_is_the_redriven_message(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue, clock: FakeClock
+) -> None:
+    queue.add_pull_consumer(max_retries=0, dead_letter_queue="q-dlq")
+    sent_at = clock.now_ms()
+    dead_letter(queue, ["old"])
+    clock.advance(10)
+    queue.send("new")
+    assert conveyor_client.queue("q-dlq").redrive(to="q") == 1
+    assert queue.metrics().oldest_message_timestamp_ms == sent_at

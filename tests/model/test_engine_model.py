@@ -1,15 +1,18 @@
 """A Hypothesis stateful test of the engine interface against a small in-memory model.
 
-The machine drives one queue of a real engine (a fresh deployment per example, a hand-moved clock)
-through sends, leases, heartbeats, acks, retries with delays, releases, retention expiry, purges and
-the passing of time, and after every step checks that the engine agrees with the model:
+The machine drives a real engine (a fresh deployment per example, a hand-moved clock) through
+sends from two producers (two engine instances on the same deployment, so both shards of a
+two-shard queue fill), leases, heartbeats, acks, retries with delays, releases, dead-lettering,
+redrive, retention expiry, purges and the passing of time. After every step it checks that the
+engine agrees with the model:
 
-- the backlog (count, bytes, oldest timestamp) and the lifetime counters match;
+- the backlog (count, bytes, oldest timestamp), the next visible time and the lifetime counters
+  match, for the queue and for its dead letter queue;
 - a leased message is not leased again before its lease ends, and ``attempts`` counts deliveries;
-- acked (or dropped, expired, purged) messages never come back;
+- acked (or dropped, expired, purged) messages never come back; ids and timestamps never change;
 - settling a superseded or finished lease warns and changes nothing.
 
-Engines are pluggable: add a factory to ``ENGINES`` and the whole machine runs against it.
+Engines are pluggable: add a factory to ``ENGINES`` and a test case at the bottom.
 """
 
 from __future__ import annotations
@@ -20,33 +23,39 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from conformance.support import FakeClock
 from conveyor.engine.base import Clock, Engine
 from conveyor.engine.sqlite import SQLiteEngine
+from conveyor.errors import QueueNotFound
 from conveyor.model import Counters, DeliveryPolicy, Metrics, NewMessage, QueueSettings, StoredMessage
 
 
 def postgres_engine(directory: Path, clock: Clock) -> Engine:
-    """A PostgreSQL engine on a throwaway schema of the real server (started if it is down)."""
-    from postgres.support import ThrowawayEngine
+    """A PostgreSQL engine on a throwaway schema of the real server (started if it is down); the
+    schema's name is kept in ``directory`` so that a second call opens the same deployment."""
+    from postgres.support import ThrowawayEngine, new_schema
 
-    engine = ThrowawayEngine()
+    marker = directory / "postgres-schema"
+    if not marker.exists():
+        marker.write_text(new_schema())
+    engine = ThrowawayEngine(marker.read_text())
     engine.clock = clock
     return engine
 
 
-# name -> factory(empty directory, clock) -> a fresh engine on its own deployment.
+# name -> factory(directory, clock) -> an engine; called twice with one directory, it opens the
+# same deployment twice (two producer processes).
 ENGINES: dict[str, Callable[[Path, Clock], Engine]] = {
     "sqlite": lambda directory, clock: SQLiteEngine(directory, clock=clock),
     "postgres": postgres_engine,
 }
 
 RETENTION_SECONDS = 60  # the minimum, so that expiry happens within a run
-POLICY = DeliveryPolicy(max_retries=2, dead_letter_queue=None)  # 3 deliveries, then dropped
+DLQ = "dlq"
 
 
 @dataclass
@@ -58,6 +67,30 @@ class Stored:
     visible_at_ms: int
     attempts: int = 0
     lease: str | None = None  # the lease id of the latest delivery; None before it and after a retry
+    id: str | None = None  # learnt at the first delivery
+
+
+def counted(counters: Counters, **changes: int) -> Counters:
+    fields = {name: getattr(counters, name) for name in Counters.__dataclass_fields__}
+    return Counters(**{**fields, **{name: fields[name] + n for name, n in changes.items()}})
+
+
+def metrics_of(messages: dict[bytes, Stored]) -> Metrics:
+    stored = list(messages.values())
+    oldest = min((m.timestamp_ms for m in stored), default=0)
+    return Metrics(len(stored), sum(len(m.body) for m in stored), oldest)
+
+
+def assert_metrics(actual: Metrics, messages: dict[bytes, Stored], *, reordered: bool) -> None:
+    """``actual`` matches the model. Once messages were stored out of send order (dead letters,
+    redrive), the engines' oldest timestamp is only known to be one of the stored messages': they
+    report the first stored, not the oldest sent (a known bug, pinned by the strict xfail
+    ``test_oldest_message_timestamp_after_a_redrive_is_the_redriven_message``)."""
+    expected = metrics_of(messages)
+    if reordered and messages:
+        assert actual.oldest_message_timestamp_ms in {m.timestamp_ms for m in messages.values()}
+        actual = Metrics(actual.backlog_count, actual.backlog_bytes, expected.oldest_message_timestamp_ms)
+    assert actual == expected
 
 
 class EngineModel(RuleBasedStateMachine):
@@ -67,22 +100,30 @@ class EngineModel(RuleBasedStateMachine):
         super().__init__()
         self.directory = Path(tempfile.mkdtemp(prefix="conveyor-model-"))
         self.clock = FakeClock(start_ms=1_700_000_000_000)
-        self.engine = ENGINES[self.engine_name](self.directory, self.clock)
+        factory = ENGINES[self.engine_name]
+        self.engines = [factory(self.directory, self.clock), factory(self.directory, self.clock)]
         self.messages: dict[bytes, Stored] = {}
+        self.dead: dict[bytes, Stored] = {}
         self.gone: set[bytes] = set()
         self.counters = Counters()
         self.sent = 0
         # Every lease id handed out, current or stale: settling stale ones must change nothing.
         self.lease_ids: list[str] = []
+        self.dlq_id: str | None = None
+        # Whether messages were stored out of send order: into the DLQ, and back by redrive.
+        self.dlq_reordered = False
+        self.queue_reordered = False
 
-    @initialize()
-    def create_queue(self) -> None:
-        self.queue_id = self.engine.create_queue(
-            "q", QueueSettings(message_retention_period=RETENTION_SECONDS)
-        ).queue_id
+    # Few retries, so that deliveries run out within a run (then: dead letter queue, or dropped).
+    @initialize(shards=st.integers(1, 2), max_retries=st.integers(0, 2), dead_letter=st.booleans())
+    def create_queue(self, shards: int, max_retries: int, dead_letter: bool) -> None:
+        self.policy = DeliveryPolicy(max_retries, DLQ if dead_letter else None)
+        settings = QueueSettings(message_retention_period=RETENTION_SECONDS)
+        self.queue_id = self.engines[0].create_queue("q", settings, shards).queue_id
 
     def teardown(self) -> None:
-        self.engine.close()
+        for engine in self.engines:
+            engine.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # -- model helpers ------------------------------------------------------------------------
@@ -96,73 +137,84 @@ class EngineModel(RuleBasedStateMachine):
     def remove(self, m: Stored, **counter: int) -> None:
         del self.messages[m.body]
         self.gone.add(m.body)
-        self.count(**counter)
+        self.counters = counted(self.counters, **counter)
 
-    def count(self, **changes: int) -> None:
-        self.counters = _replace(self.counters, {name: getattr(self.counters, name) + n for name, n in changes.items()})
+    def exhaust(self, m: Stored) -> None:
+        """Deliveries used up: to the dead letter queue (attempts restart) or dropped."""
+        event("deliveries used up", "dead-lettered" if self.policy.dead_letter_queue else "dropped")
+        if self.policy.dead_letter_queue is None:
+            self.remove(m, dropped=1)
+            return
+        del self.messages[m.body]
+        self.dlq_reordered |= any(d.timestamp_ms > m.timestamp_ms for d in self.dead.values())
+        self.dead[m.body] = Stored(m.body, m.timestamp_ms, self.now(), id=m.id)
+        self.counters = counted(self.counters, dead_lettered=1)
+        if self.dlq_id is None:
+            self.dlq_id = self.engines[0].get_queue(DLQ).queue_id
 
-    def model_metrics(self) -> Metrics:
-        stored = list(self.messages.values())
-        oldest = min((m.timestamp_ms for m in stored), default=0)
-        return Metrics(len(stored), sum(len(m.body) for m in stored), oldest)
+    def some_leases(self, data: st.DataObject, min_size: int = 1) -> list[str]:
+        return data.draw(st.lists(st.sampled_from(self.lease_ids), min_size=min_size, max_size=3, unique=True))
 
     # -- rules --------------------------------------------------------------------------------
     @rule(
+        producer=st.integers(0, 1),
         sizes=st.lists(st.integers(0, 40), min_size=1, max_size=3),
         delays=st.lists(st.sampled_from([0, 0, 1, 5, 30, 90]), min_size=3, max_size=3),
     )
-    def send(self, sizes: list[int], delays: list[int]) -> None:
+    def send(self, producer: int, sizes: list[int], delays: list[int]) -> None:
         batch = []
         for size, delay in zip(sizes, delays, strict=False):
             self.sent += 1
             body = f"{self.sent}:".encode() + b"x" * size
             batch.append(NewMessage(body, "bytes", delay))
             self.messages[body] = Stored(body, self.now(), self.now() + delay * 1000)
-        self.count(sent=len(batch))
-        assert self.engine.enqueue(self.queue_id, batch) == self.model_metrics()
+        self.counters = counted(self.counters, sent=len(batch))
+        metrics = self.engines[producer].enqueue(self.queue_id, batch)
+        assert_metrics(metrics, self.messages, reordered=self.queue_reordered)
 
-    def some_leases(self, data: st.DataObject, min_size: int = 1) -> list[str]:
-        return data.draw(st.lists(st.sampled_from(self.lease_ids), min_size=min_size, max_size=3, unique=True))
-
-    @rule(n=st.integers(1, 4), visibility_s=st.sampled_from([1, 5, 30]))
-    def lease(self, n: int, visibility_s: int) -> None:
+    @rule(via=st.integers(0, 1), n=st.integers(1, 4), visibility_s=st.sampled_from([1, 5, 30]))
+    def lease(self, via: int, n: int, visibility_s: int) -> None:
         now = self.now()
         deliverable = {b for b, m in self.messages.items() if m.visible_at_ms <= now}
-        exhausted = {b for b in deliverable if self.messages[b].attempts >= POLICY.max_deliveries}
-        got: list[StoredMessage] = self.engine.lease(self.queue_id, n, visibility_s * 1000, POLICY)
+        exhausted = {b for b in deliverable if self.messages[b].attempts >= self.policy.max_deliveries}
+        got: list[StoredMessage] = self.engines[via].lease(self.queue_id, n, visibility_s * 1000, self.policy)
         for s in got:
             assert s.body not in self.gone, "a settled message came back"
             assert s.body in deliverable, "leased before its lease, delay or retry delay ended"
             assert s.body not in exhausted, "delivered more than max_retries + 1 times"
             m = self.messages[s.body]
             assert (s.attempts, s.timestamp_ms) == (m.attempts + 1, m.timestamp_ms)
-            m.attempts, m.lease, m.visible_at_ms = s.attempts, s.lease_id, now + visibility_s * 1000
-        # Exhausted messages the lease picked were dropped instead of delivered; see which.
-        still = {p.body for p in self.engine.peek(self.queue_id, 1_000)}
-        dropped = {b for b in exhausted if b not in still}
-        for body in dropped:
-            self.remove(self.messages[body], dropped=1)
-        assert len(got) + len(dropped) == min(n, len(deliverable))
+            assert m.id in (None, s.id), "a message's id changed"
+            m.attempts, m.lease, m.visible_at_ms, m.id = s.attempts, s.lease_id, now + visibility_s * 1000, s.id
+        # Exhausted messages the lease picked went to the DLQ (or were dropped); see which.
+        still = {p.body for p in self.engines[via].peek(self.queue_id, 1_000)}
+        moved = {b for b in exhausted if b not in still}
+        for body in moved:
+            self.exhaust(self.messages[body])
+        # Exhausted messages do not count toward ``n`` (an engine may lease more to fill it), but
+        # the lease must not stop short while deliverable messages wait.
+        assert len(got) <= n
+        assert len(got) + len(moved) >= min(n, len(deliverable))
         self.lease_ids += [s.lease_id for s in got]
 
     @precondition(lambda self: bool(self.lease_ids))
-    @rule(data=st.data(), visibility_s=st.sampled_from([1, 10]))
-    def extend(self, data: st.DataObject, visibility_s: int) -> None:
+    @rule(data=st.data(), via=st.integers(0, 1), visibility_s=st.sampled_from([1, 10]))
+    def extend(self, data: st.DataObject, via: int, visibility_s: int) -> None:
         lease_ids = self.some_leases(data)
-        self.engine.extend(self.queue_id, lease_ids, visibility_s * 1000)
+        self.engines[via].extend(self.queue_id, lease_ids, visibility_s * 1000)
         for lease_id in lease_ids:
             if (m := self.by_lease(lease_id)) is not None:
                 m.visible_at_ms = self.now() + visibility_s * 1000
 
     @precondition(lambda self: bool(self.lease_ids))
-    @rule(data=st.data())
-    def settle(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), via=st.integers(0, 1))
+    def settle(self, data: st.DataObject, via: int) -> None:
         acks = self.some_leases(data, min_size=0)
         delays = st.sampled_from([0, 1, 20])
         retries = [(lid, data.draw(delays)) for lid in self.some_leases(data, min_size=0) if lid not in acks]
-        result = self.engine.settle(self.queue_id, acks, retries, POLICY)
+        result = self.engines[via].settle(self.queue_id, acks, retries, self.policy)
         stale = set()
-        acked = retried = dropped = 0
+        acked = retried = exhausted = 0
         for lease_id in acks:
             if (m := self.by_lease(lease_id)) is None:
                 stale.add(lease_id)
@@ -172,24 +224,38 @@ class EngineModel(RuleBasedStateMachine):
         for lease_id, delay in retries:
             if (m := self.by_lease(lease_id)) is None:
                 stale.add(lease_id)
-            elif m.attempts >= POLICY.max_deliveries:
-                self.remove(m, dropped=1)
-                dropped += 1
+            elif m.attempts >= self.policy.max_deliveries:
+                self.exhaust(m)
+                exhausted += 1
             else:
                 m.lease, m.visible_at_ms = None, self.now() + delay * 1000
-                self.count(retried=1)
+                self.counters = counted(self.counters, retried=1)
                 retried += 1
-        assert (result.acked, result.retried, result.dropped, result.dead_lettered) == (acked, retried, dropped, 0)
+        assert (result.acked, result.retried, result.dead_lettered + result.dropped) == (acked, retried, exhausted)
         assert set(result.warnings) == stale, "stale leases must warn, current ones must not"
+        if stale:
+            event("stale lease settled")
 
     @precondition(lambda self: bool(self.lease_ids))
-    @rule(data=st.data())
-    def release(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), via=st.integers(0, 1))
+    def release(self, data: st.DataObject, via: int) -> None:
         lease_ids = self.some_leases(data)
-        self.engine.release(self.queue_id, lease_ids)
+        self.engines[via].release(self.queue_id, lease_ids)
         for lease_id in lease_ids:
             if (m := self.by_lease(lease_id)) is not None:
                 m.lease, m.visible_at_ms, m.attempts = None, self.now(), max(m.attempts - 1, 0)
+
+    @precondition(lambda self: bool(self.dead))
+    @rule(via=st.integers(0, 1))
+    def redrive(self, via: int) -> None:
+        assert self.dlq_id is not None
+        assert self.engines[via].redrive(self.dlq_id, self.queue_id) == len(self.dead)
+        newest = max((m.timestamp_ms for m in self.messages.values()), default=0)
+        self.queue_reordered |= any(m.timestamp_ms < newest for m in self.dead.values()) or self.dlq_reordered
+        for body, m in self.dead.items():
+            self.messages[body] = Stored(body, m.timestamp_ms, self.now(), id=m.id)
+        self.dead.clear()
+        self.dlq_reordered = False
 
     @rule()
     def expire(self) -> None:
@@ -197,7 +263,8 @@ class EngineModel(RuleBasedStateMachine):
         old = [m for m in self.messages.values() if m.timestamp_ms < cutoff]
         for m in old:
             self.remove(m, expired=1)
-        assert self.engine.expire() == ({self.queue_id: len(old)} if old else {})
+        # The dead letter queue keeps the default retention (4 days): nothing of it expires here.
+        assert self.engines[0].expire() == ({self.queue_id: len(old)} if old else {})
 
     @precondition(lambda self: bool(self.messages))
     @rule()
@@ -205,7 +272,7 @@ class EngineModel(RuleBasedStateMachine):
         count = len(self.messages)
         for m in list(self.messages.values()):
             self.remove(m)
-        assert self.engine.purge(self.queue_id) == count
+        assert self.engines[0].purge(self.queue_id) == count
 
     @rule(seconds=st.sampled_from([0.001, 0.5, 1, 5, 20, 60]))
     def advance_time(self, seconds: float) -> None:
@@ -214,23 +281,35 @@ class EngineModel(RuleBasedStateMachine):
     # -- invariants ---------------------------------------------------------------------------
     @invariant()
     def backlog_matches(self) -> None:
-        assert self.engine.metrics(self.queue_id) == self.model_metrics()
+        for engine in self.engines:
+            assert_metrics(engine.metrics(self.queue_id), self.messages, reordered=self.queue_reordered)
 
     @invariant()
     def counters_match(self) -> None:
         now = self.now()
         in_flight = sum(1 for m in self.messages.values() if m.lease is not None and m.visible_at_ms > now)
-        assert self.engine.counters(self.queue_id) == _replace(self.counters, {"in_flight": in_flight})
+        expected = counted(self.counters, in_flight=in_flight - self.counters.in_flight)
+        assert self.engines[0].counters(self.queue_id) == expected
 
     @invariant()
     def next_visible_matches(self) -> None:
         expected = min((m.visible_at_ms for m in self.messages.values()), default=None)
-        assert self.engine.next_visible_ms(self.queue_id) == expected
+        assert self.engines[0].next_visible_ms(self.queue_id) == expected
 
-
-def _replace(counters: Counters, values: dict[str, int]) -> Counters:
-    fields = {name: getattr(counters, name) for name in Counters.__dataclass_fields__}
-    return Counters(**{**fields, **values})
+    @invariant()
+    def dead_letter_queue_matches(self) -> None:
+        if self.dlq_id is None:
+            try:
+                self.engines[1].get_queue(DLQ)
+            except QueueNotFound:
+                return
+            raise AssertionError("the dead letter queue exists before any message was dead-lettered")
+        assert_metrics(self.engines[1].metrics(self.dlq_id), self.dead, reordered=self.dlq_reordered)
+        assert self.engines[1].counters(self.dlq_id) == Counters()
+        peeked = {p.body: p for p in self.engines[1].peek(self.dlq_id, 1_000)}
+        assert set(peeked) == set(self.dead)
+        for body, p in peeked.items():
+            assert (p.id, p.timestamp_ms, p.attempts) == (self.dead[body].id, self.dead[body].timestamp_ms, 0)
 
 
 def model_test(engine_name: str, max_examples: int) -> type:
@@ -246,5 +325,5 @@ def model_test(engine_name: str, max_examples: int) -> type:
     return test_case
 
 
-TestSQLiteEngineAgainstModel = model_test("sqlite", max_examples=300)
-TestPostgresEngineAgainstModel = model_test("postgres", max_examples=40)
+TestSQLiteEngineAgainstModel = model_test("sqlite", max_examples=200)
+TestPostgresEngineAgainstModel = model_test("postgres", max_examples=30)
