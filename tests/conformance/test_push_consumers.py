@@ -323,7 +323,11 @@ def test_handler_retry_delay_out_of_range_is_refused_with_10203(
 
     def handler(batch: conveyor.MessageBatch) -> None:
         seen.record(batch)
-        for call in (lambda: batch.messages[0].retry(delay_seconds=86_401), lambda: batch.retry_all(delay_seconds=-1)):
+        calls: list[Callable[[], None]] = [
+            lambda: batch.messages[0].retry(delay_seconds=86_401),
+            lambda: batch.retry_all(delay_seconds=-1),
+        ]
+        for call in calls:
             try:
                 call()
             except conveyor.InvalidMessage as error:
