@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 import conveyor
@@ -193,3 +195,28 @@ def test_dead_letter_keeps_body_and_content_type(conveyor_client: conveyor.Conve
     dead = conveyor_client.queue("q-dlq").peek()
     assert sorted((m.body, m.content_type) for m in dead if m.content_type == "bytes") == [(b"\x01\x02", "bytes")]
     assert [(m.body, m.content_type) for m in dead if m.content_type == "text"] == [("é", "text")]
+
+
+def test_concurrent_pullers_on_two_connections_get_disjoint_messages(
+    conveyor_client: conveyor.Conveyor, second_client: conveyor.Conveyor, pull_queue: conveyor.Queue
+) -> None:
+    for start in range(0, 200, 100):
+        pull_queue.send_batch([{"body": n} for n in range(start, start + 100)])
+    pulled: list[int] = []
+    lock = threading.Lock()
+
+    def puller(q: conveyor.Queue) -> None:
+        while batch := q.pull(batch_size=7):
+            with lock:
+                pulled.extend(m.body for m in batch)
+            q.ack(acks=[m.lease_id for m in batch])
+
+    handles = [pull_queue, second_client.queue("q")] * 2
+    threads = [threading.Thread(target=puller, args=(q,)) for q in handles]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(pulled) == list(range(200))
+    assert backlog(pull_queue) == (0, 0)
+    assert pull_queue.counters().acked == 200

@@ -44,9 +44,9 @@ def test_running_handler_keeps_its_lease_past_the_visibility_timeout(
 
     def handler(batch: conveyor.MessageBatch) -> None:
         seen.record(batch)
-        time.sleep(1.0)  # ten visibility timeouts: only the heartbeat keeps the lease
+        time.sleep(1.6)  # four visibility timeouts: only the heartbeat keeps the lease
 
-    consume(conveyor_client, "q", handler, visibility_timeout_ms=100)
+    consume(conveyor_client, "q", handler, visibility_timeout_ms=400)
     assert seen.attempts == {"long": [1]}
     assert queue.counters().acked == 1
 
@@ -78,3 +78,15 @@ def test_handler_may_ack_from_another_thread_before_returning(
 
     consume(conveyor_client, "q", handler, max_batch_size=2)
     assert len(seen.redelivered()) == 1
+
+
+def test_drain_waits_for_delayed_messages_and_reports_the_timeout(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue
+) -> None:
+    queue.send("later", delay_seconds=3_600)
+    seen = Deliveries()
+    app = conveyor.App(conveyor_client)
+    app.consumer("q", max_batch_timeout=0)(seen.record)
+    assert app.drain(timeout=0.5) is False
+    assert seen.attempts == {}
+    assert backlog(queue) == (1, 7)
