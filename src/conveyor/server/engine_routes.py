@@ -147,18 +147,7 @@ async def release(request: Request) -> Response:
 async def counters(request: Request) -> Response:
     ctx = context(request)
     queue = await ctx.queue(request.path_params["queue_id"])
-    c = await blocking(ctx.client.engine.counters, queue.id)
-    return ok(
-        {
-            "sent": c.sent,
-            "acked": c.acked,
-            "retried": c.retried,
-            "dead_lettered": c.dead_lettered,
-            "expired": c.expired,
-            "dropped": c.dropped,
-            "in_flight": c.in_flight,
-        }
-    )
+    return ok(shapes.counters(await blocking(ctx.client.engine.counters, queue.id)))
 
 
 async def next_visible(request: Request) -> Response:

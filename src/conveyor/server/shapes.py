@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from conveyor.model import ConsumerInfo, Metrics, QueueInfo, StoredMessage
+from conveyor.model import ConsumerInfo, Counters, Metrics, QueueInfo, StoredMessage
 
 
 def metrics(m: Metrics) -> dict[str, int]:
@@ -74,23 +74,34 @@ def message_body(m: StoredMessage) -> str:
     return base64.b64encode(m.body).decode()
 
 
-def pulled(m: StoredMessage) -> dict[str, Any]:
+def _message(m: StoredMessage) -> dict[str, Any]:
     return {
         "id": m.id,
         "body": message_body(m),
         "attempts": m.attempts,
-        "lease_id": m.lease_id,
         "timestamp_ms": m.timestamp_ms,
         "metadata": {"CF-Content-Type": m.content_type},
     }
 
 
+def pulled(m: StoredMessage) -> dict[str, Any]:
+    """A leased message: acked or retried by its ``lease_id``."""
+    return {**_message(m), "lease_id": m.lease_id}
+
+
 def peeked(m: StoredMessage) -> dict[str, Any]:
+    """A message read without a lease: ``ref`` names it (Cloudflare's peek answers with one)."""
+    return {**_message(m), "ref": m.id}
+
+
+def counters(c: Counters) -> dict[str, int]:
+    """Conveyor's lifetime counters of a queue (no Cloudflare equivalent)."""
     return {
-        "id": m.id,
-        "body": message_body(m),
-        "attempts": m.attempts,
-        "ref": m.id,
-        "timestamp_ms": m.timestamp_ms,
-        "metadata": {"CF-Content-Type": m.content_type},
+        "sent": c.sent,
+        "acked": c.acked,
+        "retried": c.retried,
+        "dead_lettered": c.dead_lettered,
+        "expired": c.expired,
+        "dropped": c.dropped,
+        "in_flight": c.in_flight,
     }
