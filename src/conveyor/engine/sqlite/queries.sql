@@ -5,6 +5,12 @@
 INSERT INTO messages (id, timestamp_ms, visible_at_ms, attempts, content_type, body)
 VALUES (?, ?, ?, ?, ?, ?);
 
+-- name: insert_moved
+-- A message moved in from another queue (dead-lettered or redriven): it keeps its older timestamp,
+-- so it is marked for the `oldest` query's partial index.
+INSERT INTO messages (id, timestamp_ms, visible_at_ms, attempts, content_type, body, moved)
+VALUES (?, ?, ?, ?, ?, ?, 1);
+
 -- name: count_in
 UPDATE stats SET backlog_count = backlog_count + :n, backlog_bytes = backlog_bytes + :bytes,
                  sent = sent + :sent
@@ -26,7 +32,13 @@ SELECT deleted FROM stats;
 UPDATE stats SET deleted = 1;
 
 -- name: oldest
-SELECT timestamp_ms FROM messages ORDER BY seq LIMIT 1;
+-- Sent messages arrive in timestamp order, so the first by seq is the oldest of them; moved ones
+-- are found through their partial index. Both lookups are O(log n).
+SELECT min(t) FROM (
+    SELECT timestamp_ms AS t FROM (SELECT timestamp_ms FROM messages ORDER BY seq LIMIT 1)
+    UNION ALL
+    SELECT min(timestamp_ms) FROM messages WHERE moved = 1
+);
 
 -- name: lease
 UPDATE messages SET visible_at_ms = :until, attempts = attempts + 1, lease = :token

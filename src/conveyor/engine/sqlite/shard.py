@@ -68,16 +68,19 @@ class Shard:
 
     # -- writes -------------------------------------------------------------------------------
     def insert(self, rows: Sequence[InsertRow], nbytes: int, *, sent: bool = True) -> tuple[int, int, int]:
-        """Store ``rows``; returns the shard's backlog count, bytes and oldest timestamp."""
+        """Store ``rows``; returns the shard's backlog count, bytes and oldest timestamp.
+
+        ``sent=False`` marks messages moved in from another queue rather than sent.
+        """
 
         def op(c: sqlite3.Connection) -> tuple[int, int, int]:
             counts = c.execute(Q["count_in"], {"n": len(rows), "bytes": nbytes, "sent": sent * len(rows)})
             row = counts.fetchone()
             if row is None:
                 raise QueueNotFound("the queue was deleted while this message was being sent")
-            c.executemany(Q["insert"], rows)
-            oldest = c.execute(Q["oldest"]).fetchone()
-            return row[0], row[1], oldest[0] if oldest else 0
+            c.executemany(Q["insert" if sent else "insert_moved"], rows)
+            (oldest,) = c.execute(Q["oldest"]).fetchone()
+            return row[0], row[1], oldest or 0
 
         return self.committer.run(op)
 
@@ -261,8 +264,7 @@ class Shard:
         return self._read(Q["stats"])[0]
 
     def oldest(self) -> int:
-        rows = self._read(Q["oldest"])
-        return rows[0][0] if rows else 0
+        return self._read(Q["oldest"])[0][0] or 0
 
     def peek(self, n: int) -> list[LeasedRow]:
         return self._read(Q["peek"], {"n": n})  # type: ignore[return-value]

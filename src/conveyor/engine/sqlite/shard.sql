@@ -13,9 +13,11 @@ CREATE TABLE IF NOT EXISTS messages (
     attempts      INTEGER NOT NULL DEFAULT 0,
     lease         INTEGER,
     content_type  TEXT NOT NULL,
-    body          BLOB NOT NULL
+    body          BLOB NOT NULL,
+    moved         INTEGER NOT NULL DEFAULT 0  -- 1: dead-lettered or redriven in, with an older timestamp
 );
 CREATE INDEX IF NOT EXISTS messages_visible ON messages (visible_at_ms);
+CREATE INDEX IF NOT EXISTS messages_moved ON messages (timestamp_ms) WHERE moved = 1;
 
 -- One row of running totals, kept in the same transactions as the messages they count.
 CREATE TABLE IF NOT EXISTS stats (
