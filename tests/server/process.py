@@ -33,9 +33,19 @@ class ServeProcess:
         raise RuntimeError("no VmRSS")
 
 
-def create_token(data: Path, account: str, *extra: str) -> str:
+def create_token(data: Path, account: str, *extra: str, url: str | None = None) -> str:
+    where = (
+        ["--url", url, "tokens", "create", "--tokens-db", str(data / "tokens.db")]
+        if url
+        else [
+            "--url",
+            f"sqlite://{data}",
+            "tokens",
+            "create",
+        ]
+    )
     out = subprocess.run(
-        [CONVEYOR, "--url", f"sqlite://{data}", "tokens", "create", "--account", account, *extra],
+        [CONVEYOR, *where, "--account", account, *extra],
         check=True,
         capture_output=True,
         text=True,
@@ -44,13 +54,17 @@ def create_token(data: Path, account: str, *extra: str) -> str:
 
 
 @contextmanager
-def serve_process(data: Path, account: str = "acc1", *args: str) -> Iterator[ServeProcess]:
-    token = create_token(data, account)
+def serve_process(data: Path, account: str = "acc1", *args: str, url: str | None = None) -> Iterator[ServeProcess]:
+    """``conveyor serve`` on the SQLite directory ``data`` (or on ``url``, with its tokens in ``data``)."""
+    token = create_token(data, account, url=url)
+    if url:
+        args = ("--tokens-db", str(data / "tokens.db"), *args)
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    data.mkdir(parents=True, exist_ok=True)
     log = open(data.parent / f"serve-{port}.log", "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
-        [CONVEYOR, "--url", f"sqlite://{data}", "serve", "--port", str(port), *args],
+        [CONVEYOR, "--url", url or f"sqlite://{data}", "serve", "--port", str(port), *args],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
