@@ -62,3 +62,31 @@ def test_the_migrate_command_applies_pending_migrations_then_reports_none(pg_url
     assert first.exit_code == 0 and again.exit_code == 0, first.output + again.output
     assert json.loads(first.output) == {"applied": [v for v, _ in available()]}
     assert "up to date" in again.output
+
+
+def test_a_version_1_database_keeps_its_messages_through_the_upgrade(pg_url: str, schema: str) -> None:
+    from importlib import resources
+
+    first = resources.files("conveyor.engine.postgres.migrations").joinpath("0001_initial.sql").read_text()
+    with psycopg.connect(pg_url) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(
+            "CREATE TABLE conveyor_migrations (version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        conn.execute(first.encode())
+        conn.execute("INSERT INTO conveyor_migrations (version, name) VALUES (1, '0001_initial.sql')")
+        conn.execute("INSERT INTO queues VALUES ('q1', 'old', 'now', 'now', 0, false, 345600)")
+        conn.execute("INSERT INTO shards (queue_id, shard_no, created_ms) VALUES ('q1', 0, 0)")
+        conn.execute("CREATE TABLE messages_1 PARTITION OF messages FOR VALUES IN (1)")
+        conn.execute("INSERT INTO shard_stats (shard_key, slot, backlog_count, backlog_bytes) VALUES (1, 0, 1, 3)")
+        conn.execute(
+            "INSERT INTO messages (shard_key, id, timestamp_ms, visible_at_ms, content_type, body)"
+            " VALUES (1, 'm1', 5, 5, 'text', 'old')"
+        )
+    assert migrate(pg_url) == [v for v, _ in available() if v > 1]
+    with conveyor.connect(pg_url) as cv:
+        q = cv.queue("old")
+        assert q.metrics() == conveyor.Metrics(1, 3, 5)
+        q.add_pull_consumer()
+        assert [m.body for m in q.pull()] == ["old"]

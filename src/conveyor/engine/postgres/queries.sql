@@ -87,7 +87,7 @@ DELETE FROM consumers WHERE consumer_id = %(consumer)s;
 -- Counting first: a queue deleted meanwhile has no counter row left, so nothing is inserted and the
 -- statement returns no row. Otherwise it returns the queue's metrics after this send: the other
 -- counter rows as of the statement's snapshot plus this one as updated, and the oldest message
--- (this send's, if the queue held none before).
+-- (this send's, if the queue held none before; see migrations/0002_moved_messages.sql).
 WITH counted AS (
     UPDATE shard_stats
     SET backlog_count = backlog_count + cardinality(%(ids)b::text[]),
@@ -103,11 +103,7 @@ WITH counted AS (
     RETURNING 1
 )
 SELECT c.backlog_count + coalesce(o.backlog_count, 0), c.backlog_bytes + coalesce(o.backlog_bytes, 0),
-       coalesce((SELECT first.timestamp_ms
-                 FROM unnest(%(shards)s::bigint[]) AS k (shard_key),
-                      LATERAL (SELECT m.seq, m.timestamp_ms FROM messages m WHERE m.shard_key = k.shard_key
-                               ORDER BY m.seq LIMIT 1) AS first
-                 ORDER BY first.seq LIMIT 1), %(now)s)
+       coalesce(conveyor_oldest_ms(%(shards)s::bigint[]), %(now)s)
 FROM counted c,
      LATERAL (SELECT sum(st.backlog_count) AS backlog_count, sum(st.backlog_bytes) AS backlog_bytes
               FROM shard_stats st
@@ -178,8 +174,8 @@ WITH moved AS (
     WHERE m.shard_key = %(shard)s AND m.seq = d.seq AND m.lease = d.token
     RETURNING m.id, m.timestamp_ms, m.content_type, m.body
 ), copied AS (
-    INSERT INTO messages (shard_key, id, timestamp_ms, visible_at_ms, attempts, content_type, body)
-    SELECT %(dlq_shard)s, id, timestamp_ms, %(now)s, 0, content_type, body
+    INSERT INTO messages (shard_key, id, timestamp_ms, visible_at_ms, attempts, content_type, body, moved)
+    SELECT %(dlq_shard)s, id, timestamp_ms, %(now)s, 0, content_type, body, true
     FROM moved WHERE %(dlq_shard)s::bigint IS NOT NULL
     RETURNING length(body) AS size
 ), source AS (
@@ -205,8 +201,8 @@ WITH moved AS (
       AND seq IN (SELECT seq FROM messages WHERE shard_key = %(shard)s ORDER BY seq LIMIT %(n)s)
     RETURNING id, timestamp_ms, content_type, body
 ), copied AS (
-    INSERT INTO messages (shard_key, id, timestamp_ms, visible_at_ms, attempts, content_type, body)
-    SELECT %(target)s, id, timestamp_ms, %(now)s, 0, content_type, body FROM moved
+    INSERT INTO messages (shard_key, id, timestamp_ms, visible_at_ms, attempts, content_type, body, moved)
+    SELECT %(target)s, id, timestamp_ms, %(now)s, 0, content_type, body, true FROM moved
     RETURNING length(body) AS size
 ), source AS (
     UPDATE shard_stats
@@ -258,13 +254,8 @@ SELECT count(*) FROM gone;
 -- ============================================================================= reads
 
 -- name: metrics
--- The oldest message is looked up shard by shard, each an ordered scan of the primary key.
 SELECT coalesce(sum(st.backlog_count), 0), coalesce(sum(st.backlog_bytes), 0),
-       coalesce((SELECT first.timestamp_ms
-                 FROM unnest(%(shards)s::bigint[]) AS k (shard_key),
-                      LATERAL (SELECT m.seq, m.timestamp_ms FROM messages m WHERE m.shard_key = k.shard_key
-                               ORDER BY m.seq LIMIT 1) AS first
-                 ORDER BY first.seq LIMIT 1), 0)
+       coalesce(conveyor_oldest_ms(%(shards)s::bigint[]), 0)
 FROM shard_stats st WHERE st.shard_key = ANY (%(shards)s::bigint[]);
 
 -- name: counters
