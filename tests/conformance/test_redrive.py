@@ -66,17 +66,8 @@ def test_redrive_into_the_same_queue_is_refused_and_moves_nothing(conveyor_clien
 
 
 def test_oldest_message_timestamp_after_a_redrive_is_the_redriven_message(
-    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue, clock: FakeClock, request: pytest.FixtureRequest
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue, clock: FakeClock
 ) -> None:
-    if request.node.callspec.params.get("engine_name") == "postgres":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="the PostgreSQL engine takes the oldest timestamp from the first row of each shard by "
-                "insertion order, but redriven and dead-lettered messages keep their older send timestamps "
-                "and are inserted last",
-            )
-        )
     queue.add_pull_consumer(max_retries=0, dead_letter_queue="q-dlq")
     sent_at = clock.now_ms()
     dead_letter(queue, ["old"])
