@@ -10,7 +10,7 @@ from conveyor import limits
 from conveyor.client import validation as check
 from conveyor.codec import decode
 from conveyor.engine.base import Engine
-from conveyor.errors import ConsumerNotFound, DeliveryPaused, InvalidRequest
+from conveyor.errors import ConsumerNotFound, DeliveryPaused, InvalidQueueId, InvalidRequest
 from conveyor.model import (
     AckResult,
     ConsumerInfo,
@@ -72,6 +72,10 @@ class Conveyor:
         return Queue(self, self.engine.get_queue(check.check_queue_name(name)))
 
     def queue_by_id(self, queue_id: str) -> Queue:
+        """The queue with id ``queue_id`` (32 lowercase hex characters): ``InvalidQueueId`` (10107)
+        if it is malformed, ``QueueNotFound`` if there is no such queue."""
+        if not isinstance(queue_id, str) or not limits.ID_PATTERN.match(queue_id):
+            raise InvalidQueueId(f"queue id {queue_id!r} is malformed: expected 32 lowercase hex characters")
         return Queue(self, self.engine.get_queue_by_id(queue_id))
 
     def list_queues(self) -> list[QueueInfo]:
