@@ -238,3 +238,11 @@ def test_send_to_a_queue_deleted_by_another_connection_is_refused(
         q.send("after")
     assert conveyor_client.list_queues() == []
     assert conveyor_client.create_queue("q").metrics() == conveyor.Metrics(0, 0, 0)
+
+
+@pytest.mark.parametrize("queue_id", ["xyz", "A" * 32, "0" * 31, "0" * 33, "g" * 32, "0" * 32 + "\n"])
+def test_malformed_queue_id_is_refused_with_10107(conveyor_client: conveyor.Conveyor, queue_id: str) -> None:
+    with pytest.raises(conveyor.InvalidQueueId) as excinfo:
+        conveyor_client.queue_by_id(queue_id)
+    assert (excinfo.value.code, excinfo.value.status) == (10107, 400)
+    assert repr(queue_id) in str(excinfo.value)
