@@ -213,7 +213,10 @@ class Dispatcher:
             )
         acks, retries, _ = flight.batch.outcome(failed, self.spec.settings.retry_delay)
         try:
-            self.engine.settle(self.queue_id, acks, retries, self.policy)
+            result = self.engine.settle(self.queue_id, acks, retries, self.policy)
+            for lease, warning in result.warnings.items():
+                # Purged, expired or delivered again elsewhere while the handler ran.
+                log.warning("queue %s: ack/retry of lease %s changed nothing: %s", self.spec.queue, lease, warning)
         except Exception:
             log.exception("queue %s: could not settle a batch; it will be delivered again", self.spec.queue)
         with self._lock:
