@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -360,3 +361,29 @@ def test_consumer_of_a_missing_queue_fails_to_start(conveyor_client: conveyor.Co
     with pytest.raises(conveyor.QueueNotFound):
         app.start()
     assert conveyor_client.list_queues() == []
+
+
+def test_purge_during_a_running_batch_makes_its_acks_warnings(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue.send_batch([{"body": 1}, {"body": 2}])
+    started, release = threading.Event(), threading.Event()
+
+    def handler(batch: conveyor.MessageBatch) -> None:
+        started.set()
+        release.wait(10)
+
+    app = conveyor.App(conveyor_client)
+    app.consumer("q", max_batch_size=2, max_batch_timeout=0)(handler)
+    with caplog.at_level(logging.WARNING, logger="conveyor.consumer"):
+        app.start()
+        try:
+            assert started.wait(10)
+            assert queue.purge() == 2
+            release.set()
+            wait_for(lambda: app.dispatchers["q"].idle())
+        finally:
+            app.stop(grace=5)
+    assert queue.counters().acked == 0
+    assert queue.metrics() == conveyor.Metrics(0, 0, 0)
+    assert any("not found" in r.getMessage() for r in caplog.records)
