@@ -148,6 +148,7 @@ def test_retry_delay_precedence_message_then_batch_then_consumer(
     def handler(batch: conveyor.MessageBatch) -> None:
         by_body = {m.body: m for m in batch.messages}
         by_body["message-delay"].retry(delay_seconds=30)
+        by_body["message-delay"].retry(delay_seconds=5)  # ignored: the first call wins
         by_body["consumer-delay"].retry()
         batch.retry_all(delay_seconds=20)
 
