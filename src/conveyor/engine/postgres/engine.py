@@ -235,12 +235,9 @@ class PostgresEngine(Engine):
 
     # -- messages -----------------------------------------------------------------------------
     def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> Metrics:
-        return self._store(queue_id, messages, self._home(queue_id))
-
-    def _store(self, queue_id: str, messages: Sequence[NewMessage], home: ShardRef) -> Metrics:
         now = self.clock.now_ms()
         args = {
-            "shard": home.key,
+            "shard": self._home(queue_id).key,
             "ids": new_ids(len(messages)),
             "ts": [now] * len(messages),
             "visible": [now + m.delay_seconds * 1000 for m in messages],
