@@ -77,6 +77,8 @@ points past the end of its file; a file cut short by something else is refused w
 any mmap. Nothing is fsynced: the store is for state that a writer can republish, on tmpfs by choice.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from conveyor.mmapsync.errors import (
     DataSetNotFound,
     DuplicateKey,
@@ -87,9 +89,22 @@ from conveyor.mmapsync.errors import (
     TooManyReaders,
     TruncatedFile,
 )
-from conveyor.mmapsync.feature_store import FeatureStore, FeatureTable
 from conveyor.mmapsync.layout import Version, checksum
 from conveyor.mmapsync.synchronizer import Synchronizer
+
+if TYPE_CHECKING:
+    from conveyor.mmapsync.feature_store import FeatureStore, FeatureTable
+
+
+def __getattr__(name: str) -> Any:
+    # FeatureStore needs NumPy, whose import costs ~0.1 s: the queues' own use of the Synchronizer
+    # (the catalog snapshot, imported by every CLI call) should not pay for it.
+    if name in ("FeatureStore", "FeatureTable"):
+        from conveyor.mmapsync import feature_store
+
+        return getattr(feature_store, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DataSetNotFound",
