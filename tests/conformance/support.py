@@ -44,12 +44,19 @@ def bodies(q: conveyor.Queue, limit: int = 100) -> list[Any]:
     return [m.body for m in q.peek(batch_size=limit)]
 
 
-def refused(q: conveyor.Queue, error: type[conveyor.ConveyorError], code: int, action: Callable[[], object]) -> str:
-    """Run ``action``: it must raise exactly ``error`` with Cloudflare ``code`` and leave ``q``'s
-    stored messages as they were. Returns the error text (``"... (code N)"``)."""
+def refused(
+    q: conveyor.Queue,
+    error: type[conveyor.ConveyorError],
+    code: int,
+    action: Callable[..., object],
+    *args: Any,
+    **kwargs: Any,
+) -> str:
+    """Call ``action(*args, **kwargs)``: it must raise exactly ``error`` with Cloudflare ``code`` and
+    leave ``q``'s stored messages as they were. Returns the error text (``"... (code N)"``)."""
     before = backlog(q), bodies(q)
     with pytest.raises(error) as caught:
-        action()
+        action(*args, **kwargs)
     assert type(caught.value) is error
     assert caught.value.code == code
     text = str(caught.value)

@@ -55,17 +55,21 @@ def test_missing_queue_raises_queue_not_found_10104(conveyor_client: conveyor.Co
         conveyor_client.delete_queue("nope")
 
 
-@pytest.mark.parametrize("name", ["a", "q1", "my-queue", "0-9", "a" * 63])
-def test_valid_queue_names_are_accepted(conveyor_client: conveyor.Conveyor, name: str) -> None:
-    assert conveyor_client.create_queue(name).name == name
+VALID_NAMES = ["a", "q1", "my-queue", "0-9", "a" * 63]
+INVALID_NAMES = ["", "Emails", "-a", "a-", "a_b", "a.b", "a b", "a" * 64, "é", "a/b", "q\n"]
 
 
-@pytest.mark.parametrize("name", ["", "Emails", "-a", "a-", "a_b", "a.b", "a b", "a" * 64, "é", "a/b", "q\n"])
-def test_invalid_queue_names_are_refused_with_11003(conveyor_client: conveyor.Conveyor, name: str) -> None:
-    with pytest.raises(conveyor.InvalidQueueName) as excinfo:
-        conveyor_client.create_queue(name)
-    assert (excinfo.value.code, excinfo.value.status) == (11003, 400)
-    assert repr(name) in str(excinfo.value)
+def test_valid_queue_names_are_accepted(conveyor_client: conveyor.Conveyor) -> None:
+    for name in VALID_NAMES:
+        assert conveyor_client.create_queue(name).name == name
+
+
+def test_invalid_queue_names_are_refused_with_11003(conveyor_client: conveyor.Conveyor) -> None:
+    for name in INVALID_NAMES:
+        with pytest.raises(conveyor.InvalidQueueName) as excinfo:
+            conveyor_client.create_queue(name)
+        assert (excinfo.value.code, excinfo.value.status) == (11003, 400)
+        assert repr(name) in str(excinfo.value)
     assert conveyor_client.list_queues() == []
 
 
@@ -240,9 +244,9 @@ def test_send_to_a_queue_deleted_by_another_connection_is_refused(
     assert conveyor_client.create_queue("q").metrics() == conveyor.Metrics(0, 0, 0)
 
 
-@pytest.mark.parametrize("queue_id", ["xyz", "A" * 32, "0" * 31, "0" * 33, "g" * 32, "0" * 32 + "\n"])
-def test_malformed_queue_id_is_refused_with_10107(conveyor_client: conveyor.Conveyor, queue_id: str) -> None:
-    with pytest.raises(conveyor.InvalidQueueId) as excinfo:
-        conveyor_client.queue_by_id(queue_id)
-    assert (excinfo.value.code, excinfo.value.status) == (10107, 400)
-    assert repr(queue_id) in str(excinfo.value)
+def test_malformed_queue_id_is_refused_with_10107(conveyor_client: conveyor.Conveyor) -> None:
+    for queue_id in ["xyz", "A" * 32, "0" * 31, "0" * 33, "g" * 32, "0" * 32 + "\n"]:
+        with pytest.raises(conveyor.InvalidQueueId) as excinfo:
+            conveyor_client.queue_by_id(queue_id)
+        assert (excinfo.value.code, excinfo.value.status) == (10107, 400)
+        assert repr(queue_id) in str(excinfo.value)
