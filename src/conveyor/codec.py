@@ -3,6 +3,13 @@
 A body is stored as the bytes Cloudflare would store: JSON as compact UTF-8 JSON, text as UTF-8, bytes
 as given. ``v8`` (a JavaScript structured clone) is refused: Python has no safe equivalent, and
 Conveyor never falls back to pickle.
+
+JSON is encoded by orjson (an order of magnitude faster than the standard library on 1 KB bodies,
+which is most of a batch send's client-side cost), held to the standard library's rules: whatever
+orjson would treat differently goes to ``json`` instead — integers past 64 bits (which ``json`` keeps
+exact), dataclasses, datetimes and subclasses (which ``json`` refuses), and any output with a
+``null`` in it, because orjson writes NaN and infinities as ``null`` where they must be refused.
+Decoding stays with ``json``, which keeps big integers exact.
 """
 
 from __future__ import annotations
@@ -10,12 +17,31 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+import orjson
+
 from conveyor.errors import InvalidMessage
 
 ContentType = Literal["json", "text", "bytes"]
 CONTENT_TYPES: tuple[ContentType, ...] = ("json", "text", "bytes")
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_ORJSON_OPTIONS = (
+    orjson.OPT_NON_STR_KEYS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
+def encode_json(body: Any) -> bytes:
+    """Compact UTF-8 JSON, exactly as ``json`` with ``allow_nan=False`` would write it."""
+    try:
+        data = orjson.dumps(body, option=_ORJSON_OPTIONS)
+    except TypeError:  # JSONEncodeError: a type or an integer orjson leaves to json
+        return _dumps(body).encode()
+    if b"null" in data:
+        return _dumps(body).encode()
+    return data
 
 
 def check_content_type(content_type: object) -> ContentType:
@@ -35,7 +61,7 @@ def encode(body: Any, content_type: object = "json") -> tuple[bytes, ContentType
     kind = check_content_type(content_type)
     if kind == "json":
         try:
-            return _dumps(body).encode(), kind
+            return encode_json(body), kind
         except (TypeError, ValueError) as exc:
             raise InvalidMessage(f"body is not JSON-serialisable: {exc}") from None
     if kind == "text":

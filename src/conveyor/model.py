@@ -7,7 +7,7 @@ API.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from conveyor import limits
 from conveyor.codec import ContentType
@@ -79,17 +79,19 @@ class Counters:
     in_flight: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class NewMessage:
-    """An encoded message on its way into storage; ``delay_seconds`` is already resolved."""
+class NewMessage(NamedTuple):
+    """An encoded message on its way into storage; ``delay_seconds`` is already resolved.
+
+    (Named tuples, not dataclasses, for the two message types: one is made per message sent or
+    delivered, and a tuple is made in half the time of a frozen dataclass.)
+    """
 
     body: bytes
     content_type: ContentType
     delay_seconds: int
 
 
-@dataclass(frozen=True, slots=True)
-class StoredMessage:
+class StoredMessage(NamedTuple):
     """A message as an engine hands it out (leased, or peeked with an empty ``lease_id``)."""
 
     id: str
