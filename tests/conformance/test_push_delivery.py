@@ -90,3 +90,30 @@ def test_drain_waits_for_delayed_messages_and_reports_the_timeout(
     assert app.drain(timeout=0.5) is False
     assert seen.attempts == {}
     assert backlog(queue) == (1, 7)
+
+
+def test_delayed_message_is_pushed_once_its_delay_ends(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue
+) -> None:
+    queue.send("soon", delay_seconds=1)
+    seen = Deliveries()
+    consume(conveyor_client, "q", seen.record)
+    assert seen.attempts == {"soon": [1]}
+
+
+def test_dead_letters_reach_the_consumer_of_the_dead_letter_queue(conveyor_client: conveyor.Conveyor) -> None:
+    conveyor_client.create_queue("q").send_batch([{"body": "ok"}, {"body": "poison"}])
+    conveyor_client.create_queue("q-dlq")
+    dead = Deliveries()
+
+    def handler(batch: conveyor.MessageBatch) -> None:
+        for m in batch.messages:
+            if m.body == "poison":
+                m.retry()
+
+    app = conveyor.App(conveyor_client)
+    app.consumer("q", max_batch_timeout=0, max_retries=1, dead_letter_queue="q-dlq")(handler)
+    app.consumer("q-dlq", max_batch_timeout=0)(dead.record)
+    assert app.drain(20)
+    assert dead.attempts == {"poison": [1]}
+    assert conveyor_client.queue("q").counters().dead_lettered == 1
