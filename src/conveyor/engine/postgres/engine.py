@@ -40,7 +40,7 @@ from conveyor.engine.postgres.migrate import LOCK_CLASS, migrate
 from conveyor.engine.postgres.vacuum import Vacuumer
 from conveyor.engine.sqlfile import load_queries
 from conveyor.engine.sqlite.shard import MISSING, SUPERSEDED
-from conveyor.errors import QueueExists, QueueNotFound
+from conveyor.errors import InvalidRequest, QueueExists, QueueNotFound
 from conveyor.model import (
     ConsumerInfo,
     ConsumerSettings,
@@ -422,6 +422,9 @@ class PostgresEngine(Engine):
         return expired
 
     def redrive(self, from_queue_id: str, to_queue_id: str) -> int:
+        if from_queue_id == to_queue_id:
+            # Rows are moved oldest-first until none are left; into the same queue that never ends.
+            raise InvalidRequest(f"cannot redrive queue {from_queue_id!r} into itself")
         target = self._home(to_queue_id)
         moved = 0
         for shard in self._shards(from_queue_id):

@@ -34,7 +34,7 @@ from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
 from conveyor.engine.sqlite.snapshot import CatalogSnapshot
 from conveyor.engine.sqlite.snapshot_store import SnapshotStore
 from conveyor.engine.sqlite.storage import ensure_directory
-from conveyor.errors import QueueNotFound, StorageError
+from conveyor.errors import InvalidRequest, QueueNotFound, StorageError
 from conveyor.ids import new_id
 from conveyor.model import (
     ConsumerInfo,
@@ -450,6 +450,9 @@ class SQLiteEngine(Engine):
         return expired
 
     def redrive(self, from_queue_id: str, to_queue_id: str) -> int:
+        if from_queue_id == to_queue_id:
+            # Rows are moved oldest-first until none are left; into the same queue that never ends.
+            raise InvalidRequest(f"cannot redrive queue {from_queue_id!r} into itself")
         moved = 0
         target = self._home(to_queue_id)
         for shard in self._all(from_queue_id):
