@@ -75,3 +75,12 @@ def test_oldest_message_timestamp_after_a_redrive_is_the_redriven_message(
     queue.send("new")
     assert conveyor_client.queue("q-dlq").redrive(to="q") == 1
     assert queue.metrics().oldest_message_timestamp_ms == sent_at
+
+
+def test_engine_refuses_a_redrive_into_the_same_queue(conveyor_client: conveyor.Conveyor) -> None:
+    # Below the client's check: the HTTP server passes ids from the wire straight to the engine.
+    dlq = conveyor_client.create_queue("q-dlq")
+    dlq.send("dead")
+    with pytest.raises(conveyor.InvalidRequest, match="into itself"):
+        conveyor_client.engine.redrive(dlq.id, dlq.id)
+    assert backlog(dlq) == (1, 6)
