@@ -196,3 +196,24 @@ def test_crashed_foreign_database_as_catalog_is_refused_and_its_journal_left_alo
     assert str(data_dir / "catalog.db") in str(raised.value)
 
     assert {p: p.read_bytes() for p in files} == before
+
+
+def test_a_file_whose_first_transaction_died_is_made_anew_not_refused(data_dir: Path) -> None:
+    """A process killed while making a new file (its first transaction: the switch to WAL) leaves a
+    hot journal that rolls the file back to empty: no one's data, so Conveyor initialises it."""
+    data_dir.mkdir()
+    scratch = data_dir / "scratch.db"
+    conn = sqlite3.connect(scratch)
+    conn.execute("PRAGMA cache_size = 1")  # spill to the file mid-transaction: the journal is hot
+    conn.execute("BEGIN")
+    conn.execute("CREATE TABLE half_made (x TEXT)")
+    conn.executemany("INSERT INTO half_made VALUES (?)", [("c" * 100,)] * 2000)
+    shutil.copyfile(scratch, data_dir / "catalog.db")
+    shutil.copyfile(f"{scratch}-journal", data_dir / "catalog.db-journal")
+    conn.rollback()
+    conn.close()
+    scratch.unlink()
+
+    with conveyor.connect(f"sqlite://{data_dir}") as cv:
+        cv.create_queue("fresh").send("works", content_type="text")
+        assert [m.body for m in cv.queue("fresh").peek()] == ["works"]

@@ -96,13 +96,33 @@ def _refuse_foreign(path: Path, name: str) -> None:
         _check_ours(probe, name)
     except sqlite3.Error as exc:
         if exc.sqlite_errorcode == sqlite3.SQLITE_READONLY_ROLLBACK:
-            # Conveyor's files are in WAL mode: a rollback journal left by a crash is another program's.
+            if _journal_of_a_new_file(path):
+                return  # a process died making this file: rolling back leaves it empty, as it began
+            # Conveyor's files are in WAL mode: any other rollback journal left by a crash is another
+            # program's.
             raise CorruptStorage(
                 f"{name} is a database of another program, not Conveyor's (with an unfinished transaction)"
             ) from None
         raise translate_error(exc, name) from None
     finally:
         probe.close()
+
+
+# A rollback journal's header: 8 magic bytes, then big-endian words, the database's size in pages
+# before the transaction at offset 16.
+_JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+
+
+def _journal_of_a_new_file(path: Path) -> bool:
+    """Whether the hot journal beside ``path`` undoes a file's very first transaction (its size
+    before it was 0 pages): what a process killed while switching a new file to WAL leaves. Rolling
+    it back loses no one's data."""
+    try:
+        with open(f"{path}-journal", "rb") as journal:
+            header = journal.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[:8] == _JOURNAL_MAGIC and int.from_bytes(header[16:20], "big") == 0
 
 
 def _check_ours(conn: sqlite3.Connection, name: str) -> bool:
