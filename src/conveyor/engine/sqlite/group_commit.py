@@ -10,6 +10,12 @@ while most of the last group had not noticed it was done, so groups stayed small
 
 Each operation runs inside its own savepoint, so one failing operation (a full disk aside) does not
 take the others in its group down with it.
+
+An operation may be *volatile* (``durable=False``): a lease or a lease renewal, whose loss in a power
+failure only makes a message deliverable again sooner. A group of volatile operations commits with
+``synchronous=NORMAL`` (no fsync; in WAL mode a process crash still loses nothing, only the machine
+losing power can); a group with any durable operation fsyncs, which also makes every earlier volatile
+commit durable.
 """
 
 from __future__ import annotations
@@ -25,10 +31,11 @@ T = TypeVar("T")
 
 
 class _Op(Generic[T]):
-    __slots__ = ("done", "error", "fn", "gate", "result")
+    __slots__ = ("done", "durable", "error", "fn", "gate", "result")
 
-    def __init__(self, fn: Callable[[sqlite3.Connection], T]) -> None:
+    def __init__(self, fn: Callable[[sqlite3.Connection], T], durable: bool) -> None:
         self.fn = fn
+        self.durable = durable
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
@@ -51,13 +58,15 @@ class GroupCommitter:
         self._pending: list[_Op[object]] = []
         self._mutex = threading.Lock()
         self._leading = False
+        self._synchronous_full = True  # open_database sets synchronous=FULL
         # Transactions committed and operations they carried: operations / commits is the sharing.
         self.commits = 0
         self.operations = 0
 
-    def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` in a transaction shared with concurrent callers; return once it is durable."""
-        op: _Op[T] = _Op(fn)
+    def run(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
+        """Run ``fn`` in a transaction shared with concurrent callers; return once it is committed —
+        and fsynced, unless ``durable=False``."""
+        op: _Op[T] = _Op(fn, durable)
         with self._mutex:
             self._pending.append(op)  # type: ignore[arg-type]
             follow, self._leading = self._leading, True
@@ -89,6 +98,10 @@ class GroupCommitter:
         conn = self._conn
         lost: BaseException | None = None
         try:
+            durable = any(op.durable for op in group)
+            if durable != self._synchronous_full:
+                conn.execute("PRAGMA synchronous = FULL" if durable else "PRAGMA synchronous = NORMAL")
+                self._synchronous_full = durable
             conn.execute("BEGIN IMMEDIATE")
             for op in group:
                 self._apply(conn, op, savepoint=len(group) > 1)

@@ -89,21 +89,21 @@ class Shard:
             args = {"now": now_ms, "n": n, "until": until_ms, "token": token}
             return c.execute(Q["lease"], args).fetchall()
 
-        return self.committer.run(op)
+        return self.committer.run(op, durable=False)
 
     def extend(self, leases: dict[int, list[int]], until_ms: int) -> None:
         def op(c: sqlite3.Connection) -> None:
             for token, seqs in leases.items():
                 c.execute(Q["extend"], {"until": until_ms, "token": token, "seqs": _seqs(seqs)})
 
-        self.committer.run(op)
+        self.committer.run(op, durable=False)
 
     def release(self, leases: dict[int, list[int]], now_ms: int) -> None:
         def op(c: sqlite3.Connection) -> None:
             for token, seqs in leases.items():
                 c.execute(Q["release"], {"now": now_ms, "token": token, "seqs": _seqs(seqs)})
 
-        self.committer.run(op)
+        self.committer.run(op, durable=False)
 
     def settle(
         self,
