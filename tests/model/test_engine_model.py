@@ -305,5 +305,5 @@ def model_test(engine_name: str, max_examples: int) -> type:
     return test_case
 
 
-TestSQLiteEngineAgainstModel = model_test("sqlite", max_examples=200)
-TestPostgresEngineAgainstModel = model_test("postgres", max_examples=30)
+TestSQLiteEngineAgainstModel = model_test("sqlite", max_examples=300)
+TestPostgresEngineAgainstModel = model_test("postgres", max_examples=45)
