@@ -160,8 +160,8 @@ class WriteLanes:
     """A few group committers side by side, so one engine's writes use more than one server backend.
 
     One connection executes one statement at a time, on one core of the server. An operation takes
-    the first idle lane (opening lanes only as concurrency needs them), or else joins the group
-    gathering on the least loaded one: a lone writer pays nothing extra, and many writers are
+    an idle lane (its thread's own if that one is idle), or else joins the group gathering on the
+    least loaded one: a lone writer pays nothing extra, and many writers are
     grouped into at most ``lanes`` transactions in flight at once. Operations that need no WAL flush
     (leases, heartbeats) have lanes of their own, so that a lease never waits behind an ack's flush.
     """
@@ -172,7 +172,10 @@ class WriteLanes:
 
     def run(self, op: Operation[T], *, durable: bool = True) -> T:
         lanes = self._lanes if durable else self._fast
-        for lane in lanes:
+        # Each thread starts looking at a lane of its own, so that concurrent writers spread over
+        # the lanes instead of all racing for the first idle one.
+        start = threading.get_ident() % len(lanes)
+        for lane in lanes[start:] + lanes[:start]:
             if not lane.busy:
                 return lane.run(op, durable=durable)
         return min(lanes, key=lambda lane: lane.waiting).run(op, durable=durable)
