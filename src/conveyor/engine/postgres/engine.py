@@ -470,6 +470,10 @@ class PostgresEngine(Engine):
     def wait(self, queue_id: str, timeout: float) -> None:
         self._listener.wait(channel_of(queue_id), timeout)
 
+    def wake(self, queue_id: str) -> None:
+        # A stopping dispatcher may be waiting up to max_batch_timeout for a batch to fill.
+        self._listener.wake(channel_of(queue_id))
+
     # -- leadership ---------------------------------------------------------------------------
     def acquire_leadership(self) -> bool:
         """Hold the deployment's advisory lock on a dedicated connection.

@@ -74,6 +74,11 @@ class Listener:
                 self._cond.wait(left)
             self._seen[channel] = self._versions[channel]
 
+    def wake(self, channel: str) -> None:
+        """Make waits on ``channel`` in this process return now, and the next one at once if none
+        is waiting yet (so a wake just before a wait is not lost)."""
+        self._bump([channel])
+
     def _start(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="conveyor-listen", daemon=True)
