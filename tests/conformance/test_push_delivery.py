@@ -6,7 +6,7 @@ import threading
 import time
 
 import conveyor
-from conformance.support import Deliveries, backlog, consume, wait_for
+from conformance.support import Deliveries, FakeClock, backlog, consume, wait_for
 
 
 def test_batches_fill_to_max_batch_size_and_a_partial_one_goes_after_max_batch_timeout(
@@ -117,3 +117,23 @@ def test_dead_letters_reach_the_consumer_of_the_dead_letter_queue(conveyor_clien
     assert app.drain(20)
     assert dead.attempts == {"poison": [1]}
     assert conveyor_client.queue("q").counters().dead_lettered == 1
+
+
+def test_graceful_stop_releases_unstarted_messages_without_counting_a_delivery(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue, clock: FakeClock
+) -> None:
+    queue.send_batch([{"body": i} for i in range(3)])
+    seen = Deliveries()
+    app = conveyor.App(conveyor_client)
+    # A batch of 10 waits up to 60 s to fill: the 3 messages stay leased but unstarted.
+    app.consumer("q", max_batch_size=10, max_batch_timeout=60)(seen.record)
+    app.start()
+    try:
+        wait_for(lambda: queue.counters().in_flight == 3)
+    finally:
+        app.stop(grace=5)
+    assert seen.attempts == {}
+    queue.remove_consumer()
+    queue.add_pull_consumer()
+    # Back at once (the clock has not moved), and this is their first delivery.
+    assert sorted((m.body, m.attempts) for m in queue.pull(batch_size=10)) == [(0, 1), (1, 1), (2, 1)]
