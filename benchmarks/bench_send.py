@@ -45,7 +45,7 @@ def send_batch_vs_raw(directory: Path, rounds: int, batches_per_round: int) -> N
     for _ in range(rounds):
         batches = [[{"body": body(sent + b * BATCH + i)} for i in range(BATCH)] for b in range(batches_per_round)]
         # The same batches validated and JSON-encoded beforehand: what the engine alone costs.
-        encoded = [prepare_batch(batch, None, 0) for batch in batches]
+        encoded = [prepare_batch(batch, None) for batch in batches]
         rows = [raw_rows(sent + b * BATCH, BATCH) for b in range(batches_per_round)]
         started = time.perf_counter()
         for batch in batches:

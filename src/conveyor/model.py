@@ -80,7 +80,9 @@ class Counters:
 
 
 class NewMessage(NamedTuple):
-    """An encoded message on its way into storage; ``delay_seconds`` is already resolved.
+    """An encoded message on its way into storage. ``delay_seconds`` is the message's or its
+    batch's delay; ``None`` means the queue's ``delivery_delay``, which the engine applies when it
+    stores the message (so a producer never acts on a stale copy of the queue's settings).
 
     (Named tuples, not dataclasses, for the two message types: one is made per message sent or
     delivered, and a tuple is made in half the time of a frozen dataclass.)
@@ -88,7 +90,7 @@ class NewMessage(NamedTuple):
 
     body: bytes
     content_type: ContentType
-    delay_seconds: int
+    delay_seconds: int | None
 
 
 class StoredMessage(NamedTuple):

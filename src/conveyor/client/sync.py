@@ -115,7 +115,7 @@ class Queue:
 
         >>> q.send({"n": 1}); q.send("hi", content_type="text", delay_seconds=30)
         """
-        delay = self._delivery_delay() if delay_seconds is None else check.check_delay(delay_seconds)
+        delay = None if delay_seconds is None else check.check_delay(delay_seconds)
         return self._engine.enqueue(self.id, [check.prepare_message(body, content_type, delay)])
 
     def send_batch(self, messages: Sequence[Mapping[str, Any]], delay_seconds: int | None = None) -> Metrics:
@@ -123,15 +123,7 @@ class Queue:
 
         >>> q.send_batch([{"body": {"n": 1}}, {"body": b"\\x00", "content_type": "bytes", "delay_seconds": 5}])
         """
-        # A batch delay overrides the queue's, which is then not read at all.
-        queue_delay = self._delivery_delay() if delay_seconds is None else 0
-        prepared = check.prepare_batch(messages, delay_seconds, queue_delay)
-        return self._engine.enqueue(self.id, prepared)
-
-    def _delivery_delay(self) -> int:
-        # Read on every send, not kept from when this handle was made: another process may have
-        # changed it since (the engine answers from a cheap source; SQLite: the catalog snapshot).
-        return self._engine.queue_settings(self.id).delivery_delay
+        return self._engine.enqueue(self.id, check.prepare_batch(messages, delay_seconds))
 
     # -- management ---------------------------------------------------------------------------
     def metrics(self) -> Metrics:

@@ -78,21 +78,21 @@ def check_message_size(size: int) -> None:
         raise MessageTooLarge(f"message is {size} bytes; the limit is {limits.MAX_MESSAGE_BYTES}")
 
 
-def prepare_message(body: Any, content_type: object, delay: int) -> NewMessage:
+def prepare_message(body: Any, content_type: object, delay: int | None) -> NewMessage:
     data, kind = encode(body, content_type)
     check_message_size(len(data))
     return NewMessage(data, kind, delay)
 
 
-def prepare_batch(messages: Sequence[Mapping[str, Any]], batch_delay: int | None, queue_delay: int) -> list[NewMessage]:
-    """Encode and check a batch send: per-message delay > batch delay > the queue's delay."""
+def prepare_batch(messages: Sequence[Mapping[str, Any]], batch_delay: int | None) -> list[NewMessage]:
+    """Encode and check a batch send: per-message delay > batch delay > (``None``) the queue's delay."""
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
         raise InvalidRequest("messages must be a list of {'body': ..., 'content_type': ..., 'delay_seconds': ...}")
     if not messages:
         raise InvalidRequest("a batch needs at least one message")
     if len(messages) > limits.MAX_BATCH_MESSAGES:
         raise TooManyMessages(f"batch has {len(messages)} messages; the limit is {limits.MAX_BATCH_MESSAGES}")
-    default_delay = queue_delay if batch_delay is None else check_delay(batch_delay, batch=True)
+    default_delay = None if batch_delay is None else check_delay(batch_delay, batch=True)
     out: list[NewMessage] = []
     total = 0
     for i, message in enumerate(messages):

@@ -61,7 +61,9 @@ def _new_message(item: Any, i: int) -> NewMessage:
             body.decode()
     except ValueError:
         raise InvalidMessage(f"message {i}: body is not valid {kind}") from None
-    return NewMessage(body, kind, check.check_delay(whole(item, "delay_seconds", 0)))
+    # No delay: the queue's delivery_delay, which the engine behind the server applies.
+    delay = None if item.get("delay_seconds") is None else check.check_delay(whole(item, "delay_seconds"))
+    return NewMessage(body, kind, delay)
 
 
 def _policy(body: dict[str, Any], ctx: Context) -> DeliveryPolicy:
@@ -91,7 +93,7 @@ async def enqueue(request: Request) -> Response:
     queue = await ctx.queue(request.path_params["queue_id"])
     items = array(await read_json(request), "messages")
     if not 1 <= len(items) <= limits.MAX_BATCH_MESSAGES:
-        check.prepare_batch(items, None, 0)  # the standard refusal for an empty or long batch
+        check.prepare_batch(items, None)  # the standard refusal for an empty or long batch
     messages = [_new_message(item, i) for i, item in enumerate(items)]
     total = sum(len(m.body) for m in messages)
     if len(messages) > 1 and total > limits.MAX_BATCH_BYTES:

@@ -291,7 +291,7 @@ async def bulk_push(request: Request) -> Response:
     if not messages:
         raise InvalidRequest("a batch needs at least one message")
     if len(messages) > limits.MAX_BATCH_MESSAGES:
-        check.prepare_batch(messages, None, 0)  # raises TooManyMessages with the standard message
+        check.prepare_batch(messages, None)  # raises TooManyMessages with the standard message
     batch_delay = whole(body, "delay_seconds")
     if batch_delay is not None:
         check.check_delay(batch_delay, batch=True)

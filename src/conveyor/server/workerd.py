@@ -112,7 +112,7 @@ async def send_batch(request: Request) -> Response:
     if not isinstance(items, list) or not items:
         raise InvalidRequest("messages must be a non-empty list")
     if len(items) > limits.MAX_BATCH_MESSAGES:
-        check.prepare_batch(items, None, 0)
+        check.prepare_batch(items, None)
     default = _delay(request.headers.get("x-msg-delay-secs"), info.settings.delivery_delay, batch=True)
     messages: list[NewMessage] = []
     for i, item in enumerate(items):

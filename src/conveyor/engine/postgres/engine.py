@@ -240,7 +240,9 @@ class PostgresEngine(Engine):
             "shard": self._home(queue_id).key,
             "ids": new_ids(len(messages)),
             "ts": [now] * len(messages),
-            "visible": [now + m.delay_seconds * 1000 for m in messages],
+            # None: the queue's delivery_delay, read by the statement itself.
+            "visible": [None if m.delay_seconds is None else now + m.delay_seconds * 1000 for m in messages],
+            "queue": queue_id,
             "ctypes": [m.content_type for m in messages],
             "bodies": [m.body for m in messages],
             "bytes": sum(len(m.body) for m in messages),

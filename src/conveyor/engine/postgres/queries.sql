@@ -96,7 +96,9 @@ WITH counted AS (
     RETURNING backlog_count, backlog_bytes
 ), stored AS (
     INSERT INTO messages (shard_key, id, timestamp_ms, visible_at_ms, attempts, content_type, body)
-    SELECT %(shard)s, m.id, m.ts, m.visible, 0, m.ctype, m.body
+    SELECT %(shard)s, m.id, m.ts,
+           coalesce(m.visible, m.ts + (SELECT delivery_delay::bigint * 1000 FROM queues WHERE queue_id = %(queue)s)),
+           0, m.ctype, m.body
     FROM unnest(%(ids)b::text[], %(ts)b::bigint[], %(visible)b::bigint[], %(ctypes)b::text[], %(bodies)b::bytea[])
          AS m (id, ts, visible, ctype, body)
     WHERE EXISTS (SELECT 1 FROM counted)

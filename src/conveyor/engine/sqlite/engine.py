@@ -273,8 +273,18 @@ class SQLiteEngine(Engine):
     # -- messages -----------------------------------------------------------------------------
     def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> Metrics:
         now = self.clock.now_ms()
+        # A message without a delay of its own takes the queue's, read now (from the snapshot).
+        queue_delay = self.queue_settings(queue_id).delivery_delay if None in (m.delay_seconds for m in messages) else 0
         rows: list[InsertRow] = [
-            (new_id(), now, now + m.delay_seconds * 1000, 0, m.content_type, m.body) for m in messages
+            (
+                new_id(),
+                now,
+                now + (queue_delay if m.delay_seconds is None else m.delay_seconds) * 1000,
+                0,
+                m.content_type,
+                m.body,
+            )
+            for m in messages
         ]
         home = self._home(queue_id)
         count, nbytes, oldest = home.insert(rows, sum(len(m.body) for m in messages))
