@@ -95,6 +95,9 @@ class SQLiteEngine(Engine):
         self._active: dict[str, list[Shard]] = {}
         self._slot: int | None = None
         self._wake: dict[str, threading.Condition] = defaultdict(threading.Condition)
+        # Wake-ups are counted, so one that comes while no one waits is kept for the next wait.
+        self._woken: dict[str, int] = defaultdict(int)
+        self._seen_woken: dict[str, int] = defaultdict(int)
         self._rotation = 0
         # Every shard object this engine opened, kept across shard-map refreshes.
         self._keep: dict[str, list[Shard]] = {}
@@ -482,21 +485,26 @@ class SQLiteEngine(Engine):
     def wake(self, queue_id: str) -> None:
         cond = self._wake[queue_id]
         with cond:
+            self._woken[queue_id] += 1
             cond.notify_all()
 
     def wait(self, queue_id: str, timeout: float) -> None:
+        """Return on a wake-up in this process since the last wait (even one that came before this
+        call), on a commit by another process, or after ``timeout`` seconds."""
         shards = self._all(queue_id)
         deadline = time.monotonic() + timeout
         cond = self._wake[queue_id]
         with cond:
             while True:
+                if self._woken[queue_id] != self._seen_woken[queue_id]:
+                    self._seen_woken[queue_id] = self._woken[queue_id]
+                    return
                 if any([s.changed() for s in shards]):
                     return
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return
-                if cond.wait(min(remaining, CROSS_PROCESS_POLL_SECONDS)):
-                    return
+                cond.wait(min(remaining, CROSS_PROCESS_POLL_SECONDS))
 
     def acquire_leadership(self) -> bool:
         if self._leader_file is not None:
