@@ -6,6 +6,7 @@
 >>> q.send({"to": "a@b"})
 """
 
+from conveyor.client.aio import AsyncConveyor, AsyncQueue, connect_async
 from conveyor.client.connect import connect
 from conveyor.client.sync import Conveyor, Queue
 from conveyor.consumer.app import App
@@ -48,6 +49,8 @@ from conveyor.model import (
 __all__ = [
     "AckResult",
     "App",
+    "AsyncConveyor",
+    "AsyncQueue",
     "BatchTooLarge",
     "ConsumerExists",
     "ConsumerInfo",
@@ -82,4 +85,5 @@ __all__ = [
     "TooManyMessages",
     "Unauthorized",
     "connect",
+    "connect_async",
 ]

@@ -1,0 +1,155 @@
+"""The asyncio client: :class:`AsyncConveyor` and :class:`AsyncQueue`, the same methods awaitable.
+
+One implementation of the logic, as in httpx's twin clients: each method runs its synchronous twin
+on a worker thread (``asyncio.to_thread``), so an event loop is never blocked by a send's fsync or a
+server round trip, and both clients behave the same by construction.
+
+>>> cv = await conveyor.connect_async("sqlite:///tmp/conveyor")
+>>> q = await cv.create_queue("emails")
+>>> await q.send({"to": "a@b"})
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from conveyor.client.connect import connect
+from conveyor.client.sync import Conveyor, Queue
+from conveyor.model import (
+    AckResult,
+    ConsumerInfo,
+    ConsumerSettings,
+    ConsumerType,
+    Counters,
+    Metrics,
+    PulledMessage,
+    QueueInfo,
+)
+
+
+async def connect_async(
+    url: str | None = None, *, token: str | None = None, account_id: str | None = None
+) -> AsyncConveyor:
+    """Open a deployment for asyncio code; the same URLs as :func:`conveyor.connect`."""
+    return AsyncConveyor(await asyncio.to_thread(connect, url, token=token, account_id=account_id))
+
+
+class AsyncConveyor:
+    """The queues of one deployment, for asyncio code."""
+
+    def __init__(self, client: Conveyor) -> None:
+        self.sync = client
+
+    async def __aenter__(self) -> AsyncConveyor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.sync.close)
+
+    async def create_queue(self, name: str, **settings: Any) -> AsyncQueue:
+        """Create a queue; the settings are :meth:`Conveyor.create_queue`'s."""
+        return AsyncQueue(await asyncio.to_thread(self.sync.create_queue, name, **settings))
+
+    async def queue(self, name: str) -> AsyncQueue:
+        return AsyncQueue(await asyncio.to_thread(self.sync.queue, name))
+
+    async def list_queues(self) -> list[QueueInfo]:
+        return await asyncio.to_thread(self.sync.list_queues)
+
+    async def delete_queue(self, name: str) -> None:
+        await asyncio.to_thread(self.sync.delete_queue, name)
+
+
+class AsyncQueue:
+    """A handle on one queue, for asyncio code."""
+
+    def __init__(self, queue: Queue) -> None:
+        self.sync = queue
+
+    def __repr__(self) -> str:
+        return f"<AsyncQueue {self.name} {self.id}>"
+
+    @property
+    def name(self) -> str:
+        return self.sync.name
+
+    @property
+    def id(self) -> str:
+        return self.sync.id
+
+    async def info(self) -> QueueInfo:
+        return await asyncio.to_thread(self.sync.info)
+
+    async def send(self, body: Any, content_type: str = "json", delay_seconds: int | None = None) -> Metrics:
+        return await asyncio.to_thread(self.sync.send, body, content_type, delay_seconds)
+
+    async def send_batch(self, messages: Sequence[Mapping[str, Any]], delay_seconds: int | None = None) -> Metrics:
+        return await asyncio.to_thread(self.sync.send_batch, messages, delay_seconds)
+
+    async def metrics(self) -> Metrics:
+        return await asyncio.to_thread(self.sync.metrics)
+
+    async def counters(self) -> Counters:
+        return await asyncio.to_thread(self.sync.counters)
+
+    async def update(self, **settings: Any) -> QueueInfo:
+        return await asyncio.to_thread(self.sync.update, **settings)
+
+    async def pause_delivery(self) -> QueueInfo:
+        return await asyncio.to_thread(self.sync.pause_delivery)
+
+    async def resume_delivery(self) -> QueueInfo:
+        return await asyncio.to_thread(self.sync.resume_delivery)
+
+    async def purge(self) -> int:
+        return await asyncio.to_thread(self.sync.purge)
+
+    async def peek(self, batch_size: int = 10) -> list[PulledMessage]:
+        return await asyncio.to_thread(self.sync.peek, batch_size)
+
+    async def redrive(self, to: str) -> int:
+        return await asyncio.to_thread(self.sync.redrive, to)
+
+    async def delete(self) -> None:
+        await asyncio.to_thread(self.sync.delete)
+
+    async def consumer(self) -> ConsumerInfo | None:
+        return await asyncio.to_thread(self.sync.consumer)
+
+    async def add_consumer(
+        self,
+        type: ConsumerType,
+        *,
+        script_name: str = "",
+        settings: ConsumerSettings | None = None,
+        dead_letter_queue: str | None = None,
+    ) -> ConsumerInfo:
+        return await asyncio.to_thread(
+            self.sync.add_consumer,
+            type,
+            script_name=script_name,
+            settings=settings,
+            dead_letter_queue=dead_letter_queue,
+        )
+
+    async def add_pull_consumer(self, **settings: Any) -> ConsumerInfo:
+        """Register an ``http_pull`` consumer; the settings are :meth:`Queue.add_pull_consumer`'s."""
+        return await asyncio.to_thread(self.sync.add_pull_consumer, **settings)
+
+    async def remove_consumer(
+        self, *, type: ConsumerType | None = None, script_name: str | None = None
+    ) -> ConsumerInfo:
+        return await asyncio.to_thread(self.sync.remove_consumer, type=type, script_name=script_name)
+
+    async def pull(
+        self, batch_size: int | None = None, visibility_timeout_ms: int | None = None
+    ) -> list[PulledMessage]:
+        return await asyncio.to_thread(self.sync.pull, batch_size, visibility_timeout_ms)
+
+    async def ack(self, acks: Sequence[str] = (), retries: Sequence[tuple[str, int | None] | str] = ()) -> AckResult:
+        return await asyncio.to_thread(self.sync.ack, acks, retries)
