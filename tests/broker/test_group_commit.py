@@ -14,7 +14,7 @@ def test_concurrent_sends_share_commits(data_dir: Path) -> None:
     cv = conveyor.Conveyor(engine)
     q = cv.create_queue("busy")
     q.send("warm-up", content_type="text")
-    shard = engine._all(q.id)[0]
+    shard = engine.router.all(q.id)[0]
     before_commits, before_ops = shard.committer.commits, shard.committer.operations
     start = threading.Barrier(32)
 
@@ -40,7 +40,7 @@ def test_a_failing_operation_does_not_undo_the_others_in_its_group(data_dir: Pat
     engine = SQLiteEngine(data_dir)
     cv = conveyor.Conveyor(engine)
     q = cv.create_queue("mixed")
-    shard = engine._all(q.id)[0]
+    shard = engine.router.all(q.id)[0]
     results: list[str] = []
     barrier = threading.Barrier(8)
 

@@ -24,7 +24,7 @@ BIG_BATCH = [{"body": {"n": -1 - i, "padding": "f" * 2000}} for i in range(20)]
 def writing_connection(cv: conveyor.Conveyor, queue: str) -> sqlite3.Connection:
     """The connection that commits the writes of ``queue``'s (one) shard."""
     engine = cast(SQLiteEngine, cv.engine)
-    (shard,) = engine._all(cv.queue(queue).id)
+    (shard,) = engine.router.all(cv.queue(queue).id)
     return shard._write_conn
 
 

@@ -1,14 +1,8 @@
 """The embedded engine: a directory with ``catalog.db`` and one ``shards/QUEUE_ID.N.db`` per shard.
 
-Routing: each process takes a *home slot* from the catalog the first time it sends; it writes a
-queue's messages to active shard ``slot % shards``, so producer processes spread over a queue's
-shards while each process keeps one write path (and one group commit) per queue. Consumers lease
-from every shard, starting at a rotating offset.
-
-Catalog snapshot: sends, leases and settles find a queue's settings and shard map in the catalog
-snapshot (``snapshot/catalog_*``, published through mmapsync after every catalog write: see
-``snapshot_store.py``), a read of shared memory, and drop their cached shard maps when its generation
-moves; they read ``catalog.db`` only when the snapshot is unusable or lacks the queue.
+Routing (``router.py``): each process writes a queue's messages to its home shard; consumers lease
+from every shard, starting at a rotating offset. A queue's settings and shard map come from the
+catalog snapshot, a read of shared memory (``snapshot_store.py``).
 
 Wake-ups: a send wakes consumers in the same process at once (a condition variable). Consumers in
 other processes notice a commit through SQLite's ``PRAGMA data_version``, read from shared memory
@@ -30,11 +24,11 @@ from typing import BinaryIO
 
 from conveyor.engine.base import Clock, Engine, SystemClock
 from conveyor.engine.sqlite.catalog import Catalog
+from conveyor.engine.sqlite.router import ShardRouter
 from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
-from conveyor.engine.sqlite.snapshot import CatalogSnapshot
 from conveyor.engine.sqlite.snapshot_store import SnapshotStore
 from conveyor.engine.sqlite.storage import ensure_directory
-from conveyor.errors import InvalidRequest, QueueNotFound, StorageError
+from conveyor.errors import InvalidRequest, QueueNotFound
 from conveyor.ids import new_id
 from conveyor.model import (
     ConsumerInfo,
@@ -90,113 +84,20 @@ class SQLiteEngine(Engine):
         ensure_directory(self.directory)
         ensure_directory(self.directory / "shards")
         self.catalog = Catalog(self.directory / "catalog.db")
-        self._lock = threading.RLock()
-        self._shards: dict[str, list[Shard]] = {}
-        self._active: dict[str, list[Shard]] = {}
-        self._slot: int | None = None
         self._wake: dict[str, threading.Condition] = defaultdict(threading.Condition)
         # Wake-ups are counted, so one that comes while no one waits is kept for the next wait.
         self._woken: dict[str, int] = defaultdict(int)
         self._seen_woken: dict[str, int] = defaultdict(int)
         self._rotation = 0
-        # Every shard object this engine opened, kept across shard-map refreshes.
-        self._keep: dict[str, list[Shard]] = {}
         self._leader_file: BinaryIO | None = None
-        # The snapshot generation the cached shard maps were read at (None: read from the catalog).
-        self._seen_generation: int | None = None
         self.snapshots = SnapshotStore(self.directory / "snapshot" / "catalog", self.catalog)
         self.snapshots.refresh()  # a process may have died between a catalog commit and its publish
-
-    # -- shard map ----------------------------------------------------------------------------
-    def _refresh(self) -> CatalogSnapshot | None:
-        """The catalog snapshot (``None``: read the catalog); drops cached shard maps when any
-        process changed queues or shards since the last call."""
-        snapshot = self.snapshots.current()
-        if snapshot is None:
-            changed = self.catalog.changed() or self._seen_generation is not None
-            self._seen_generation = None
-        else:
-            changed = snapshot.generation != self._seen_generation
-            self._seen_generation = snapshot.generation
-        if changed:
-            self._forget_shard_maps()
-        return snapshot
-
-    def _forget_shard_maps(self) -> None:
-        with self._lock:
-            self._active.clear()
-            self._shards.clear()
-
-    def _shard_rows(self, queue_id: str, snapshot: CatalogSnapshot | None) -> Sequence[tuple[int, str]]:
-        """(shard number, state) of the queue's shards: from the snapshot, else from the catalog."""
-        entry = snapshot.queues.get(queue_id) if snapshot is not None else None
-        if entry is not None:
-            return entry.shards
-        rows = self.catalog.shards(queue_id)
-        if not rows:
-            raise QueueNotFound(f"queue {queue_id!r} does not exist")
-        if snapshot is not None:  # it lacks a queue the catalog has: it is behind
-            self.snapshots.publish()
-        return rows
-
-    def _open_shards(self, queue_id: str) -> tuple[list[Shard], list[Shard]]:
-        snapshot = self._refresh()
-        with self._lock:
-            if queue_id in self._shards:
-                return self._shards[queue_id], self._active[queue_id]
-        rows = self._shard_rows(queue_id, snapshot)
-        with self._lock:
-            if queue_id in self._shards:
-                return self._shards[queue_id], self._active[queue_id]
-            known = {s.number: s for s in self._cached(queue_id)}
-            for number, _ in rows:
-                if number not in known:
-                    known[number] = self._open_shard(queue_id, number)
-            self._keep[queue_id] = list(known.values())
-            shards = [known[number] for number, _ in rows]
-            active = [s for s, (_, state) in zip(shards, rows, strict=True) if state == "active"]
-            # Another thread may have seen a newer generation (and dropped the maps) since this one
-            # read its snapshot: then these rows serve this call only.
-            if snapshot is None or snapshot.generation == self._seen_generation:
-                self._shards[queue_id], self._active[queue_id] = shards, active
-            return shards, active
-
-    def _open_shard(self, queue_id: str, number: int) -> Shard:
-        """Open a shard's file, making it the first time; refuse to remake one that was deleted."""
-        path = self._shard_path(queue_id, number)
-        if path.exists():
-            return Shard(path, number)
-        if self.catalog.materialized(queue_id, number):
-            raise StorageError(
-                f"shard file {path} of queue {queue_id} is missing: it was deleted or moved, and its messages "
-                "with it; restore the file (with its -wal) to go on"
-            )
-        shard = Shard(path, number)
-        self.catalog.mark_materialized(queue_id, number)
-        return shard
-
-    def _cached(self, queue_id: str) -> list[Shard]:
-        return self._keep.get(queue_id, [])
-
-    def _shard_path(self, queue_id: str, number: int) -> Path:
-        return self.directory / "shards" / f"{queue_id}.{number}.db"
-
-    def _all(self, queue_id: str) -> list[Shard]:
-        return self._open_shards(queue_id)[0]
-
-    def _home(self, queue_id: str) -> Shard:
-        active = self._open_shards(queue_id)[1]
-        if self._slot is None:
-            self._slot = self.catalog.next_producer_slot()
-        return active[self._slot % len(active)]
-
-    def _by_number(self, queue_id: str) -> dict[int, Shard]:
-        return {s.number: s for s in self._all(queue_id)}
+        self.router = ShardRouter(self.directory, self.catalog, self.snapshots)
 
     def _catalog_written(self) -> None:
         """After this engine's own commit to queues or shards: publish it to every process on the host."""
         self.snapshots.publish()
-        self._forget_shard_maps()
+        self.router.forget()
 
     def refresh_catalog_snapshot(self) -> bool:
         """Republish the catalog snapshot if it is missing, damaged or behind the catalog (the
@@ -208,7 +109,7 @@ class SQLiteEngine(Engine):
         info = self.catalog.create_queue(name, settings, shards, self.clock.now_ms())
         self._catalog_written()
         for number in range(shards):  # make the files now, so that one missing later is noticed
-            self._open_shard(info.queue_id, number).close()
+            self.router.make(info.queue_id, number)
         return info
 
     def get_queue(self, name: str) -> QueueInfo:
@@ -237,13 +138,10 @@ class SQLiteEngine(Engine):
         return info
 
     def delete_queue(self, queue_id: str) -> None:
-        shards = self._all(queue_id)
+        self.router.all(queue_id)  # opened before the catalog forgets the queue
         self.catalog.delete_queue(queue_id)
         self._catalog_written()
-        with self._lock:
-            self._shards.pop(queue_id, None)
-            self._active.pop(queue_id, None)
-            self._keep.pop(queue_id, None)
+        shards = self.router.drop(queue_id)
         for shard in shards:
             shard.mark_deleted()
             shard.close()
@@ -269,7 +167,7 @@ class SQLiteEngine(Engine):
     def add_shard(self, queue_id: str) -> int:
         count = self.catalog.add_shard(queue_id, self.clock.now_ms())
         self._catalog_written()
-        self._open_shard(queue_id, count - 1).close()
+        self.router.make(queue_id, count - 1)
         log.info("queue %s now has %d shards", queue_id, count)
         return count
 
@@ -289,10 +187,10 @@ class SQLiteEngine(Engine):
             )
             for m in messages
         ]
-        home = self._home(queue_id)
+        home = self.router.home(queue_id)
         count, nbytes, oldest = home.insert(rows, sum(len(m.body) for m in messages))
         self.wake(queue_id)
-        shards = self._all(queue_id)
+        shards = self.router.all(queue_id)
         if len(shards) == 1:
             return Metrics(count, nbytes, oldest)
         return self.metrics(queue_id)
@@ -300,7 +198,7 @@ class SQLiteEngine(Engine):
     def lease(
         self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy
     ) -> list[StoredMessage]:
-        shards = self._all(queue_id)
+        shards = self.router.all(queue_id)
         self._rotation += 1
         start = self._rotation % len(shards)
         out: list[StoredMessage] = []
@@ -322,7 +220,7 @@ class SQLiteEngine(Engine):
 
     def _group(self, queue_id: str, ids: Iterable[str], warnings: dict[str, str]) -> Leases:
         grouped: Leases = defaultdict(lambda: defaultdict(list))
-        numbers = self._by_number(queue_id)
+        numbers = self.router.by_number(queue_id)
         for lid, (shard, seq, token) in _parse_leases(ids, warnings).items():
             if shard not in numbers:
                 warnings[lid] = MALFORMED
@@ -332,13 +230,13 @@ class SQLiteEngine(Engine):
 
     def extend(self, queue_id: str, lease_ids: Sequence[str], visibility_ms: int) -> None:
         until = self.clock.now_ms() + visibility_ms
-        shards = self._by_number(queue_id)
+        shards = self.router.by_number(queue_id)
         for number, leases in self._group(queue_id, lease_ids, {}).items():
             shards[number].extend(leases, until)
 
     def release(self, queue_id: str, lease_ids: Sequence[str]) -> None:
         now = self.clock.now_ms()
-        shards = self._by_number(queue_id)
+        shards = self.router.by_number(queue_id)
         for number, leases in self._group(queue_id, lease_ids, {}).items():
             shards[number].release(leases, now)
         self.wake(queue_id)
@@ -352,7 +250,7 @@ class SQLiteEngine(Engine):
     ) -> SettleResult:
         warnings: dict[str, str] = {}
         now = self.clock.now_ms()
-        shards = self._by_number(queue_id)
+        shards = self.router.by_number(queue_id)
         ack_groups = self._group(queue_id, acks, warnings)
         delays = dict(retries)
         retry_groups: dict[int, dict[tuple[int, int], list[int]]] = defaultdict(lambda: defaultdict(list))
@@ -396,7 +294,7 @@ class SQLiteEngine(Engine):
             dlq = self._dead_letter_queue(policy.dead_letter_queue)
             now = self.clock.now_ms()
             rows = [(mid, ts, now, 0, ctype, body) for _, (_, mid, ts, ctype, body) in held]
-            self._home(dlq).insert(rows, sum(len(r[5]) for r in rows), sent=False)
+            self.router.home(dlq).insert(rows, sum(len(r[5]) for r in rows), sent=False)
             self.wake(dlq)
         by_token: dict[int, list[int]] = defaultdict(list)
         for token, row in held:
@@ -418,11 +316,11 @@ class SQLiteEngine(Engine):
                 return self.catalog.get_queue(name).queue_id
 
     def purge(self, queue_id: str) -> int:
-        return sum(shard.purge() for shard in self._all(queue_id))
+        return sum(shard.purge() for shard in self.router.all(queue_id))
 
     def peek(self, queue_id: str, max_messages: int) -> list[StoredMessage]:
         out: list[StoredMessage] = []
-        for shard in self._all(queue_id):
+        for shard in self.router.all(queue_id):
             for _, mid, ts, ctype, body, attempts in shard.peek(max_messages - len(out)):
                 out.append(StoredMessage(mid, ts, body, ctype, attempts, ""))
             if len(out) >= max_messages:
@@ -432,7 +330,7 @@ class SQLiteEngine(Engine):
     def metrics(self, queue_id: str) -> Metrics:
         count = nbytes = 0
         oldest = 0
-        for shard in self._all(queue_id):
+        for shard in self.router.all(queue_id):
             stats = shard.stats()
             count, nbytes = count + stats[0], nbytes + stats[1]
             first = shard.oldest()
@@ -444,7 +342,7 @@ class SQLiteEngine(Engine):
         totals = [0] * 6
         in_flight = 0
         now = self.clock.now_ms()
-        for shard in self._all(queue_id):
+        for shard in self.router.all(queue_id):
             stats = shard.stats()
             totals = [a + b for a, b in zip(totals, stats[2:], strict=True)]
             in_flight += shard.in_flight(now)
@@ -456,7 +354,7 @@ class SQLiteEngine(Engine):
         expired: dict[str, int] = {}
         for queue in self.list_queues():
             cutoff = now - queue.settings.message_retention_period * 1000
-            count = sum(shard.expire(cutoff) for shard in self._all(queue.queue_id))
+            count = sum(shard.expire(cutoff) for shard in self.router.all(queue.queue_id))
             if count:
                 expired[queue.queue_id] = count
                 log.info("queue %s: %d messages expired past retention", queue.queue_name, count)
@@ -467,8 +365,8 @@ class SQLiteEngine(Engine):
             # Rows are moved oldest-first until none are left; into the same queue that never ends.
             raise InvalidRequest(f"cannot redrive queue {from_queue_id!r} into itself")
         moved = 0
-        target = self._home(to_queue_id)
-        for shard in self._all(from_queue_id):
+        target = self.router.home(to_queue_id)
+        for shard in self.router.all(from_queue_id):
             while rows := shard.oldest_rows(REDRIVE_CHUNK):
                 now = self.clock.now_ms()
                 inserts: list[InsertRow] = [(mid, ts, now, 0, ct, body) for _, mid, ts, ct, body in rows]
@@ -478,7 +376,7 @@ class SQLiteEngine(Engine):
         return moved
 
     def next_visible_ms(self, queue_id: str) -> int | None:
-        times = [t for s in self._all(queue_id) if (t := s.next_visible()) is not None]
+        times = [t for s in self.router.all(queue_id) if (t := s.next_visible()) is not None]
         return min(times) if times else None
 
     # -- waking consumers ---------------------------------------------------------------------
@@ -491,7 +389,7 @@ class SQLiteEngine(Engine):
     def wait(self, queue_id: str, timeout: float) -> None:
         """Return on a wake-up in this process since the last wait (even one that came before this
         call), on a commit by another process, or after ``timeout`` seconds."""
-        shards = self._all(queue_id)
+        shards = self.router.all(queue_id)
         deadline = time.monotonic() + timeout
         cond = self._wake[queue_id]
         with cond:
@@ -525,12 +423,6 @@ class SQLiteEngine(Engine):
 
     def close(self) -> None:
         self.release_leadership()
-        with self._lock:
-            for shards in self._keep.values():
-                for shard in shards:
-                    shard.close()
-            self._keep.clear()
-            self._shards.clear()
-            self._active.clear()
+        self.router.close()
         self.snapshots.close()
         self.catalog.close()

@@ -1,0 +1,143 @@
+"""The router: which shard files a queue has, and which one this process writes to.
+
+Each process takes a *home slot* from the catalog the first time it sends; it writes a queue's
+messages to active shard ``slot % shards``, so producer processes spread over a queue's shards while
+each process keeps one write path (and one group commit) per queue. Consumers lease from every shard.
+
+The shard map comes from the catalog snapshot (``snapshot/catalog_*``, published through mmapsync
+after every catalog write: see ``snapshot_store.py``), a read of shared memory; cached maps are
+dropped when its generation moves. ``catalog.db`` is read only when the snapshot is unusable or
+lacks the queue. Shard objects (open connections) are kept across map refreshes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from conveyor.engine.sqlite.catalog import Catalog
+from conveyor.engine.sqlite.shard import Shard
+from conveyor.engine.sqlite.snapshot import CatalogSnapshot
+from conveyor.engine.sqlite.snapshot_store import SnapshotStore
+from conveyor.errors import QueueNotFound, StorageError
+
+
+class ShardRouter:
+    """The shard files of every queue one engine has touched."""
+
+    def __init__(self, directory: Path, catalog: Catalog, snapshots: SnapshotStore) -> None:
+        self.directory = directory
+        self.catalog = catalog
+        self.snapshots = snapshots
+        self._lock = threading.RLock()
+        self._shards: dict[str, list[Shard]] = {}
+        self._active: dict[str, list[Shard]] = {}
+        self._slot: int | None = None
+        # Every shard object this engine opened, kept across shard-map refreshes.
+        self._keep: dict[str, list[Shard]] = {}
+        # The snapshot generation the cached shard maps were read at (None: read from the catalog).
+        self._seen_generation: int | None = None
+
+    def all(self, queue_id: str) -> list[Shard]:
+        """Every shard of the queue (consumers read them all)."""
+        return self._open_shards(queue_id)[0]
+
+    def home(self, queue_id: str) -> Shard:
+        """The active shard this process writes the queue's messages to."""
+        active = self._open_shards(queue_id)[1]
+        if self._slot is None:
+            self._slot = self.catalog.next_producer_slot()
+        return active[self._slot % len(active)]
+
+    def by_number(self, queue_id: str) -> dict[int, Shard]:
+        return {s.number: s for s in self.all(queue_id)}
+
+    def make(self, queue_id: str, number: int) -> None:
+        """Make a new shard's file now, so that one missing later is noticed."""
+        self._open_shard(queue_id, number).close()
+
+    def forget(self) -> None:
+        """Drop the cached shard maps (after this process changed queues or shards)."""
+        with self._lock:
+            self._active.clear()
+            self._shards.clear()
+
+    def drop(self, queue_id: str) -> list[Shard]:
+        """Forget a deleted queue; returns the shards opened for it (call :meth:`all` before the
+        catalog forgets it), for the caller to close and remove."""
+        with self._lock:
+            self._shards.pop(queue_id, None)
+            self._active.pop(queue_id, None)
+            return self._keep.pop(queue_id, [])
+
+    def close(self) -> None:
+        with self._lock:
+            for shards in self._keep.values():
+                for shard in shards:
+                    shard.close()
+            self._keep.clear()
+            self._shards.clear()
+            self._active.clear()
+
+    def _refresh(self) -> CatalogSnapshot | None:
+        """The catalog snapshot (``None``: read the catalog); drops cached shard maps when any
+        process changed queues or shards since the last call."""
+        snapshot = self.snapshots.current()
+        if snapshot is None:
+            changed = self.catalog.changed() or self._seen_generation is not None
+            self._seen_generation = None
+        else:
+            changed = snapshot.generation != self._seen_generation
+            self._seen_generation = snapshot.generation
+        if changed:
+            self.forget()
+        return snapshot
+
+    def _shard_rows(self, queue_id: str, snapshot: CatalogSnapshot | None) -> Sequence[tuple[int, str]]:
+        """(shard number, state) of the queue's shards: from the snapshot, else from the catalog."""
+        entry = snapshot.queues.get(queue_id) if snapshot is not None else None
+        if entry is not None:
+            return entry.shards
+        rows = self.catalog.shards(queue_id)
+        if not rows:
+            raise QueueNotFound(f"queue {queue_id!r} does not exist")
+        if snapshot is not None:  # it lacks a queue the catalog has: it is behind
+            self.snapshots.publish()
+        return rows
+
+    def _open_shards(self, queue_id: str) -> tuple[list[Shard], list[Shard]]:
+        snapshot = self._refresh()
+        with self._lock:
+            if queue_id in self._shards:
+                return self._shards[queue_id], self._active[queue_id]
+        rows = self._shard_rows(queue_id, snapshot)
+        with self._lock:
+            if queue_id in self._shards:
+                return self._shards[queue_id], self._active[queue_id]
+            known = {s.number: s for s in self._keep.get(queue_id, [])}
+            for number, _ in rows:
+                if number not in known:
+                    known[number] = self._open_shard(queue_id, number)
+            self._keep[queue_id] = list(known.values())
+            shards = [known[number] for number, _ in rows]
+            active = [s for s, (_, state) in zip(shards, rows, strict=True) if state == "active"]
+            # Another thread may have seen a newer generation (and dropped the maps) since this one
+            # read its snapshot: then these rows serve this call only.
+            if snapshot is None or snapshot.generation == self._seen_generation:
+                self._shards[queue_id], self._active[queue_id] = shards, active
+            return shards, active
+
+    def _open_shard(self, queue_id: str, number: int) -> Shard:
+        """Open a shard's file, making it the first time; refuse to remake one that was deleted."""
+        path = self.directory / "shards" / f"{queue_id}.{number}.db"
+        if path.exists():
+            return Shard(path, number)
+        if self.catalog.materialized(queue_id, number):
+            raise StorageError(
+                f"shard file {path} of queue {queue_id} is missing: it was deleted or moved, and its messages "
+                "with it; restore the file (with its -wal) to go on"
+            )
+        shard = Shard(path, number)
+        self.catalog.mark_materialized(queue_id, number)
+        return shard
