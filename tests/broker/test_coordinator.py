@@ -116,3 +116,26 @@ def test_a_quiet_queue_keeps_its_shards(data_dir: Path) -> None:
     split()
     assert q.info().shards == 1
     cv.close()
+
+
+def test_worker_processes_of_one_app_starting_together_all_register(data_dir: Path) -> None:
+    cv = conveyor.connect(f"sqlite://{data_dir}")
+    cv.create_queue("work")
+    go = data_dir / "go"
+    script = (
+        "import os, time, conveyor\n"
+        f"app = conveyor.App('sqlite://{data_dir}')\n"
+        "@app.consumer('work')\n"
+        "def handle(batch): pass\n"
+        "handle.__module__ = 'jobs'\n"
+        "handle.__qualname__ = 'handle'\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.001)\n"
+        "app.start(); app.stop(grace=1)\n"
+    )
+    starters = [subprocess.Popen([sys.executable, "-c", script]) for _ in range(8)]
+    time.sleep(2)  # every process imported and waiting: they start within a millisecond of each other
+    go.touch()
+    assert [p.wait(timeout=60) for p in starters] == [0] * 8
+    consumer = cv.queue("work").consumer()
+    assert consumer is not None and consumer.script_name == "jobs:handle"
+    cv.close()

@@ -113,18 +113,28 @@ class App:
         log.info("worker started: consumers for %s", ", ".join(d.spec.queue for d in dispatchers.values()))
 
     def _register(self, queue_id: str, spec: ConsumerSpec) -> None:
+        """Register the push consumer, or update it if this script already is the queue's consumer.
+
+        Several worker processes of one app start at once: when another registered it between our
+        read and our insert, its registration is ours too, and the second look finds it.
+        """
         engine = self.conveyor.engine
-        info = engine.get_queue_by_id(queue_id)
         dlq = spec.dead_letter_queue or ""
-        for existing in info.consumers:
-            if existing.type == "worker" and existing.script_name == spec.script_name:
-                engine.update_consumer(existing.consumer_id, spec.settings, dlq)
+        for _ in range(2):
+            for existing in engine.get_queue_by_id(queue_id).consumers:
+                if existing.type == "worker" and existing.script_name == spec.script_name:
+                    engine.update_consumer(existing.consumer_id, spec.settings, dlq)
+                    return
+                raise ConsumerExists(
+                    f"queue {spec.queue!r} already has a consumer ({existing.type} {existing.script_name!r}); "
+                    "remove it first: conveyor queues consumer remove"
+                )
+            try:
+                engine.add_consumer(queue_id, "worker", spec.script_name, spec.settings, dlq)
                 return
-            raise ConsumerExists(
-                f"queue {spec.queue!r} already has a consumer ({existing.type} {existing.script_name!r}); "
-                "remove it first: conveyor queues consumer remove"
-            )
-        engine.add_consumer(queue_id, "worker", spec.script_name, spec.settings, dlq)
+            except ConsumerExists:
+                continue
+        raise ConsumerExists(f"queue {spec.queue!r}: its consumer changed while this worker registered; try again")
 
     def stop(self, grace: float | None = None) -> None:
         """Stop gracefully: no new leases, running handlers get ``grace`` seconds to finish."""
