@@ -10,24 +10,13 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from conveyor.model import Counters, PulledMessage
+from conveyor.model import PulledMessage
 from conveyor.server.shapes import consumer as consumer_json
+from conveyor.server.shapes import counters as counters_json
 from conveyor.server.shapes import metrics as metrics_json
 from conveyor.server.shapes import queue as queue_json
 
 __all__ = ["consumer_json", "counters_json", "message_json", "metrics_json", "queue_json"]
-
-
-def counters_json(c: Counters) -> dict[str, int]:
-    return {
-        "sent": c.sent,
-        "acked": c.acked,
-        "retried": c.retried,
-        "dead_lettered": c.dead_lettered,
-        "expired": c.expired,
-        "dropped": c.dropped,
-        "in_flight": c.in_flight,
-    }
 
 
 def body_json(body: Any, content_type: str) -> Any:

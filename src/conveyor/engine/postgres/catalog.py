@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from conveyor.engine.catalog_rows import consumer_from_row
 from conveyor.engine.postgres.database import ReadPool
 from conveyor.engine.sqlfile import load_queries
 from conveyor.errors import ConsumerExists, ConsumerNotFound, QueueExists, QueueNotFound
@@ -31,19 +32,6 @@ def partition_name(shard_key: int) -> sql.Identifier:
     return sql.Identifier(f"messages_{shard_key}")
 
 
-def _consumer(row: tuple[Any, ...]) -> ConsumerInfo:
-    return ConsumerInfo(
-        consumer_id=row[0],
-        queue_id=row[1],
-        queue_name=row[2],
-        type=row[3],
-        script_name=row[4],
-        created_on=row[5],
-        dead_letter_queue=row[6],
-        settings=ConsumerSettings(**json.loads(row[7])),
-    )
-
-
 def _queue(conn: Connection, query: str, key: str) -> QueueInfo:
     row = conn.execute(Q[query], {"key": key}).fetchone()
     if row is None:
@@ -55,7 +43,7 @@ def _queue(conn: Connection, query: str, key: str) -> QueueInfo:
         created_on=row[2],
         modified_on=row[3],
         settings=QueueSettings(delivery_delay=row[4], delivery_paused=row[5], message_retention_period=row[6]),
-        consumers=tuple(_consumer(c) for c in consumers),
+        consumers=tuple(consumer_from_row(c) for c in consumers),
         shards=row[7],
     )
 
@@ -178,7 +166,7 @@ class Catalog:
         row = conn.execute(Q["consumer"], {"consumer": consumer_id}).fetchone()
         if row is None:
             raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
-        return _consumer(row)
+        return consumer_from_row(row)
 
     def update_consumer(self, consumer_id: str, settings: ConsumerSettings, dlq: str) -> ConsumerInfo:
         def fn(conn: Connection) -> ConsumerInfo:

@@ -8,8 +8,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from conveyor.engine.catalog_rows import consumer_from_row
 from conveyor.engine.sqlfile import load_script
 from conveyor.engine.sqlite.snapshot import CatalogSnapshot, QueueEntry
 from conveyor.engine.sqlite.storage import open_database, translate_error
@@ -34,19 +35,6 @@ _BUMP_GENERATION = (
     "ON CONFLICT (name) DO UPDATE SET value = value + 1"
 )
 _GENERATION = "SELECT coalesce((SELECT value FROM sequences WHERE name = 'catalog_generation'), 0)"
-
-
-def _consumer(row: tuple[Any, ...]) -> ConsumerInfo:
-    return ConsumerInfo(
-        consumer_id=row[0],
-        queue_id=row[1],
-        queue_name=row[2],
-        type=row[3],
-        script_name=row[4],
-        created_on=row[5],
-        dead_letter_queue=row[6],
-        settings=ConsumerSettings(**json.loads(row[7])),
-    )
 
 
 class Catalog:
@@ -106,7 +94,7 @@ class Catalog:
             settings=QueueSettings(
                 delivery_delay=row[4], delivery_paused=bool(row[5]), message_retention_period=row[6]
             ),
-            consumers=tuple(_consumer(c) for c in consumers),
+            consumers=tuple(consumer_from_row(c) for c in consumers),
             shards=row[7],
         )
 
@@ -286,7 +274,7 @@ class Catalog:
         ).fetchone()
         if row is None:
             raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
-        return _consumer(row)
+        return consumer_from_row(row)
 
     def update_consumer(self, consumer_id: str, settings: ConsumerSettings, dlq: str) -> ConsumerInfo:
         def fn(conn: sqlite3.Connection) -> ConsumerInfo:

@@ -47,6 +47,21 @@ def _seqs(seqs: Iterable[int]) -> str:
     return json.dumps(list(seqs))
 
 
+def _count_out(
+    c: sqlite3.Connection,
+    n: int,
+    nbytes: int,
+    *,
+    acked: int = 0,
+    dead_lettered: int = 0,
+    dropped: int = 0,
+    expired: int = 0,
+) -> None:
+    """Take ``n`` messages of ``nbytes`` off the backlog, counting why they left."""
+    args = {"n": n, "bytes": nbytes, "acked": acked, "dead_lettered": dead_lettered, "dropped": dropped}
+    c.execute(Q["count_out"], args | {"expired": expired})
+
+
 class Shard:
     """The message table of one shard file."""
 
@@ -149,17 +164,7 @@ class Shard:
                 self._warn(c, token, rest, handled, out.warnings)
             gone = out.acked + out.dropped
             if gone:
-                c.execute(
-                    Q["count_out"],
-                    {
-                        "n": gone,
-                        "bytes": gone_bytes,
-                        "acked": out.acked,
-                        "dead_lettered": 0,
-                        "dropped": out.dropped,
-                        "expired": 0,
-                    },
-                )
+                _count_out(c, gone, gone_bytes, acked=out.acked, dropped=out.dropped)
             if out.retried:
                 c.execute(Q["count_retried"], {"n": out.retried})
             return out
@@ -186,17 +191,8 @@ class Shard:
 
         def op(c: sqlite3.Connection) -> int:
             rows = c.execute(Q["take_leased"], {"token": token, "seqs": _seqs(seqs)}).fetchall()
-            c.execute(
-                Q["count_out"],
-                {
-                    "n": len(rows),
-                    "bytes": sum(len(r[4]) for r in rows),
-                    "acked": 0,
-                    "dead_lettered": len(rows) if dead_lettered else 0,
-                    "dropped": 0 if dead_lettered else len(rows),
-                    "expired": 0,
-                },
-            )
+            moved = len(rows) if dead_lettered else 0
+            _count_out(c, len(rows), sum(len(r[4]) for r in rows), dead_lettered=moved, dropped=len(rows) - moved)
             return len(rows)
 
         return self.committer.run(op)
@@ -206,17 +202,7 @@ class Shard:
 
         def op(c: sqlite3.Connection) -> int:
             sizes = c.execute(Q["remove"], {"seqs": _seqs(seqs)}).fetchall()
-            c.execute(
-                Q["count_out"],
-                {
-                    "n": len(sizes),
-                    "bytes": sum(s for (s,) in sizes),
-                    "acked": 0,
-                    "dead_lettered": 0,
-                    "dropped": 0,
-                    "expired": 0,
-                },
-            )
+            _count_out(c, len(sizes), sum(s for (s,) in sizes))
             return len(sizes)
 
         return self.committer.run(op)
@@ -233,17 +219,7 @@ class Shard:
         def op(c: sqlite3.Connection) -> int:
             sizes = c.execute(Q["expire"], {"cutoff": cutoff_ms}).fetchall()
             if sizes:
-                c.execute(
-                    Q["count_out"],
-                    {
-                        "n": len(sizes),
-                        "bytes": sum(s for (s,) in sizes),
-                        "acked": 0,
-                        "dead_lettered": 0,
-                        "dropped": 0,
-                        "expired": len(sizes),
-                    },
-                )
+                _count_out(c, len(sizes), sum(s for (s,) in sizes), expired=len(sizes))
             return len(sizes)
 
         return self.committer.run(op)
