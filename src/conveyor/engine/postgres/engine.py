@@ -33,10 +33,11 @@ import psycopg
 
 from conveyor.engine.base import Clock, Engine, SystemClock
 from conveyor.engine.postgres.catalog import STAT_SLOTS, Catalog
-from conveyor.engine.postgres.database import ReadPool, connect
+from conveyor.engine.postgres.database import ReadPool
 from conveyor.engine.postgres.group_commit import Connection, WriteLanes
+from conveyor.engine.postgres.leadership import AdvisoryLeadership
 from conveyor.engine.postgres.listener import Listener, Notifier, channel_of
-from conveyor.engine.postgres.migrate import LOCK_CLASS, migrate
+from conveyor.engine.postgres.migrate import migrate
 from conveyor.engine.postgres.vacuum import Vacuumer
 from conveyor.engine.sqlfile import load_queries
 from conveyor.engine.sqlite.shard import MISSING, SUPERSEDED
@@ -133,9 +134,8 @@ class PostgresEngine(Engine):
         self._maps: dict[str, tuple[float, list[ShardRef]]] = {}
         self._lock = threading.Lock()
         self._rotation = 0
-        self._leader: Connection | None = None
+        self._leadership = AdvisoryLeadership(url)
         self.vacuumer = Vacuumer(url)
-        self._leader_lock = threading.Lock()
 
     # -- shard map ----------------------------------------------------------------------------
     def _shards(self, queue_id: str) -> list[ShardRef]:
@@ -478,41 +478,17 @@ class PostgresEngine(Engine):
 
     # -- leadership ---------------------------------------------------------------------------
     def acquire_leadership(self) -> bool:
-        """Hold the deployment's advisory lock on a dedicated connection.
-
-        The lock is keyed by schema, so deployments sharing a database elect separately. If the
-        connection is lost (the server restarted), leadership is lost with it and is contested anew.
-        The leader also runs the :class:`Vacuumer` of the deployment's queue tables.
-        """
-        with self._leader_lock:
-            if self._leader is not None:
-                try:
-                    self._leader.execute("SELECT 1")
-                    return True
-                except psycopg.Error:
-                    self._leader.close()
-                    self._leader = None
-            try:
-                conn = connect(self.url, autocommit=True)
-                row = conn.execute(
-                    "SELECT pg_try_advisory_lock(%s, hashtext(current_schema()))", (LOCK_CLASS + 1,)
-                ).fetchone()
-            except psycopg.Error as exc:
-                log.warning("could not contest coordinator leadership: %s", exc)
-                return False
-            if not row or not row[0]:
-                conn.close()
-                return False
-            self._leader = conn
-            self.vacuumer.start()
-            return True
+        """Hold the deployment's advisory lock (see ``leadership.py``); the leader also runs the
+        :class:`Vacuumer` of the deployment's queue tables."""
+        if not self._leadership.acquire():
+            self.vacuumer.stop()  # leadership lost with its connection: so is the duty
+            return False
+        self.vacuumer.start()
+        return True
 
     def release_leadership(self) -> None:
         self.vacuumer.stop()
-        with self._leader_lock:
-            if self._leader is not None:
-                self._leader.close()
-                self._leader = None
+        self._leadership.release()
 
     def close(self) -> None:
         self.release_leadership()
