@@ -241,7 +241,8 @@ class Queue:
         consumer = self.consumer()
         if consumer is None or consumer.type != "http_pull":
             raise InvalidRequest(
-                f"queue {self.name!r} has no http_pull consumer; add one with add_pull_consumer() first"
+                f"queue {self.name!r} has no http_pull consumer; add one first (add_pull_consumer(), or "
+                "POST .../consumers with type http_pull)"
             )
         return consumer
 
@@ -251,6 +252,10 @@ class Queue:
 
         >>> for m in q.pull(batch_size=5): ...; q.ack(acks=[m.lease_id])
         """
+        return [to_pulled(m) for m in self.lease(batch_size, visibility_timeout_ms)]
+
+    def lease(self, batch_size: int | None = None, visibility_timeout_ms: int | None = None) -> list[StoredMessage]:
+        """:meth:`pull` without decoding the bodies: the stored bytes, for a server to relay."""
         consumer = self._pull_consumer()
         if self._info.settings.delivery_paused:
             raise DeliveryPaused(f"queue_delivery_paused: delivery of queue {self.name!r} is paused")
@@ -259,7 +264,7 @@ class Queue:
         vt = consumer.settings.visibility_timeout_ms if visibility_timeout_ms is None else visibility_timeout_ms
         check.check_range("visibility_timeout_ms", vt, 1, limits.MAX_VISIBILITY_TIMEOUT_MS, InvalidRequest)
         policy = DeliveryPolicy(consumer.settings.max_retries, consumer.dead_letter_queue or None)
-        return [to_pulled(m) for m in self._engine.lease(self.id, size, vt, policy)]
+        return self._engine.lease(self.id, size, vt, policy)
 
     def ack(self, acks: Sequence[str] = (), retries: Sequence[tuple[str, int | None] | str] = ()) -> AckResult:
         """Settle pulled messages: acks are deleted, retries come back after their delay.

@@ -18,8 +18,8 @@ from starlette.routing import Route
 from conveyor import limits
 from conveyor.client import validation as check
 from conveyor.client.sync import Queue
-from conveyor.errors import BatchTooLarge, ConsumerNotFound, DeliveryPaused, InvalidMessage, InvalidRequest
-from conveyor.model import ConsumerInfo, ConsumerSettings, DeliveryPolicy, Metrics, NewMessage, QueueInfo, QueueSettings
+from conveyor.errors import BatchTooLarge, ConsumerNotFound, InvalidMessage, InvalidRequest
+from conveyor.model import ConsumerInfo, ConsumerSettings, Metrics, NewMessage, QueueSettings
 from conveyor.server import shapes
 from conveyor.server.envelope import array, flag, mapping, ok, read_json, text, whole
 from conveyor.server.service import Context, blocking, context
@@ -308,13 +308,6 @@ async def bulk_push(request: Request) -> Response:
     return ok({"metadata": {"metrics": shapes.metrics(await blocking(send))}})
 
 
-def _pull_consumer(info: QueueInfo) -> ConsumerInfo:
-    consumers = info.consumers
-    if not consumers or consumers[0].type != "http_pull":
-        raise InvalidRequest(f"queue {info.queue_name!r} has no http_pull consumer: create one first")
-    return consumers[0]
-
-
 async def pull(request: Request) -> Response:
     ctx = context(request)
     body = await read_json(request, required=False)
@@ -324,16 +317,8 @@ async def pull(request: Request) -> Response:
         vt = whole(body, "visibility_timeout")
 
     def lease() -> dict[str, Any]:
-        queue, info = ctx.lookup_sync(request.path_params["queue_id"])
-        consumer = _pull_consumer(info)
-        if info.settings.delivery_paused:
-            raise DeliveryPaused(f"queue_delivery_paused: delivery of queue {queue.name!r} is paused")
-        count = consumer.settings.batch_size if size is None else size
-        check.check_range("batch_size", count, 1, limits.MAX_BATCH_SIZE, InvalidRequest)
-        visibility = consumer.settings.visibility_timeout_ms if vt is None else vt
-        check.check_range("visibility_timeout_ms", visibility, 1, limits.MAX_VISIBILITY_TIMEOUT_MS, InvalidRequest)
-        policy = DeliveryPolicy(consumer.settings.max_retries, consumer.dead_letter_queue or None)
-        leased = ctx.client.engine.lease(queue.id, count, visibility, policy)
+        queue, _ = ctx.lookup_sync(request.path_params["queue_id"])
+        leased = queue.lease(size, vt)
         metrics = ctx.client.engine.metrics(queue.id)
         return {
             "message_backlog_count": metrics.backlog_count,
@@ -360,13 +345,9 @@ async def ack(request: Request) -> Response:
     given = [(r["lease_id"], whole(r, "delay_seconds")) for r in _lease_ids(array(body, "retries"), "retries")]
 
     def settle() -> dict[str, Any]:
-        queue, info = ctx.lookup_sync(request.path_params["queue_id"])
-        consumer = _pull_consumer(info)
-        default = consumer.settings.retry_delay
-        retries = [(lid, default if delay is None else check.check_delay(delay)) for lid, delay in given]
-        policy = DeliveryPolicy(consumer.settings.max_retries, consumer.dead_letter_queue or None)
-        r = ctx.client.engine.settle(queue.id, acks, retries, policy)
-        return {"ackCount": r.acked, "retryCount": r.retried + r.dead_lettered + r.dropped, "warnings": r.warnings}
+        queue, _ = ctx.lookup_sync(request.path_params["queue_id"])
+        result = queue.ack(acks, given)
+        return {"ackCount": result.ack_count, "retryCount": result.retry_count, "warnings": result.warnings}
 
     return ok(await blocking(settle))
 
