@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import conveyor
-from harness import arguments, body, emit, ratio, scratch_directory, wait_until_handled
+from harness import arguments, body, emit, peer_environment, ratio, scratch_directory, wait_until_handled
 
 HERE = Path(__file__).resolve().parent
 PEERS = HERE / ".peers"
@@ -29,16 +28,7 @@ BATCH = 100
 
 
 def peer_python() -> Path:
-    """The peers' environment's Python, creating the environment first if it is missing or stale."""
-    python = PEERS / "bin" / "python"
-    marker = PEERS / "pins.txt"
-    wanted = "\n".join(PINS)
-    if python.exists() and marker.exists() and marker.read_text() == wanted:
-        return python
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(PEERS)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *PINS], check=True)
-    marker.write_text(wanted)
-    return python
+    return peer_environment(PEERS, PINS)
 
 
 def run_peer(system: str, directory: Path, count: int) -> dict[str, object]:

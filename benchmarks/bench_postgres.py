@@ -41,7 +41,7 @@ from urllib.parse import quote
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from harness import body, emit, encoded_body, quiet_logs, ratio  # noqa: E402
+from harness import body, emit, encoded_body, peer_environment, quiet_logs, ratio  # noqa: E402
 
 PEERS = HERE / ".peers-pg"
 PINS = (
@@ -369,16 +369,7 @@ def run_peer_here(system: str, count: int, concurrency: int) -> dict[str, float]
 
 
 def peer_python() -> Path:
-    """The peers' environment's Python, creating the environment first if it is missing or stale."""
-    python = PEERS / "bin" / "python"
-    marker = PEERS / "pins.txt"
-    wanted = "\n".join(PINS)
-    if python.exists() and marker.exists() and marker.read_text() == wanted:
-        return python
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(PEERS)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *PINS], check=True)
-    marker.write_text(wanted)
-    return python
+    return peer_environment(PEERS, PINS)
 
 
 def run_peer(system: str, count: int, concurrency: int, attempts: int = 2) -> dict[str, float]:

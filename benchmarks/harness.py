@@ -13,6 +13,7 @@ import logging
 import os
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -80,6 +81,20 @@ def wait_until_handled(app: Any, queue: str, count: int, timeout: float = 600.0)
         if time.monotonic() > deadline:
             raise RuntimeError(f"only {dispatcher.handled} of {count} messages were handled in {timeout:g} s")
         time.sleep(0.001)
+
+
+def peer_environment(directory: Path, pins: Sequence[str]) -> Path:
+    """The Python of a virtual environment holding the peers' pinned packages, made (or remade when
+    the pins changed) on first use, apart from Conveyor's own environment."""
+    python = directory / "bin" / "python"
+    marker = directory / "pins.txt"
+    wanted = "\n".join(pins)
+    if python.exists() and marker.exists() and marker.read_text() == wanted:
+        return python
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(directory)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *pins], check=True)
+    marker.write_text(wanted)
+    return python
 
 
 def percentile(values: Sequence[float], q: float) -> float:
