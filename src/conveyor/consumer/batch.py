@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from conveyor.client.validation import check_delay
+from conveyor.codec import decode
 from conveyor.model import Metrics
 
 log = logging.getLogger("conveyor.consumer")
@@ -23,20 +24,48 @@ ACK = "ack"
 RETRY = "retry"
 
 
+_UNDECODED = object()
+
+
 class Message:
-    """One delivered message: ``id``, ``timestamp``, ``body``, ``attempts``, ``content_type``."""
+    """One delivered message: ``id``, ``timestamp``, ``body``, ``attempts``, ``content_type``.
 
-    __slots__ = ("_decision", "_delay", "attempts", "body", "content_type", "id", "lease_id", "timestamp_ms")
+    The body is decoded from its stored bytes when the handler first reads it, in the handler's
+    thread: a handler that routes on ``id`` or ``attempts`` never pays for it, and the dispatcher's
+    thread, which every batch passes through, never does.
+    """
 
-    def __init__(self, id: str, timestamp_ms: int, body: Any, attempts: int, content_type: str, lease_id: str) -> None:
+    __slots__ = (
+        "_body",
+        "_decision",
+        "_delay",
+        "_stored",
+        "attempts",
+        "content_type",
+        "id",
+        "lease_id",
+        "timestamp_ms",
+    )
+
+    def __init__(
+        self, id: str, timestamp_ms: int, stored: bytes, attempts: int, content_type: str, lease_id: str
+    ) -> None:
         self.id = id
         self.timestamp_ms = timestamp_ms
-        self.body = body
+        self._stored = stored
+        self._body: Any = _UNDECODED
         self.attempts = attempts
         self.content_type = content_type
         self.lease_id = lease_id
         self._decision: str | None = None
         self._delay: int | None = None
+
+    @property
+    def body(self) -> Any:
+        """The message's body: a JSON value, a str (``text``) or bytes (``bytes``)."""
+        if self._body is _UNDECODED:
+            self._body = decode(self._stored, self.content_type)
+        return self._body
 
     def __repr__(self) -> str:
         return f"<Message {self.id} attempts={self.attempts}>"

@@ -12,7 +12,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from conveyor.codec import decode
 from conveyor.consumer.autoscaler import Autoscaler
 from conveyor.consumer.batch import Message, MessageBatch
 from conveyor.consumer.runner import Handler, HandlerRunner, HandlerTimeout
@@ -183,7 +182,7 @@ class Dispatcher:
     def _launch(self, stored: list[StoredMessage]) -> None:
         """Start one batch (called with the lock held)."""
         messages = [
-            Message(m.id, m.timestamp_ms, decode(m.body, m.content_type), m.attempts, m.content_type, m.lease_id)
+            Message(m.id, m.timestamp_ms, m.body, m.attempts, m.content_type, m.lease_id)
             for m in stored
         ]
         now = time.monotonic()
