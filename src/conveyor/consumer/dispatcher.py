@@ -181,10 +181,7 @@ class Dispatcher:
     # -- running ------------------------------------------------------------------------------
     def _launch(self, stored: list[StoredMessage]) -> None:
         """Start one batch (called with the lock held)."""
-        messages = [
-            Message(m.id, m.timestamp_ms, m.body, m.attempts, m.content_type, m.lease_id)
-            for m in stored
-        ]
+        messages = [Message(m.id, m.timestamp_ms, m.body, m.attempts, m.content_type, m.lease_id) for m in stored]
         now = time.monotonic()
         batch = MessageBatch(self.spec.queue, messages, self._metrics)
         flight = Flight(batch, now + self.spec.handler_timeout, now)
