@@ -33,10 +33,11 @@ def partition_name(shard_key: int) -> sql.Identifier:
 
 
 def _queue(conn: Connection, query: str, key: str) -> QueueInfo:
-    row = conn.execute(Q[query], {"key": key}).fetchone()
-    if row is None:
+    rows = conn.execute(Q[query], {"key": key}).fetchall()
+    if not rows:
         raise QueueNotFound(f"queue {key!r} does not exist")
-    consumers = conn.execute(Q["consumers_of"], {"queue": row[0]}).fetchall()
+    row = rows[0]
+    consumers = [r[8:] for r in rows if r[8] is not None]
     return QueueInfo(
         queue_id=row[0],
         queue_name=row[1],
@@ -86,6 +87,12 @@ class Catalog:
 
     def get_queue_by_id(self, queue_id: str) -> QueueInfo:
         return self._pool.run(lambda c: _queue(c, "queue_by_id", queue_id), "read queue")
+
+    def queue_settings(self, queue_id: str) -> QueueSettings:
+        row = self._pool.run(lambda c: c.execute(Q["queue_settings"], {"queue": queue_id}).fetchone(), "read queue")
+        if row is None:
+            raise QueueNotFound(f"queue {queue_id!r} does not exist")
+        return QueueSettings(delivery_delay=row[0], delivery_paused=row[1], message_retention_period=row[2])
 
     def list_queues(self) -> list[QueueInfo]:
         def fn(conn: Connection) -> list[QueueInfo]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -30,6 +31,8 @@ RECONNECT_SECONDS = 60.0
 CONNECT_TIMEOUT_SECONDS = 5
 FIRST_PAUSE_SECONDS = 0.05
 MAX_PAUSE_SECONDS = 1.0
+# A pooled connection idle for longer than this is checked (one round trip) before it is handed out.
+CHECK_IDLE_SECONDS = 1.0
 
 
 def translate_error(exc: psycopg.Error) -> ConveyorError:
@@ -70,15 +73,21 @@ def connect(conninfo: str, *, autocommit: bool) -> psycopg.Connection[tuple[Any,
 
 
 class ReadPool:
-    """Autocommit connections for reads and small catalog transactions, shared by threads."""
+    """Autocommit connections for reads and small catalog transactions, shared by threads.
+
+    A connection handed out is checked with a round trip only when it has not been used for
+    ``CHECK_IDLE_SECONDS``: one that just worked almost surely still does, and if the server went
+    away meanwhile the call fails on it and is retried on a fresh one like any other outage.
+    """
 
     def __init__(self, conninfo: str, max_size: int = 4) -> None:
+        self._used: weakref.WeakKeyDictionary[psycopg.Connection[tuple[Any, ...]], float] = weakref.WeakKeyDictionary()
         self._pool = ConnectionPool(
             conninfo,
             min_size=1,
             max_size=max_size,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS},
-            check=ConnectionPool.check_connection,
+            check=self._check,
             open=True,
             timeout=CONNECT_TIMEOUT_SECONDS * 2,
             name="conveyor-read",
@@ -89,9 +98,16 @@ class ReadPool:
 
         def attempt() -> T:
             with self._pool.connection() as conn:
-                return fn(conn)
+                result = fn(conn)
+                self._used[conn] = time.monotonic()
+                return result
 
         return with_retries(attempt, what)
+
+    def _check(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+        used = self._used.get(conn)
+        if used is None or time.monotonic() - used > CHECK_IDLE_SECONDS:
+            ConnectionPool.check_connection(conn)
 
     def transaction(self, fn: Callable[[psycopg.Connection[tuple[Any, ...]]], T], what: str) -> T:
         """Run ``fn`` inside one transaction on a pooled connection."""

@@ -63,9 +63,15 @@ T = TypeVar("T")
 
 # How long a process trusts its copy of a queue's shard map; shards added elsewhere show up after it.
 SHARD_MAP_SECONDS = 1.0
+# How long a process trusts its copy of a queue's settings (see :meth:`PostgresEngine.queue_settings`).
+SETTINGS_SECONDS = 0.1
 # Write connections per engine (each a group committer); their counter slots differ, so they never
 # wait for each other's row locks.
 WRITE_LANES = 4
+# Connections for leases and heartbeats (committed without waiting for the WAL flush): as many as
+# the write lanes, so that threads leasing at once (pull consumers, several dispatchers) each run
+# their statement on a server backend of their own instead of queueing on one.
+LEASE_LANES = 4
 REDRIVE_CHUNK = 500
 MALFORMED = "malformed lease id"
 WARNINGS = {"missing": MISSING, "superseded": SUPERSEDED}
@@ -126,12 +132,15 @@ class PostgresEngine(Engine):
         migrate(url)
         self._pool = ReadPool(url)
         self.catalog = Catalog(self._pool)
-        self._writer = WriteLanes(url, WRITE_LANES)
+        self._writer = WriteLanes(url, WRITE_LANES, LEASE_LANES)
         self._listener = Listener(url)
         self._notifier = Notifier(url)
         self._stat_slot = random.randrange(STAT_SLOTS)
         self._home_slot: int | None = None
         self._maps: dict[str, tuple[float, list[ShardRef]]] = {}
+        self._settings: dict[str, tuple[float, QueueSettings]] = {}
+        # Per queue, when this engine last changed its settings: copies read before are not kept.
+        self._settings_floor: dict[str, float] = {}
         self._lock = threading.Lock()
         self._rotation = 0
         self._leadership = AdvisoryLeadership(url)
@@ -158,6 +167,17 @@ class PostgresEngine(Engine):
     def _forget(self, queue_id: str) -> None:
         with self._lock:
             self._maps.pop(queue_id, None)
+            self._settings.pop(queue_id, None)
+            self._settings_floor[queue_id] = time.monotonic()
+
+    def _remember_settings(self, queue_id: str, settings: QueueSettings, read_at: float) -> None:
+        """Keep settings read by a statement sent at ``read_at`` (monotonic), unless they are older
+        than the copy kept or than this engine's last change to them."""
+        with self._lock:
+            cached = self._settings.get(queue_id)
+            if read_at < self._settings_floor.get(queue_id, 0.0) or (cached is not None and cached[0] > read_at):
+                return
+            self._settings[queue_id] = (read_at, settings)
 
     def _home(self, queue_id: str) -> ShardRef:
         shards = self._shards(queue_id)
@@ -199,11 +219,29 @@ class PostgresEngine(Engine):
     def get_queue_by_id(self, queue_id: str) -> QueueInfo:
         return self.catalog.get_queue_by_id(queue_id)
 
+    def queue_settings(self, queue_id: str) -> QueueSettings:
+        """The queue's settings, as of at most ``SETTINGS_SECONDS`` ago.
+
+        A dispatcher asks on every loop. Each lease that returns messages reads the settings in the
+        same statement, so a busy consumer's copy is one loop old, as if read afresh; an idle one
+        reads them again after ``SETTINGS_SECONDS``. Changes made through this engine apply at once;
+        a pause made by another process is seen by the next lease or within ``SETTINGS_SECONDS``.
+        """
+        now = time.monotonic()
+        with self._lock:
+            cached = self._settings.get(queue_id)
+        if cached is not None and now - cached[0] < SETTINGS_SECONDS:
+            return cached[1]
+        settings = self.catalog.queue_settings(queue_id)
+        self._remember_settings(queue_id, settings, now)
+        return settings
+
     def list_queues(self) -> list[QueueInfo]:
         return self.catalog.list_queues()
 
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         info = self.catalog.update_queue(queue_id, settings)
+        self._forget(queue_id)
         self._notifier.notify(channel_of(queue_id))
         return info
 
@@ -275,18 +313,33 @@ class PostgresEngine(Engine):
                 break
             now = self.clock.now_ms()
             token = secrets.randbits(62)
-            args = {"shard": shard.key, "now": now, "n": need, "until": now + visibility_ms, "token": token}
+            args = {
+                "shard": shard.key,
+                "now": now,
+                "n": need,
+                "until": now + visibility_ms,
+                "token": token,
+                "queue": queue_id,
+            }
 
-            def op(conn: Connection, lane: int, args: dict[str, int] = args) -> Callable[[], list[tuple[Any, ...]]]:
-                return conn.execute(Q["lease"], args).fetchall
+            def op(conn: Connection, lane: int, args: dict[str, Any] = args) -> Callable[[], list[tuple[Any, ...]]]:
+                # Binary results: bodies arrive as they are stored, not hex-encoded and decoded.
+                return conn.execute(Q["lease"], args, binary=True).fetchall
 
             exhausted = LeaseGroups()
+            read_at = time.monotonic()
             # Not fsynced: a lease lost in a server crash only makes its messages deliverable again.
-            for seq, mid, ts, ctype, body, attempts in self._writer.run(op, durable=False):
+            rows = self._writer.run(op, durable=False)
+            if rows:
+                delay, paused, retention = rows[0][6:]
+                self._remember_settings(queue_id, QueueSettings(delay, paused, retention), read_at)
+            prefix = f"{shard.number:x}-"
+            suffix = f"-{token:x}"
+            for seq, mid, ts, ctype, body, attempts, *_ in rows:
                 if attempts > policy.max_deliveries:
                     exhausted.add(shard.number, seq, token)
                 else:
-                    out.append(StoredMessage(mid, ts, body, ctype, attempts, lease_id(shard.number, seq, token)))
+                    out.append(StoredMessage(mid, ts, body, ctype, attempts, f"{prefix}{seq:x}{suffix}"))
             if exhausted.shards():
                 self._dead_letter(queue_id, shard, exhausted, policy)
         return out

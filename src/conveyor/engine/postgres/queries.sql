@@ -5,21 +5,23 @@
 -- ============================================================================= catalog
 
 -- name: queue_by_name
-SELECT queue_id, name, created_on, modified_on, delivery_delay, delivery_paused, retention,
-       (SELECT count(*) FROM shards s WHERE s.queue_id = q.queue_id)
-FROM queues q WHERE name = %(key)s;
+-- The queue, once per consumer (a queue has at most one; NULLs when it has none): one round trip.
+SELECT q.queue_id, q.name, q.created_on, q.modified_on, q.delivery_delay, q.delivery_paused, q.retention,
+       (SELECT count(*) FROM shards s WHERE s.queue_id = q.queue_id),
+       c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings
+FROM queues q LEFT JOIN consumers c ON c.queue_id = q.queue_id WHERE q.name = %(key)s;
 
 -- name: queue_by_id
-SELECT queue_id, name, created_on, modified_on, delivery_delay, delivery_paused, retention,
-       (SELECT count(*) FROM shards s WHERE s.queue_id = q.queue_id)
-FROM queues q WHERE queue_id = %(key)s;
+SELECT q.queue_id, q.name, q.created_on, q.modified_on, q.delivery_delay, q.delivery_paused, q.retention,
+       (SELECT count(*) FROM shards s WHERE s.queue_id = q.queue_id),
+       c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings
+FROM queues q LEFT JOIN consumers c ON c.queue_id = q.queue_id WHERE q.queue_id = %(key)s;
+
+-- name: queue_settings
+SELECT delivery_delay, delivery_paused, retention FROM queues WHERE queue_id = %(queue)s;
 
 -- name: queue_ids
 SELECT queue_id FROM queues ORDER BY name;
-
--- name: consumers_of
-SELECT c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings
-FROM consumers c JOIN queues q USING (queue_id) WHERE c.queue_id = %(queue)s;
 
 -- name: consumer
 SELECT c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings
@@ -112,6 +114,8 @@ FROM counted c,
               WHERE st.shard_key = ANY (%(shards)s::bigint[]) AND NOT (st.shard_key = %(shard)s AND st.slot = %(slot)s)) AS o;
 
 -- name: lease
+-- Each row also carries the queue's settings as of this statement, so that a consumer leasing in a
+-- loop knows whether the queue was paused meanwhile without reading the catalog again.
 WITH picked AS (
     SELECT seq FROM messages
     WHERE shard_key = %(shard)s AND visible_at_ms <= %(now)s
@@ -120,9 +124,10 @@ WITH picked AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE messages m SET visible_at_ms = %(until)s, attempts = m.attempts + 1, lease = %(token)s
-FROM picked
-WHERE m.shard_key = %(shard)s AND m.seq = picked.seq
-RETURNING m.seq, m.id, m.timestamp_ms, m.content_type, m.body, m.attempts;
+FROM picked, queues q
+WHERE m.shard_key = %(shard)s AND m.seq = picked.seq AND q.queue_id = %(queue)s
+RETURNING m.seq, m.id, m.timestamp_ms, m.content_type, m.body, m.attempts,
+          q.delivery_delay, q.delivery_paused, q.retention;
 
 -- name: settle
 -- Acks delete, retries with deliveries left become visible at their time; retries whose deliveries
