@@ -1,0 +1,38 @@
+"""Keeping freed memory in the process instead of handing it back to the kernel batch after batch.
+
+glibc's malloc returns the free memory at the top of its heap to the kernel whenever more than
+``M_TRIM_THRESHOLD`` (128 KiB) lies there. Conveyor's hot paths allocate and free about that much per
+batch: a hundred 1 KB bodies encoded for a ``send_batch``, or fetched for a delivery. So every batch
+gave its memory back and page-faulted it in again on the next one; encoding a 1 KB JSON body took
+3.3 µs where it takes 0.17 µs with the memory kept. Opening a deployment (:func:`conveyor.connect`)
+raises the threshold to 32 MiB for the process, once, and keeps blocks under 4 MiB on the heap
+(setting a threshold switches off glibc's own adjustment of where ``mmap`` begins). Elsewhere than
+glibc, or with ``CONVEYOR_MALLOC=default`` in the environment, nothing is changed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+TRIM_THRESHOLD_BYTES = 32 * 1024 * 1024
+MMAP_THRESHOLD_BYTES = 4 * 1024 * 1024
+
+_tuned: bool | None = None
+
+
+def keep_freed_memory() -> bool:
+    """Tune glibc's malloc as the module says (once per process); whether it is tuned."""
+    global _tuned
+    if _tuned is None:
+        _tuned = False
+        if os.environ.get("CONVEYOR_MALLOC") != "default" and platform.libc_ver()[0] == "glibc":
+            mallopt = ctypes.CDLL(None).mallopt
+            _tuned = (
+                mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
+                and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) == 1
+            )
+    return _tuned
