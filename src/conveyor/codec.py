@@ -43,7 +43,8 @@ _LONG_NUMBER = b"0" * 19
 
 
 def encode_json(body: Any) -> bytes:
-    """Compact UTF-8 JSON, exactly as ``json`` with ``allow_nan=False`` would write it."""
+    """Compact UTF-8 JSON of the value ``json`` with ``allow_nan=False`` would write, refusing what it
+    refuses (a float may be spelled differently: orjson writes 1e-05 as 0.00001)."""
     try:
         data = orjson.dumps(body, option=_ORJSON_OPTIONS)
     except TypeError:  # JSONEncodeError: a type or an integer orjson leaves to json
