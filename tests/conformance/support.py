@@ -139,7 +139,7 @@ def shard_of_messages(client: conveyor.Conveyor, q: conveyor.Queue, data_dir: Pa
     for n in range(q.info().shards):
         shard = sqlite3.connect(data_dir / "shards" / f"{q.id}.{n}.db")
         try:
-            out.update((mid, n) for (mid,) in shard.execute("SELECT id FROM messages"))
+            out.update((mid, n) for (mid,) in shard.execute("SELECT id FROM payloads"))
         finally:
             shard.close()
     return out

@@ -29,7 +29,7 @@ from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
 from conveyor.engine.sqlite.snapshot_store import SnapshotStore
 from conveyor.engine.sqlite.storage import ensure_directory
 from conveyor.errors import InvalidRequest, QueueNotFound
-from conveyor.ids import new_id
+from conveyor.ids import new_ids
 from conveyor.model import (
     ConsumerInfo,
     ConsumerSettings,
@@ -174,21 +174,19 @@ class SQLiteEngine(Engine):
     # -- messages -----------------------------------------------------------------------------
     def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> Metrics:
         now = self.clock.now_ms()
+        delays = {m.delay_seconds for m in messages}
         # A message without a delay of its own takes the queue's, read now (from the snapshot).
-        queue_delay = self.queue_settings(queue_id).delivery_delay if None in (m.delay_seconds for m in messages) else 0
-        rows: list[InsertRow] = [
-            (
-                new_id(),
-                now,
-                now + (queue_delay if m.delay_seconds is None else m.delay_seconds) * 1000,
-                0,
-                m.content_type,
-                m.body,
-            )
-            for m in messages
-        ]
+        queue_delay = self.queue_settings(queue_id).delivery_delay if None in delays else 0
+        ids = new_ids(len(messages))
+        rows: list[InsertRow] = [(ids[i], now, m.content_type, m.body) for i, m in enumerate(messages)]
+        visible_at: int | list[int]
+        if len(delays) == 1:
+            (delay,) = delays
+            visible_at = now + (queue_delay if delay is None else delay) * 1000
+        else:
+            visible_at = [now + (queue_delay if m.delay_seconds is None else m.delay_seconds) * 1000 for m in messages]
         home = self.router.home(queue_id)
-        count, nbytes, oldest = home.insert(rows, sum(len(m.body) for m in messages))
+        count, nbytes, oldest = home.insert(rows, visible_at, sum(len(m.body) for m in messages))
         self.wake(queue_id)
         shards = self.router.all(queue_id)
         if len(shards) == 1:
@@ -293,8 +291,8 @@ class SQLiteEngine(Engine):
         if policy.dead_letter_queue is not None:
             dlq = self._dead_letter_queue(policy.dead_letter_queue)
             now = self.clock.now_ms()
-            rows = [(mid, ts, now, 0, ctype, body) for _, (_, mid, ts, ctype, body) in held]
-            self.router.home(dlq).insert(rows, sum(len(r[5]) for r in rows), sent=False)
+            rows = [(mid, ts, ctype, body) for _, (_, mid, ts, ctype, body) in held]
+            self.router.home(dlq).insert(rows, now, sum(len(r[3]) for r in rows), sent=False)
             self.wake(dlq)
         by_token: dict[int, list[int]] = defaultdict(list)
         for token, row in held:
@@ -369,8 +367,8 @@ class SQLiteEngine(Engine):
         for shard in self.router.all(from_queue_id):
             while rows := shard.oldest_rows(REDRIVE_CHUNK):
                 now = self.clock.now_ms()
-                inserts: list[InsertRow] = [(mid, ts, now, 0, ct, body) for _, mid, ts, ct, body in rows]
-                target.insert(inserts, sum(len(r[5]) for r in inserts), sent=False)
+                inserts: list[InsertRow] = [(mid, ts, ct, body) for _, mid, ts, ct, body in rows]
+                target.insert(inserts, now, sum(len(r[3]) for r in inserts), sent=False)
                 moved += shard.remove([r[0] for r in rows])
                 self.wake(to_queue_id)
         return moved

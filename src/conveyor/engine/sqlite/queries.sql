@@ -1,15 +1,28 @@
--- The message state transitions of one shard file. Parameters named :x; lists of sequence numbers
--- arrive as a JSON array (:seqs) and are expanded with json_each.
+-- The message state transitions of one shard file (shard.sql: a message is a payload row and a
+-- state row). Parameters named :x; lists of sequence numbers arrive as a JSON array (:seqs) and are
+-- expanded with json_each. Deleting a state row deletes its payload (the messages_gone trigger).
 
--- name: insert
-INSERT INTO messages (id, timestamp_ms, visible_at_ms, attempts, content_type, body)
-VALUES (?, ?, ?, ?, ?, ?);
+-- name: next_seq
+SELECT coalesce(max(seq), 0) + 1 FROM payloads;
 
--- name: insert_moved
--- A message moved in from another queue (dead-lettered or redriven): it keeps its older timestamp,
--- so it is marked for the `oldest` query's partial index.
-INSERT INTO messages (id, timestamp_ms, visible_at_ms, attempts, content_type, body, moved)
-VALUES (?, ?, ?, ?, ?, ?, 1);
+-- name: insert_payload
+INSERT INTO payloads (id, timestamp_ms, content_type, body) VALUES (?, ?, ?, ?);
+
+-- name: insert_moved_payload
+-- A message moved in from another queue (dead-lettered or redriven) keeps its older timestamp, so
+-- it is marked for the `oldest` query's partial index.
+INSERT INTO payloads (id, timestamp_ms, content_type, body, moved) VALUES (?, ?, ?, ?, 1);
+
+-- name: insert_states
+-- The state rows of the payloads just stored from :first on, all visible at :visible_at (a batch's
+-- usual case: one statement instead of a hundred).
+INSERT INTO messages (seq, visible_at_ms, size)
+SELECT seq, :visible_at, length(body) FROM payloads WHERE seq >= :first;
+
+-- name: insert_states_each
+-- The same, each visible at its own time: :visible_at is a JSON array, one time per payload.
+INSERT INTO messages (seq, visible_at_ms, size)
+SELECT p.seq, j.value, length(p.body) FROM json_each(:visible_at) j CROSS JOIN payloads p ON p.seq = :first + j.key;
 
 -- name: count_in
 UPDATE stats SET backlog_count = backlog_count + :n, backlog_bytes = backlog_bytes + :bytes,
@@ -35,19 +48,27 @@ UPDATE stats SET deleted = 1;
 -- Sent messages arrive in timestamp order, so the first by seq is the oldest of them; moved ones
 -- are found through their partial index. Both lookups are O(log n).
 SELECT min(t) FROM (
-    SELECT timestamp_ms AS t FROM (SELECT timestamp_ms FROM messages ORDER BY seq LIMIT 1)
+    SELECT timestamp_ms AS t FROM (SELECT timestamp_ms FROM payloads ORDER BY seq LIMIT 1)
     UNION ALL
-    SELECT min(timestamp_ms) FROM messages WHERE moved = 1
+    SELECT min(timestamp_ms) FROM payloads WHERE moved = 1
 );
 
 -- name: lease
 UPDATE messages SET visible_at_ms = :until, attempts = attempts + 1, lease = :token
 WHERE seq IN (SELECT seq FROM messages WHERE visible_at_ms <= :now ORDER BY visible_at_ms LIMIT :n)
-RETURNING seq, id, timestamp_ms, content_type, body, attempts;
+RETURNING seq, attempts;
+
+-- name: payloads
+SELECT seq, id, timestamp_ms, content_type, body FROM payloads
+WHERE seq IN (SELECT value FROM json_each(:seqs));
+
+-- name: leased_payloads
+SELECT p.seq, p.id, p.timestamp_ms, p.content_type, p.body FROM messages m CROSS JOIN payloads p ON p.seq = m.seq
+WHERE m.lease = :token AND m.seq IN (SELECT value FROM json_each(:seqs));
 
 -- name: ack
 DELETE FROM messages WHERE lease = :token AND seq IN (SELECT value FROM json_each(:seqs))
-RETURNING seq, length(body);
+RETURNING seq, size;
 
 -- name: retry
 UPDATE messages SET visible_at_ms = :visible_at, lease = NULL
@@ -56,7 +77,7 @@ RETURNING seq;
 
 -- name: take_leased
 DELETE FROM messages WHERE lease = :token AND seq IN (SELECT value FROM json_each(:seqs))
-RETURNING seq, id, timestamp_ms, content_type, body;
+RETURNING seq, size;
 
 -- name: release
 UPDATE messages SET visible_at_ms = :now, attempts = max(attempts - 1, 0), lease = NULL
@@ -69,6 +90,11 @@ WHERE lease = :token AND seq IN (SELECT value FROM json_each(:seqs));
 -- name: lease_of
 SELECT seq, lease FROM messages WHERE seq IN (SELECT value FROM json_each(:seqs));
 
+-- name: purge_payloads
+-- First, in one sweep (a table without triggers is emptied whole), so that the trigger of `purge`
+-- finds nothing left to delete.
+DELETE FROM payloads;
+
 -- name: purge
 DELETE FROM messages;
 
@@ -76,14 +102,15 @@ DELETE FROM messages;
 UPDATE stats SET backlog_count = 0, backlog_bytes = 0;
 
 -- name: peek
-SELECT seq, id, timestamp_ms, content_type, body, attempts FROM messages
-ORDER BY visible_at_ms LIMIT :n;
+SELECT m.seq, p.id, p.timestamp_ms, p.content_type, p.body, m.attempts FROM messages m
+CROSS JOIN payloads p ON p.seq = m.seq
+ORDER BY m.visible_at_ms LIMIT :n;
 
 -- name: oldest_rows
-SELECT seq, id, timestamp_ms, content_type, body FROM messages ORDER BY seq LIMIT :n;
+SELECT seq, id, timestamp_ms, content_type, body FROM payloads ORDER BY seq LIMIT :n;
 
 -- name: remove
-DELETE FROM messages WHERE seq IN (SELECT value FROM json_each(:seqs)) RETURNING length(body);
+DELETE FROM messages WHERE seq IN (SELECT value FROM json_each(:seqs)) RETURNING size;
 
 -- name: next_visible
 SELECT min(visible_at_ms) FROM messages;
@@ -92,7 +119,7 @@ SELECT min(visible_at_ms) FROM messages;
 SELECT count(*) FROM messages WHERE lease IS NOT NULL AND visible_at_ms > :now;
 
 -- name: expire
-DELETE FROM messages WHERE timestamp_ms < :cutoff RETURNING length(body);
+DELETE FROM messages WHERE seq IN (SELECT seq FROM payloads WHERE timestamp_ms < :cutoff) RETURNING size;
 
 -- name: stats
 SELECT backlog_count, backlog_bytes, sent, acked, retried, dead_lettered, expired, dropped FROM stats;

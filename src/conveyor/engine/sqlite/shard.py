@@ -6,12 +6,13 @@ use a second connection so they never wait behind a group's fsync.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import orjson
 
 from conveyor.codec import ContentType
 from conveyor.engine.sqlfile import load_queries, load_script
@@ -21,12 +22,20 @@ from conveyor.errors import QueueNotFound
 
 Q = load_queries("conveyor.engine.sqlite", "queries.sql")
 SCHEMA = load_script("conveyor.engine.sqlite", "shard.sql")
+# Scripts that bring an older shard file up to date, by the version they start from.
+UPGRADES = {1: load_script("conveyor.engine.sqlite", "shard_v1_to_v2.sql")}
+SCHEMA_VERSION = 2
+# A new shard file's page size. 8 KiB pages halve the frames (two writes each) a commit appends to
+# the write-ahead log for a batch of 1 KB bodies, against the 4 KiB default: measured in plain SQL,
+# storing 100-message batches went from 1.00 to 1.11 × the raw limit (a 4 KiB table) and consuming
+# from 0.54 to 0.67 ×; 16 KiB pages did no better.
+PAGE_SIZE = 8192
 
 # A row as the queries return it: (seq, id, timestamp_ms, content_type, body[, attempts]).
 Row = tuple[int, str, int, ContentType, bytes]
 LeasedRow = tuple[int, str, int, ContentType, bytes, int]
-# A message going in: (id, timestamp_ms, visible_at_ms, attempts, content_type, body).
-InsertRow = tuple[str, int, int, int, str, bytes]
+# A message going in: (id, timestamp_ms, content_type, body).
+InsertRow = tuple[str, int, str, bytes]
 
 MISSING = "message not found: it was already acked, purged, expired or dead-lettered"
 SUPERSEDED = "lease superseded: the message was delivered again since, so this call changed nothing"
@@ -44,7 +53,7 @@ class ShardSettlement:
 
 
 def _seqs(seqs: Iterable[int]) -> str:
-    return json.dumps(list(seqs))
+    return orjson.dumps(list(seqs)).decode()
 
 
 def _count_out(
@@ -68,10 +77,10 @@ class Shard:
     def __init__(self, path: Path, number: int) -> None:
         self.path = path
         self.number = number
-        conn = open_database(path, SCHEMA)
+        conn = open_database(path, SCHEMA, version=SCHEMA_VERSION, upgrades=UPGRADES, page_size=PAGE_SIZE)
         self.committer = GroupCommitter(conn, str(path))
         self._write_conn = conn
-        self._reader = open_database(path, SCHEMA)
+        self._reader = open_database(path, SCHEMA, version=SCHEMA_VERSION, upgrades=UPGRADES)
         self._read_lock = threading.Lock()
         self._seen_version = -1
 
@@ -82,18 +91,31 @@ class Shard:
         self._write_conn.close()
 
     # -- writes -------------------------------------------------------------------------------
-    def insert(self, rows: Sequence[InsertRow], nbytes: int, *, sent: bool = True) -> tuple[int, int, int]:
-        """Store ``rows``; returns the shard's backlog count, bytes and oldest timestamp.
+    def insert(
+        self, rows: Sequence[InsertRow], visible_at: int | Sequence[int], nbytes: int, *, sent: bool = True
+    ) -> tuple[int, int, int]:
+        """Store ``rows``, visible from ``visible_at`` (one time for all, or one each); returns the
+        shard's backlog count, bytes and oldest timestamp.
 
         ``sent=False`` marks messages moved in from another queue rather than sent.
         """
+        if not isinstance(visible_at, int) and len(set(visible_at)) == 1:
+            visible_at = visible_at[0]
+        each = None if isinstance(visible_at, int) else orjson.dumps(list(visible_at)).decode()
 
         def op(c: sqlite3.Connection) -> tuple[int, int, int]:
             counts = c.execute(Q["count_in"], {"n": len(rows), "bytes": nbytes, "sent": sent * len(rows)})
             row = counts.fetchone()
             if row is None:
                 raise QueueNotFound("the queue was deleted while this message was being sent")
-            c.executemany(Q["insert" if sent else "insert_moved"], rows)
+            # SQLite numbers new rows from the largest seq on, one by one: the batch's seqs are
+            # first, first + 1, ... in the order of ``rows``.
+            (first,) = c.execute(Q["next_seq"]).fetchone()
+            c.executemany(Q["insert_payload" if sent else "insert_moved_payload"], rows)
+            if each is None:
+                c.execute(Q["insert_states"], {"first": first, "visible_at": visible_at})
+            else:
+                c.execute(Q["insert_states_each"], {"first": first, "visible_at": each})
             (oldest,) = c.execute(Q["oldest"]).fetchone()
             return row[0], row[1], oldest or 0
 
@@ -102,7 +124,11 @@ class Shard:
     def lease(self, now_ms: int, n: int, until_ms: int, token: int) -> list[LeasedRow]:
         def op(c: sqlite3.Connection) -> list[LeasedRow]:
             args = {"now": now_ms, "n": n, "until": until_ms, "token": token}
-            return c.execute(Q["lease"], args).fetchall()
+            attempts = dict(c.execute(Q["lease"], args).fetchall())
+            if not attempts:
+                return []
+            rows = c.execute(Q["payloads"], {"seqs": _seqs(sorted(attempts))}).fetchall()
+            return [(seq, mid, ts, ctype, body, attempts[seq]) for seq, mid, ts, ctype, body in rows]
 
         return self.committer.run(op, durable=False)
 
@@ -151,14 +177,10 @@ class Shard:
                 if drop_exhausted:
                     dropped = c.execute(Q["take_leased"], {"token": token, "seqs": _seqs(rest)}).fetchall()
                     out.dropped += len(dropped)
-                    gone_bytes += sum(len(row[4]) for row in dropped)
-                    handled = {row[0] for row in dropped}
+                    gone_bytes += sum(size for _, size in dropped)
+                    handled = {seq for seq, _ in dropped}
                 else:
-                    found = c.execute(
-                        "SELECT seq, id, timestamp_ms, content_type, body FROM messages "
-                        "WHERE lease = ? AND seq IN (SELECT value FROM json_each(?))",
-                        (token, _seqs(rest)),
-                    ).fetchall()
+                    found = c.execute(Q["leased_payloads"], {"token": token, "seqs": _seqs(rest)}).fetchall()
                     out.exhausted.extend((token, row) for row in found)
                     handled = {row[0] for row in found}
                 self._warn(c, token, rest, handled, out.warnings)
@@ -192,7 +214,7 @@ class Shard:
         def op(c: sqlite3.Connection) -> int:
             rows = c.execute(Q["take_leased"], {"token": token, "seqs": _seqs(seqs)}).fetchall()
             moved = len(rows) if dead_lettered else 0
-            _count_out(c, len(rows), sum(len(r[4]) for r in rows), dead_lettered=moved, dropped=len(rows) - moved)
+            _count_out(c, len(rows), sum(size for _, size in rows), dead_lettered=moved, dropped=len(rows) - moved)
             return len(rows)
 
         return self.committer.run(op)
@@ -209,6 +231,7 @@ class Shard:
 
     def purge(self) -> int:
         def op(c: sqlite3.Connection) -> int:
+            c.execute(Q["purge_payloads"])
             count = c.execute(Q["purge"]).rowcount
             c.execute(Q["purge_counts"])
             return int(count)

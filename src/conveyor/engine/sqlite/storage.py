@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from conveyor.errors import ConveyorError, CorruptStorage, StorageError, StorageFull
 
 # PRAGMA application_id of every Conveyor file: the bytes 'Conv'.
 APPLICATION_ID = 0x436F6E76
-SCHEMA_VERSION = 1
 # How long opening a file waits for other processes that are switching it to WAL.
 WAL_SWITCH_TIMEOUT = 60.0
 
@@ -41,12 +41,23 @@ def ensure_directory(path: Path) -> None:
         raise StorageError(f"the data directory {path} is not writable")
 
 
-def open_database(path: Path, schema: str, *, create: bool = True) -> sqlite3.Connection:
+def open_database(
+    path: Path,
+    schema: str,
+    *,
+    create: bool = True,
+    version: int = 1,
+    upgrades: Mapping[int, str] | None = None,
+    page_size: int | None = None,
+) -> sqlite3.Connection:
     """Open (and, if new, initialise) one of Conveyor's files.
 
     The file is put in WAL mode with ``synchronous=FULL``: every commit is fsynced before it
     returns. A file that is not SQLite, or a SQLite file some other program made, is refused with
-    :class:`CorruptStorage` and left untouched.
+    :class:`CorruptStorage` and left untouched. ``schema`` makes a new file of ``version``; a file of
+    an older version is brought up to it by ``upgrades[v]`` (the script from version v to v + 1),
+    in the same transaction, so a crash leaves it as it was; one of a newer version is refused.
+    ``page_size`` is a new file's (an existing file keeps its own).
     """
     name = str(path)
     if not create and not path.exists():
@@ -58,6 +69,8 @@ def open_database(path: Path, schema: str, *, create: bool = True) -> sqlite3.Co
         raise translate_error(exc, name) from None
     try:
         _check_ours(conn, name)
+        if page_size is not None:
+            conn.execute(f"PRAGMA page_size = {int(page_size)}")  # before WAL, which fixes it
         _use_wal(conn)
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -67,10 +80,8 @@ def open_database(path: Path, schema: str, *, create: bool = True) -> sqlite3.Co
         if not _check_ours(conn, name):
             for statement in _statements(schema):
                 conn.execute(statement)
+        _upgrade(conn, name, version, upgrades or {})
         conn.execute("COMMIT")
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
-            raise CorruptStorage(f"{name} has schema version {version}; this Conveyor reads {SCHEMA_VERSION}")
     except sqlite3.Error as exc:
         conn.close()
         raise translate_error(exc, name) from None
@@ -78,6 +89,19 @@ def open_database(path: Path, schema: str, *, create: bool = True) -> sqlite3.Co
         conn.close()
         raise
     return conn
+
+
+def _upgrade(conn: sqlite3.Connection, name: str, version: int, upgrades: Mapping[int, str]) -> None:
+    """Bring the file to ``version`` (inside the caller's transaction), or refuse a newer one."""
+    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    if found > version:
+        raise CorruptStorage(f"{name} has schema version {found}; this Conveyor reads {version}")
+    while found < version:
+        if found not in upgrades:
+            raise CorruptStorage(f"{name} has schema version {found}, which this Conveyor cannot upgrade")
+        for statement in _statements(upgrades[found]):
+            conn.execute(statement)
+        found += 1
 
 
 def _refuse_foreign(path: Path, name: str) -> None:
