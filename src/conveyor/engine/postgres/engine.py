@@ -20,7 +20,6 @@ vacuums the queue tables (:mod:`vacuum`).
 from __future__ import annotations
 
 import logging
-import os
 import random
 import secrets
 import threading
@@ -42,6 +41,7 @@ from conveyor.engine.postgres.vacuum import Vacuumer
 from conveyor.engine.sqlfile import load_queries
 from conveyor.engine.sqlite.shard import MISSING, SUPERSEDED
 from conveyor.errors import InvalidRequest, QueueExists, QueueNotFound
+from conveyor.ids import new_ids
 from conveyor.model import (
     ConsumerInfo,
     ConsumerSettings,
@@ -81,12 +81,6 @@ class ShardRef(NamedTuple):
     key: int  # the partition: messages_<key>
     number: int  # the shard's number within its queue, as lease ids carry it
     state: str
-
-
-def new_ids(count: int) -> list[str]:
-    """``count`` message ids like :func:`conveyor.ids.new_id`'s, from one read of the OS's randomness."""
-    pool = os.urandom(16 * count).hex()
-    return [pool[i : i + 32] for i in range(0, 32 * count, 32)]
 
 
 def lease_id(shard: int, seq: int, token: int) -> str:
