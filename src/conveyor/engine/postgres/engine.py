@@ -31,6 +31,7 @@ from typing import Any, NamedTuple, TypeVar
 import psycopg
 
 from conveyor.engine.base import Clock, Engine, SystemClock
+from conveyor.engine.lease_ids import MALFORMED, lease_id, parse_lease_id
 from conveyor.engine.postgres.catalog import STAT_SLOTS, Catalog
 from conveyor.engine.postgres.database import ReadPool
 from conveyor.engine.postgres.group_commit import Connection, WriteLanes
@@ -73,7 +74,6 @@ WRITE_LANES = 4
 # their statement on a server backend of their own instead of queueing on one.
 LEASE_LANES = 4
 REDRIVE_CHUNK = 500
-MALFORMED = "malformed lease id"
 WARNINGS = {"missing": MISSING, "superseded": SUPERSEDED}
 
 
@@ -81,10 +81,6 @@ class ShardRef(NamedTuple):
     key: int  # the partition: messages_<key>
     number: int  # the shard's number within its queue, as lease ids carry it
     state: str
-
-
-def lease_id(shard: int, seq: int, token: int) -> str:
-    return f"{shard:x}-{seq:x}-{token:x}"
 
 
 class LeaseGroups:
@@ -189,14 +185,11 @@ class PostgresEngine(Engine):
         groups = LeaseGroups()
         numbers = {s.number for s in self._shards(queue_id)}
         for i, lid in enumerate(ids):
-            try:
-                shard, seq, token = (int(part, 16) for part in lid.split("-"))
-            except ValueError:
+            parsed = parse_lease_id(lid)
+            if parsed is None or parsed[0] not in numbers:
                 warnings[lid] = MALFORMED
                 continue
-            if shard not in numbers or seq >= 2**63 or token >= 2**63:
-                warnings[lid] = MALFORMED
-                continue
+            shard, seq, token = parsed
             groups.add(shard, seq, token, delays[i] if delays else 0)
         return groups
 

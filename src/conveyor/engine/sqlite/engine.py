@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from conveyor.engine.base import Clock, Engine, SystemClock
+from conveyor.engine.lease_ids import MALFORMED, lease_id, parse_lease_id
 from conveyor.engine.sqlite.catalog import Catalog
 from conveyor.engine.sqlite.router import ShardRouter
 from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
@@ -49,25 +50,8 @@ log = logging.getLogger("conveyor.engine")
 # How often a waiting consumer looks for commits made by other processes.
 CROSS_PROCESS_POLL_SECONDS = 0.004
 REDRIVE_CHUNK = 500
-MALFORMED = "malformed lease id"
 
 Leases = dict[int, dict[int, list[int]]]  # shard -> token -> seqs
-
-
-def lease_id(shard: int, seq: int, token: int) -> str:
-    return f"{shard:x}-{seq:x}-{token:x}"
-
-
-def _parse_leases(ids: Iterable[str], warnings: dict[str, str]) -> dict[str, tuple[int, int, int]]:
-    parsed: dict[str, tuple[int, int, int]] = {}
-    for lid in ids:
-        try:
-            shard, seq, token = (int(part, 16) for part in lid.split("-"))
-        except ValueError:
-            warnings[lid] = MALFORMED
-            continue
-        parsed[lid] = (shard, seq, token)
-    return parsed
 
 
 class SQLiteEngine(Engine):
@@ -207,11 +191,12 @@ class SQLiteEngine(Engine):
             now = self.clock.now_ms()
             token = secrets.randbits(62)
             exhausted: list[Row] = []
+            prefix, suffix = f"{shard.number:x}-", f"-{token:x}"  # lease_id's parts, made once
             for seq, mid, ts, ctype, body, attempts in shard.lease(now, need, now + visibility_ms, token):
                 if attempts > policy.max_deliveries:
                     exhausted.append((seq, mid, ts, ctype, body))
                 else:
-                    out.append(StoredMessage(mid, ts, body, ctype, attempts, lease_id(shard.number, seq, token)))
+                    out.append(StoredMessage(mid, ts, body, ctype, attempts, f"{prefix}{seq:x}{suffix}"))
             if exhausted:
                 self._dead_letter(queue_id, shard, [(token, row) for row in exhausted], policy)
         return out
@@ -219,10 +204,12 @@ class SQLiteEngine(Engine):
     def _group(self, queue_id: str, ids: Iterable[str], warnings: dict[str, str]) -> Leases:
         grouped: Leases = defaultdict(lambda: defaultdict(list))
         numbers = self.router.by_number(queue_id)
-        for lid, (shard, seq, token) in _parse_leases(ids, warnings).items():
-            if shard not in numbers:
+        for lid in ids:
+            parsed = parse_lease_id(lid)
+            if parsed is None or parsed[0] not in numbers:
                 warnings[lid] = MALFORMED
                 continue
+            shard, seq, token = parsed
             grouped[shard][token].append(seq)
         return grouped
 
