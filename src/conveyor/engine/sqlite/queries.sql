@@ -2,15 +2,12 @@
 -- state row). Parameters named :x; lists of sequence numbers arrive as a JSON array (:seqs) and are
 -- expanded with json_each. Deleting a state row deletes its payload (the messages_gone trigger).
 
--- name: next_seq
-SELECT coalesce(max(seq), 0) + 1 FROM payloads;
-
 -- name: insert_payload
 INSERT INTO payloads (id, timestamp_ms, content_type, body) VALUES (?, ?, ?, ?);
 
 -- name: insert_moved_payload
 -- A message moved in from another queue (dead-lettered or redriven) keeps its older timestamp, so
--- it is marked for the `oldest` query's partial index.
+-- it is marked for the partial index of the oldest_payload view (shard.sql).
 INSERT INTO payloads (id, timestamp_ms, content_type, body, moved) VALUES (?, ?, ?, ?, 1);
 
 -- name: insert_states
@@ -25,10 +22,12 @@ INSERT INTO messages (seq, visible_at_ms, size)
 SELECT p.seq, j.value, length(p.body) FROM json_each(:visible_at) j CROSS JOIN payloads p ON p.seq = :first + j.key;
 
 -- name: count_in
+-- Also the seq the next stored payload gets, and the oldest timestamp before this store.
 UPDATE stats SET backlog_count = backlog_count + :n, backlog_bytes = backlog_bytes + :bytes,
                  sent = sent + :sent
 WHERE deleted = 0
-RETURNING backlog_count, backlog_bytes;
+RETURNING backlog_count, backlog_bytes, (SELECT coalesce(max(seq), 0) + 1 FROM payloads),
+          (SELECT timestamp_ms FROM oldest_payload);
 
 -- name: count_out
 UPDATE stats SET backlog_count = backlog_count - :n, backlog_bytes = backlog_bytes - :bytes,
@@ -45,13 +44,7 @@ SELECT deleted FROM stats;
 UPDATE stats SET deleted = 1;
 
 -- name: oldest
--- Sent messages arrive in timestamp order, so the first by seq is the oldest of them; moved ones
--- are found through their partial index. Both lookups are O(log n).
-SELECT min(t) FROM (
-    SELECT timestamp_ms AS t FROM (SELECT timestamp_ms FROM payloads ORDER BY seq LIMIT 1)
-    UNION ALL
-    SELECT min(timestamp_ms) FROM payloads WHERE moved = 1
-);
+SELECT timestamp_ms FROM oldest_payload;
 
 -- name: lease
 UPDATE messages SET visible_at_ms = :until, attempts = attempts + 1, lease = :token

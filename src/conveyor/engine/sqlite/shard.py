@@ -30,6 +30,11 @@ SCHEMA_VERSION = 2
 # storing 100-message batches went from 1.00 to 1.11 × the raw limit (a 4 KiB table) and consuming
 # from 0.54 to 0.67 ×; 16 KiB pages did no better.
 PAGE_SIZE = 8192
+# Pages the write-ahead log grows to before a commit copies them into the file (SQLite's default
+# is 1,000): each checkpoint costs two fsyncs, and pages written again meanwhile (leased, then
+# deleted) are copied once. 2,000 pages of 8 KiB stored batches 7 % faster than 1,000 in an
+# interleaved run, 4,000 pages 10 %; a busy shard keeps a log file of this size (16 MiB) while open.
+WAL_AUTOCHECKPOINT = 2000
 
 # A row as the queries return it: (seq, id, timestamp_ms, content_type, body[, attempts]).
 Row = tuple[int, str, int, ContentType, bytes]
@@ -78,6 +83,7 @@ class Shard:
         self.path = path
         self.number = number
         conn = open_database(path, SCHEMA, version=SCHEMA_VERSION, upgrades=UPGRADES, page_size=PAGE_SIZE)
+        conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
         self.committer = GroupCommitter(conn, str(path))
         self._write_conn = conn
         self._reader = open_database(path, SCHEMA, version=SCHEMA_VERSION, upgrades=UPGRADES)
@@ -110,14 +116,14 @@ class Shard:
                 raise QueueNotFound("the queue was deleted while this message was being sent")
             # SQLite numbers new rows from the largest seq on, one by one: the batch's seqs are
             # first, first + 1, ... in the order of ``rows``.
-            (first,) = c.execute(Q["next_seq"]).fetchone()
+            count, nbytes_now, first, oldest = row
             c.executemany(Q["insert_payload" if sent else "insert_moved_payload"], rows)
             if each is None:
                 c.execute(Q["insert_states"], {"first": first, "visible_at": visible_at})
             else:
                 c.execute(Q["insert_states_each"], {"first": first, "visible_at": each})
-            (oldest,) = c.execute(Q["oldest"]).fetchone()
-            return row[0], row[1], oldest or 0
+            earliest = min(ts for _, ts, _, _ in rows)
+            return count, nbytes_now, earliest if oldest is None else min(oldest, earliest)
 
         return self.committer.run(op)
 

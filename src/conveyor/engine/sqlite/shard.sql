@@ -17,6 +17,15 @@ CREATE TABLE IF NOT EXISTS payloads (
 );
 CREATE INDEX IF NOT EXISTS payloads_moved ON payloads (timestamp_ms) WHERE moved = 1;
 
+-- The oldest stored message's timestamp (NULL when there is none). Sent messages arrive in timestamp
+-- order, so the first by seq is the oldest of them; moved ones are found through their partial
+-- index. Both lookups are O(log n).
+CREATE VIEW IF NOT EXISTS oldest_payload (timestamp_ms) AS SELECT min(t) FROM (
+    SELECT timestamp_ms AS t FROM (SELECT timestamp_ms FROM payloads ORDER BY seq LIMIT 1)
+    UNION ALL
+    SELECT min(timestamp_ms) FROM payloads WHERE moved = 1
+);
+
 -- `visible_at_ms` is when the message can next be delivered: the send time plus its delay, the end
 -- of its current lease, or the end of its retry delay. `lease` is the token of the latest delivery
 -- (NULL before the first and after a retry); `attempts` counts deliveries started; `size` is the

@@ -23,6 +23,15 @@ SELECT seq, visible_at_ms, attempts, lease, length(body) FROM messages;
 DROP TABLE messages;
 ALTER TABLE states RENAME TO messages;
 CREATE INDEX payloads_moved ON payloads (timestamp_ms) WHERE moved = 1;
+
+-- The oldest stored message's timestamp (NULL when there is none). Sent messages arrive in timestamp
+-- order, so the first by seq is the oldest of them; moved ones are found through their partial
+-- index. Both lookups are O(log n).
+CREATE VIEW oldest_payload (timestamp_ms) AS SELECT min(t) FROM (
+    SELECT timestamp_ms AS t FROM (SELECT timestamp_ms FROM payloads ORDER BY seq LIMIT 1)
+    UNION ALL
+    SELECT min(timestamp_ms) FROM payloads WHERE moved = 1
+);
 CREATE INDEX messages_visible ON messages (visible_at_ms);
 CREATE TRIGGER messages_gone AFTER DELETE ON messages BEGIN
     DELETE FROM payloads WHERE seq = old.seq;
