@@ -93,7 +93,7 @@ class Shard:
     def close(self) -> None:
         with self._read_lock:
             self._reader.close()
-        self.committer.run(lambda c: None)
+        self.committer.close()
         self._write_conn.close()
 
     # -- writes -------------------------------------------------------------------------------
