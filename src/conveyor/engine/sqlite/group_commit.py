@@ -21,6 +21,7 @@ failure only makes a message deliverable again sooner) skips it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -66,6 +67,8 @@ class GroupCommitter:
         # volatile group skips it. (Switching the pragma per group cost two statements a batch.)
         conn.execute("PRAGMA synchronous = NORMAL")
         self._log_fd: int | None = None
+        # The first flush that failed: after it, nothing more is stored through this committer.
+        self._broken: StorageError | None = None
         # Transactions committed and operations they carried: operations / commits is the sharing.
         self.commits = 0
         self.operations = 0
@@ -105,6 +108,8 @@ class GroupCommitter:
         conn = self._conn
         lost: BaseException | None = None
         try:
+            if self._broken is not None:
+                raise self._broken
             durable = any(op.durable for op in group)
             conn.execute("BEGIN IMMEDIATE")
             for op in group:
@@ -138,20 +143,25 @@ class GroupCommitter:
 
     def _sync_log(self) -> None:
         """Make every commit so far durable: fdatasync the write-ahead log (SQLite keeps the file,
-        and reuses it from its start after a checkpoint, while this connection is open)."""
+        and reuses it from its start after a checkpoint, while this connection is open).
+
+        A failed flush fails its group and every later one: the log may have lost pages that later
+        commits build on, and the kernel reports a failed flush only once."""
         try:
             if self._log_fd is None:
                 self._log_fd = os.open(f"{self._path}-wal", os.O_RDONLY | os.O_CLOEXEC)
             os.fdatasync(self._log_fd)
         except OSError as exc:
-            raise StorageError(
-                f"could not flush the write-ahead log of {self._path} to disk: {exc.strerror}; "
-                "the write may or may not have been stored"
-            ) from None
+            self._broken = StorageError(
+                f"could not flush the write-ahead log of {self._path} to disk: {exc.strerror}; the "
+                "write may or may not have been stored, and this process stores nothing more in the file"
+            )
+            raise self._broken from None
 
     def close(self) -> None:
         """Wait for the commits under way, then let the log go (the connection is the caller's)."""
-        self.run(lambda c: None)
+        with contextlib.suppress(StorageError):  # after a failed flush nothing waits to be stored
+            self.run(lambda c: None)
         if self._log_fd is not None:
             os.close(self._log_fd)
             self._log_fd = None
