@@ -53,7 +53,8 @@ def open_database(
     """Open (and, if new, initialise) one of Conveyor's files.
 
     The file is put in WAL mode with ``synchronous=FULL``: every commit is fsynced before it
-    returns. A file that is not SQLite, or a SQLite file some other program made, is refused with
+    returns (a shard's group committer switches its connection to ``NORMAL`` and flushes the log
+    itself). A file that is not SQLite, or a SQLite file some other program made, is refused with
     :class:`CorruptStorage` and left untouched. ``schema`` makes a new file of ``version``; a file of
     an older version is brought up to it by ``upgrades[v]`` (the script from version v to v + 1),
     in the same transaction, so a crash leaves it as it was; one of a newer version is refused.
