@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from conveyor import errors
+from conveyor.codec import decode_json, encode_json
 from conveyor.engine.base import Engine, SystemClock
 from conveyor.errors import ConsumerNotFound, ConveyorError, QueueNotFound
 from conveyor.model import (
@@ -35,6 +36,7 @@ from conveyor.model import (
 
 # The server answers a wait after at most this long; longer waits are made of several.
 MAX_WAIT_SECONDS = 5.0
+_JSON = {"content-type": "application/json"}
 _BY_STATUS: dict[int, type[ConveyorError]] = {
     401: errors.Unauthorized,
     403: errors.Forbidden,
@@ -145,13 +147,15 @@ class RemoteEngine(Engine):
 
     # -- plumbing -----------------------------------------------------------------------------
     def _call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
+        content = None if body is None else encode_json(body)
+        headers = None if body is None else _JSON
         try:
-            response = self._http.request(method, path, json=body, params=params)
+            response = self._http.request(method, path, content=content, headers=headers, params=params)
         except httpx.TransportError as exc:
             raise ConveyorError(f"cannot reach the Conveyor server: {exc}") from exc
         if response.status_code >= 400:
             raise _error(response)
-        return response.json()
+        return decode_json(response.content)
 
     def _result(self, method: str, path: str, body: Any = None) -> Any:
         return self._call(method, path, body)["result"]

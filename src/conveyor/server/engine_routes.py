@@ -11,7 +11,6 @@ checked.
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
 
 import anyio
@@ -21,7 +20,7 @@ from starlette.routing import Route
 
 from conveyor import limits
 from conveyor.client import validation as check
-from conveyor.codec import check_content_type
+from conveyor.codec import check_content_type, decode_json
 from conveyor.errors import BatchTooLarge, InvalidMessage, InvalidRequest
 from conveyor.model import DeliveryPolicy, NewMessage, StoredMessage
 from conveyor.server import shapes
@@ -56,7 +55,7 @@ def _new_message(item: Any, i: int) -> NewMessage:
     check.check_message_size(len(body))
     try:
         if kind == "json":
-            json.loads(body)
+            decode_json(body)
         elif kind == "text":
             body.decode()
     except ValueError:
