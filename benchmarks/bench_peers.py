@@ -3,7 +3,9 @@
 The peers, Huey (``SqliteHuey``, fsync on) and persist-queue (``SQLiteAckQueue``), are installed at
 pinned versions into an environment of their own (``benchmarks/.peers/``, git-ignored) and run there
 as a subprocess (``peer_workloads.py``), so they never touch the project's locked environment. All
-three store to SQLite in WAL mode with synchronous=FULL: every acknowledged enqueue is on disk.
+three store to SQLite in WAL mode with every acknowledged enqueue on disk: the peers with
+synchronous=FULL, Conveyor by flushing the log itself after each durable commit (the same fdatasync).
+The peers' processes get the malloc setting Conveyor gives its own (``harness.peer_process_environment``).
 
 Conveyor runs the same work twice: enqueueing one ``send()`` per message (the peers' only way), and
 with ``send_batch`` of 100 (its own way); either way one worker consumes in batches of 100
@@ -19,7 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import conveyor
-from harness import arguments, body, emit, peer_environment, ratio, scratch_directory, wait_until_handled
+from harness import (
+    arguments,
+    body,
+    emit,
+    peer_environment,
+    peer_process_environment,
+    ratio,
+    scratch_directory,
+    wait_until_handled,
+)
 
 HERE = Path(__file__).resolve().parent
 PEERS = HERE / ".peers"
@@ -37,6 +48,7 @@ def run_peer(system: str, directory: Path, count: int) -> dict[str, object]:
         capture_output=True,
         text=True,
         timeout=600,
+        env=peer_process_environment(),
     )
     if done.returncode != 0:
         raise RuntimeError(f"the {system} workload failed ({done.returncode}):\n{done.stderr}")
@@ -87,7 +99,7 @@ def run_one(system: str, count: int) -> dict[str, object]:
 
 
 SYSTEMS = ("huey", "persist-queue", "conveyor_send_batch", "conveyor_send")
-CONVEYOR_SETTINGS = {"synchronous": "FULL", "journal_mode": "wal"}
+CONVEYOR_SETTINGS = {"synchronous": "NORMAL + fdatasync of the log per durable commit", "journal_mode": "wal"}
 
 
 def main() -> None:

@@ -41,7 +41,7 @@ from urllib.parse import quote
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from harness import body, emit, encoded_body, peer_environment, quiet_logs, ratio  # noqa: E402
+from harness import body, emit, encoded_body, peer_environment, peer_process_environment, quiet_logs, ratio  # noqa: E402
 
 PEERS = HERE / ".peers-pg"
 PINS = (
@@ -380,6 +380,7 @@ def run_peer(system: str, count: int, concurrency: int, attempts: int = 2) -> di
             capture_output=True,
             text=True,
             timeout=900,
+            env=peer_process_environment(),
         )
         if done.returncode == 0:
             result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])

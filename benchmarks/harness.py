@@ -22,12 +22,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from conveyor.allocator import keep_freed_memory
-
-# The raw baselines run in a process with the allocator setting Conveyor gives every process that
-# opens a deployment (conveyor.allocator), from the first round on: the ratios compare the work,
-# not glibc's handing memory back to the kernel.
-keep_freed_memory()
+try:
+    from conveyor import allocator
+except ImportError:  # a peer's own environment, without Conveyor: see peer_process_environment
+    pass
+else:
+    # The raw baselines run in a process with the allocator setting Conveyor gives every process
+    # that opens a deployment, from the first round on: the ratios compare the work, not glibc's
+    # handing memory back to the kernel.
+    allocator.keep_freed_memory()
 
 BODY_BYTES = 1024
 _PAD = "x" * BODY_BYTES
@@ -104,6 +107,16 @@ def peer_environment(directory: Path, pins: Sequence[str]) -> Path:
     return python
 
 
+def peer_process_environment() -> dict[str, str]:
+    """The environment of a peer's process: glibc's malloc set as ``conveyor.allocator`` sets
+    Conveyor's processes (through glibc's own variables), so neither side has that advantage."""
+    return {
+        **os.environ,
+        "MALLOC_TRIM_THRESHOLD_": str(allocator.TRIM_THRESHOLD_BYTES),
+        "MALLOC_MMAP_THRESHOLD_": str(allocator.MMAP_THRESHOLD_BYTES),
+    }
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0..100) by the inclusive method; enough for latency tails of a few hundred."""
     if len(values) == 1:
@@ -112,8 +125,9 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 # -- the raw SQLite limit -------------------------------------------------------------------------
-# A plain indexed table with Conveyor's durability settings (WAL, synchronous=FULL) and no queue
-# logic: the physical limit a queue on this disk can approach.
+# A plain indexed table with Conveyor's durability (WAL, synchronous=FULL: Conveyor flushes the log
+# itself after each durable commit, the same fdatasync) and no queue logic: the physical limit a
+# queue on this disk can approach.
 RAW_SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
     seq           INTEGER PRIMARY KEY,
