@@ -9,10 +9,10 @@ which is most of a batch send's client-side cost), held to the standard library'
 orjson would treat differently goes to ``json`` instead — integers past 64 bits (which ``json`` keeps
 exact), dataclasses, datetimes and subclasses (which ``json`` refuses), and any output with a
 ``null`` in it, because orjson writes NaN and infinities as ``null`` where they must be refused.
-Decoding uses orjson too (six times faster) unless the text holds a run of 19 or more digits — an
-integer orjson might turn into a float, where ``json`` keeps it exact — or orjson refuses it (lone
-surrogates, numbers past a float's range): then ``json`` decodes it, so the value is always the one
-``json.loads`` gives.
+Decoding uses orjson too (six times faster). orjson turns an integer past 64 bits into a float, where
+``json`` keeps it exact: when the value holds a float of magnitude 2**63 or more (which any such
+integer becomes), or orjson refuses the text (lone surrogates, numbers past a float's range), ``json``
+decodes it again, so the value is always the one ``json.loads`` gives.
 """
 
 from __future__ import annotations
@@ -36,10 +36,8 @@ _ORJSON_OPTIONS = (
 )
 
 
-# Every digit becomes b"0" and everything else a space, so that a long digit run is a plain
-# substring search (a regular expression is slower than the decoding it guards).
-_DIGIT_MAP = bytes(0x30 if 0x30 <= c <= 0x39 else 0x20 for c in range(256))
-_LONG_NUMBER = b"0" * 19
+# The smallest magnitude of a float orjson makes from an integer token (one past 64 bits).
+_BIG = float(2**63)
 
 
 def encode_json(body: Any) -> bytes:
@@ -95,9 +93,23 @@ def decode(data: bytes, content_type: str) -> Any:
 
 def decode_json(data: bytes) -> Any:
     """The value ``json.loads(data)`` gives, found faster."""
-    if _LONG_NUMBER in data.translate(_DIGIT_MAP):
-        return json.loads(data)
     try:
-        return orjson.loads(data)
+        value = orjson.loads(data)
     except orjson.JSONDecodeError:
         return json.loads(data)
+    return json.loads(data) if _has_big_float(value) else value
+
+
+def _has_big_float(value: Any) -> bool:
+    """Whether ``value`` holds a float of magnitude 2**63 or more (it may have been an integer)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is float and (item >= _BIG or item <= -_BIG):
+            return True
+    return False

@@ -42,6 +42,8 @@ def test_round_trip_matches_json(value: Any) -> None:
         b"1e400",  # past a float's range: json gives inf
         b'{"a":1,"a":2}',
         b'"1234567890123456789012345"',  # a long digit run inside a string
+        b"[1e19, -1e19, 9223372036854775807, 18446744073709551615]",  # big floats stay floats
+        b'{"a":[[{"b":-99999999999999999999}]]}',  # deep inside
     ],
 )
 def test_values_only_json_gets_right(text: bytes) -> None:

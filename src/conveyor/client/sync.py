@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -85,13 +86,24 @@ class Conveyor:
         self.engine.delete_queue(self.queue(name).id)
 
 
+# How long pull and ack trust the queue's settings and consumer as last read: a pull loop needs them
+# on every call and they rarely change. A change made through this handle applies at once; one made
+# elsewhere (another handle, process or server) within this time.
+INFO_SECONDS = 0.1
+
+
 class Queue:
     """A handle on one queue: producing, pulling, and managing it."""
 
     def __init__(self, client: Conveyor, info: QueueInfo) -> None:
         self._client = client
         self._engine = client.engine
+        self._set_info(info)
+
+    def _set_info(self, info: QueueInfo) -> QueueInfo:
         self._info = info
+        self._info_read = time.monotonic()
+        return info
 
     def __repr__(self) -> str:
         return f"<Queue {self.name} {self.id}>"
@@ -106,8 +118,7 @@ class Queue:
 
     def info(self) -> QueueInfo:
         """The queue's current settings and consumers (read fresh)."""
-        self._info = self._engine.get_queue_by_id(self.id)
-        return self._info
+        return self._set_info(self._engine.get_queue_by_id(self.id))
 
     # -- producing ----------------------------------------------------------------------------
     def send(self, body: Any, content_type: str = "json", delay_seconds: int | None = None) -> Metrics:
@@ -151,8 +162,7 @@ class Queue:
             if v is not None
         }
         settings = check.check_queue_settings(dataclasses.replace(current, **changes))
-        self._info = self._engine.update_queue(self.id, settings)
-        return self._info
+        return self._set_info(self._engine.update_queue(self.id, settings))
 
     def pause_delivery(self) -> QueueInfo:
         return self.update(delivery_paused=True)
@@ -198,6 +208,7 @@ class Queue:
         dlq = "" if dead_letter_queue is None else check.check_queue_name(dead_letter_queue)
         if dlq == self.name:
             raise InvalidRequest(f"queue {self.name!r} cannot be its own dead letter queue")
+        self._info_read = float("-inf")  # pull and ack read the consumer again
         return self._engine.add_consumer(self.id, type, script_name, settings, dlq)
 
     def add_pull_consumer(
@@ -234,12 +245,18 @@ class Queue:
             wanted = " ".join(x for x in (type, script_name) if x)
             actual = " ".join(x for x in (consumer.type, consumer.script_name) if x)
             raise ConsumerNotFound(f"queue {self.name!r} has no consumer {wanted!r}; its consumer is {actual!r}")
+        self._info_read = float("-inf")
         self._engine.remove_consumer(consumer.consumer_id)
         return consumer
 
     def _pull_consumer(self) -> ConsumerInfo:
-        consumer = self.consumer()
-        if consumer is None or consumer.type != "http_pull":
+        """The queue's http_pull consumer, from the queue as read at most ``INFO_SECONDS`` ago (read
+        again when that copy shows none, so a consumer just added is found)."""
+        info = self._info
+        if time.monotonic() - self._info_read >= INFO_SECONDS or not _pull_consumer_of(info):
+            info = self.info()
+        consumer = _pull_consumer_of(info)
+        if consumer is None:
             raise InvalidRequest(
                 f"queue {self.name!r} has no http_pull consumer; add one first (add_pull_consumer(), or "
                 "POST .../consumers with type http_pull)"
@@ -257,7 +274,7 @@ class Queue:
     def lease(self, batch_size: int | None = None, visibility_timeout_ms: int | None = None) -> list[StoredMessage]:
         """:meth:`pull` without decoding the bodies: the stored bytes, for a server to relay."""
         consumer = self._pull_consumer()
-        if self._info.settings.delivery_paused:
+        if self._info.settings.delivery_paused:  # read with the consumer
             raise DeliveryPaused(f"queue_delivery_paused: delivery of queue {self.name!r} is paused")
         size = consumer.settings.batch_size if batch_size is None else batch_size
         check.check_range("batch_size", size, 1, limits.MAX_BATCH_SIZE, InvalidRequest)
@@ -281,3 +298,8 @@ class Queue:
         policy = DeliveryPolicy(consumer.settings.max_retries, consumer.dead_letter_queue or None)
         result = self._engine.settle(self.id, list(acks), pairs, policy)
         return AckResult(result.acked, result.retried + result.dead_lettered + result.dropped, result.warnings)
+
+
+def _pull_consumer_of(info: QueueInfo) -> ConsumerInfo | None:
+    consumer = info.consumers[0] if info.consumers else None
+    return consumer if consumer is not None and consumer.type == "http_pull" else None
