@@ -101,9 +101,22 @@ def fresh_client(tmp: Path | None = None) -> conveyor.Conveyor:
 
 
 def terminate_connections(schema: str) -> int:
-    """Kill every server connection of the engines using ``schema`` (as a network cut would)."""
+    """Kill every server connection of the engines using ``schema`` (as a network cut would), and
+    wait until those backends are gone: pg_terminate_backend only signals them, and a backend still
+    exiting holds its advisory locks."""
     with psycopg.connect(SERVER, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (schema,)
-        ).fetchall()
-    return len(rows)
+        # pg_terminate_backend in the select list: in WHERE, the planner may call it on any row.
+        pids = [
+            pid
+            for pid, _ in conn.execute(
+                "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s AND pid <> pg_backend_pid()",
+                (schema,),
+            ).fetchall()
+        ]
+        deadline = time.monotonic() + 10
+        while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,)).fetchone()[0]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"backends {pids} did not exit within 10 s of being terminated")
+            time.sleep(0.01)
+    return len(pids)
