@@ -2,9 +2,9 @@
 
 Leader/follower, with no thread of its own: a writer queues its operation; if no commit is under way
 it becomes the leader and commits *everything* queued so far in one transaction, else it sleeps on
-its operation's gate. While one group is being fsynced the next one gathers. The leader then opens
-the gates of its group and hands leadership to the first writer still waiting, which takes the whole
-next group. A lone writer pays nothing extra; 64 writers pay for a handful of fsyncs instead of 64.
+its operation's gate. Once its transaction is committed, the leader hands leadership to the first
+writer still waiting, which commits the whole next group while the first group's flush runs; then
+the leader opens the gates of its group. A lone writer pays nothing extra; 64 writers pay for a handful of fsyncs instead of 64.
 (Followers used to queue on the commit lock, woken one lock hand-off at a time: a new leader started
 while most of the last group had not noticed it was done, so groups stayed small.)
 
@@ -69,6 +69,13 @@ class GroupCommitter:
         self._log_fd: int | None = None
         # The first flush that failed: after it, nothing more is stored through this committer.
         self._broken: StorageError | None = None
+        # Flushes are numbered as their groups commit; they may run at once (the next group commits
+        # while one runs), but each reports only after every earlier one did, so that no group is
+        # told it is durable while an earlier flush, whose pages its commit follows in the log, may
+        # still fail.
+        self._flushes_started = 0
+        self._flushes_done = 0
+        self._flushed = threading.Condition(self._mutex)
         # Transactions committed and operations they carried: operations / commits is the sharing.
         self.commits = 0
         self.operations = 0
@@ -89,24 +96,38 @@ class GroupCommitter:
         return op.result  # type: ignore[return-value]
 
     def _lead(self, op: _Op[object]) -> None:
-        """Commit everything queued, wake the group, and hand leadership on (or give it up)."""
+        """Commit everything queued, hand leadership on (or give it up), flush the log if the group
+        needs it, then wake the group.
+
+        Leadership passes on as soon as the transaction is committed, so the next group writes its
+        transaction while this one's flush runs: SQLite's write lock is free once COMMIT returns, and
+        the flush is of a file descriptor of the committer's own, not of the connection.
+        """
         with self._mutex:
             group, self._pending = self._pending, []
+        flush = False
         try:
-            self._commit(group)
+            flush = self._commit(group)
         finally:
-            for other in group:
-                if other is not op:
-                    other.gate.release()
             with self._mutex:
+                if flush:
+                    self._flushes_started += 1
+                    ticket = self._flushes_started
                 if self._pending:
                     self._pending[0].gate.release()
                 else:
                     self._leading = False
+            if flush:
+                self._flush(group, ticket)
+            for other in group:
+                if other is not op:
+                    other.gate.release()
 
-    def _commit(self, group: list[_Op[object]]) -> None:
+    def _commit(self, group: list[_Op[object]]) -> bool:
+        """Apply and commit ``group``; whether it committed durable operations, to be flushed."""
         conn = self._conn
         lost: BaseException | None = None
+        flush = False
         try:
             if self._broken is not None:
                 raise self._broken
@@ -124,8 +145,7 @@ class GroupCommitter:
                     conn.execute("ROLLBACK")
                 else:
                     conn.execute("COMMIT")
-                    if durable:
-                        self._sync_log()
+                    flush = durable
         except sqlite3.Error as exc:
             lost = translate_error(exc, self._path)
         except BaseException as exc:
@@ -140,6 +160,21 @@ class GroupCommitter:
             self.operations += len(group)
         for op in group:
             op.done = True
+        return flush
+
+    def _flush(self, group: list[_Op[object]], ticket: int) -> None:
+        """Flush the log for ``group``, the ``ticket``-th flush; once every earlier flush reported,
+        a failure of its own or of any earlier one fails the group."""
+        with contextlib.suppress(StorageError):  # recorded in _broken
+            self._sync_log()
+        with self._mutex:
+            while self._flushes_done != ticket - 1:
+                self._flushed.wait()
+            if self._broken is not None:
+                for op in group:
+                    op.error = self._broken
+            self._flushes_done = ticket
+            self._flushed.notify_all()
 
     def _sync_log(self) -> None:
         """Make every commit so far durable: fdatasync the write-ahead log (SQLite keeps the file,
@@ -148,23 +183,30 @@ class GroupCommitter:
         A failed flush fails its group and every later one: the log may have lost pages that later
         commits build on, and the kernel reports a failed flush only once."""
         try:
-            if self._log_fd is None:
-                self._log_fd = os.open(f"{self._path}-wal", os.O_RDONLY | os.O_CLOEXEC)
-            os.fdatasync(self._log_fd)
+            with self._mutex:
+                if self._log_fd is None:
+                    self._log_fd = os.open(f"{self._path}-wal", os.O_RDONLY | os.O_CLOEXEC)
+                fd = self._log_fd
+            os.fdatasync(fd)
         except OSError as exc:
-            self._broken = StorageError(
+            error = StorageError(
                 f"could not flush the write-ahead log of {self._path} to disk: {exc.strerror}; the "
                 "write may or may not have been stored, and this process stores nothing more in the file"
             )
-            raise self._broken from None
+            with self._mutex:
+                self._broken = self._broken or error
+            raise error from None
 
     def close(self) -> None:
         """Wait for the commits under way, then let the log go (the connection is the caller's)."""
         with contextlib.suppress(StorageError):  # after a failed flush nothing waits to be stored
             self.run(lambda c: None)
-        if self._log_fd is not None:
-            os.close(self._log_fd)
-            self._log_fd = None
+        with self._mutex:
+            while self._flushes_done != self._flushes_started:
+                self._flushed.wait()
+            if self._log_fd is not None:
+                os.close(self._log_fd)
+                self._log_fd = None
 
     def _apply(self, conn: sqlite3.Connection, op: _Op[object], *, savepoint: bool) -> None:
         """Run one op; inside a savepoint when it shares the transaction, so a failure undoes only it."""
