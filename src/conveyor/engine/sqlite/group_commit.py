@@ -4,7 +4,8 @@ Leader/follower, with no thread of its own: a writer queues its operation; if no
 it becomes the leader and commits *everything* queued so far in one transaction, else it sleeps on
 its operation's gate. Once its transaction is committed, the leader hands leadership to the first
 writer still waiting, which commits the whole next group while the first group's flush runs; then
-the leader opens the gates of its group. A lone writer pays nothing extra; 64 writers pay for a handful of fsyncs instead of 64.
+the leader opens the gates of its group. A lone writer pays nothing extra; 64 writers pay for a
+handful of fsyncs instead of 64.
 (Followers used to queue on the commit lock, woken one lock hand-off at a time: a new leader started
 while most of the last group had not noticed it was done, so groups stayed small.)
 
