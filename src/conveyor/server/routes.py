@@ -277,7 +277,7 @@ async def push(request: Request) -> Response:
     body = await read_json(request)
 
     def send() -> Metrics:
-        queue, info = ctx.lookup_sync(request.path_params["queue_id"])
+        queue, info = ctx.message_lookup_sync(request.path_params["queue_id"])
         message = rest_message(body, info.settings.delivery_delay)
         return ctx.client.engine.enqueue(queue.id, [message])
 
@@ -297,7 +297,7 @@ async def bulk_push(request: Request) -> Response:
         check.check_delay(batch_delay, batch=True)
 
     def send() -> Metrics:
-        queue, info = ctx.lookup_sync(request.path_params["queue_id"])
+        queue, info = ctx.message_lookup_sync(request.path_params["queue_id"])
         default = info.settings.delivery_delay if batch_delay is None else batch_delay
         prepared = [rest_message(m, default, f" {i} of the batch") for i, m in enumerate(messages)]
         total = sum(len(m.body) for m in prepared)
@@ -317,7 +317,7 @@ async def pull(request: Request) -> Response:
         vt = whole(body, "visibility_timeout")
 
     def lease() -> dict[str, Any]:
-        queue, _ = ctx.lookup_sync(request.path_params["queue_id"])
+        queue, _ = ctx.message_lookup_sync(request.path_params["queue_id"])
         leased = queue.lease(size, vt)
         metrics = ctx.client.engine.metrics(queue.id)
         return {
@@ -345,7 +345,7 @@ async def ack(request: Request) -> Response:
     given = [(r["lease_id"], whole(r, "delay_seconds")) for r in _lease_ids(array(body, "retries"), "retries")]
 
     def settle() -> dict[str, Any]:
-        queue, _ = ctx.lookup_sync(request.path_params["queue_id"])
+        queue, _ = ctx.message_lookup_sync(request.path_params["queue_id"])
         result = queue.ack(acks, given)
         return {"ackCount": result.ack_count, "retryCount": result.retry_count, "warnings": result.warnings}
 
@@ -359,7 +359,7 @@ async def peek(request: Request) -> Response:
     check.check_range("batch_size", size, 1, limits.MAX_BATCH_SIZE, InvalidRequest)
 
     def read() -> list[dict[str, Any]]:
-        queue, _ = ctx.lookup_sync(request.path_params["queue_id"])
+        queue, _ = ctx.message_lookup_sync(request.path_params["queue_id"])
         return [shapes.peeked(m) for m in ctx.client.engine.peek(queue.id, size)]
 
     return ok({"messages": await blocking(read)})

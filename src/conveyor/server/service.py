@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -12,7 +13,7 @@ import anyio.to_thread
 from starlette.requests import Request
 
 from conveyor import limits
-from conveyor.client.sync import Conveyor, Queue
+from conveyor.client.sync import INFO_SECONDS, Conveyor, Queue
 from conveyor.engine.base import Engine
 from conveyor.errors import InvalidQueueId
 from conveyor.model import QueueInfo
@@ -21,6 +22,11 @@ from conveyor.server.auth import Authenticator, Principal
 from conveyor.server.prometheus import ConcurrencySource, RequestMetrics
 
 T = TypeVar("T")
+
+# The routes that send, pull, ack and peek messages: they run per message batch, and read the queue
+# (its name, delay, pause flag and consumer) from a handle at most INFO_SECONDS old. Every other
+# write through this server drops those handles, so a change made here applies at once.
+MESSAGE_ROUTES = ("/messages", "/messages/batch", "/messages/pull", "/messages/ack", "/messages/peek")
 
 
 async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -40,6 +46,8 @@ class Service:
     purges: dict[str, int] = field(default_factory=dict)
     _accounts: dict[str, Conveyor] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # (account, queue id) -> (monotonic time read, handle, info), for MESSAGE_ROUTES.
+    handles: dict[tuple[str, str], tuple[float, Queue, QueueInfo]] = field(default_factory=dict)
 
     def client(self, account_id: str) -> Conveyor:
         """The account's view of the deployment, with the embedded API's own checks."""
@@ -58,6 +66,7 @@ class Context:
     principal: Principal
     client: Conveyor
     service: Service
+    account_id: str
 
     def lookup_sync(self, queue_id: str) -> tuple[Queue, QueueInfo]:
         """The caller's queue ``queue_id``: 10107 for a malformed id, 404 if it is not theirs to see."""
@@ -66,6 +75,19 @@ class Context:
         info = self.client.engine.get_queue_by_id(queue_id)
         self.principal.check_queue(info.queue_name)
         return Queue(self.client, info), info
+
+    def message_lookup_sync(self, queue_id: str) -> tuple[Queue, QueueInfo]:
+        """:meth:`lookup_sync` for MESSAGE_ROUTES: the queue as read at most INFO_SECONDS ago."""
+        key = (self.account_id, queue_id)
+        cached = self.service.handles.get(key)
+        if cached is not None and time.monotonic() - cached[0] < INFO_SECONDS:
+            _, queue, info = cached
+            self.principal.check_queue(info.queue_name)
+            return queue, info
+        read_at = time.monotonic()
+        queue, info = self.lookup_sync(queue_id)
+        self.service.handles[key] = (read_at, queue, info)
+        return queue, info
 
     async def lookup(self, queue_id: str) -> tuple[Queue, QueueInfo]:
         return await blocking(self.lookup_sync, queue_id)
@@ -78,7 +100,11 @@ def context(request: Request) -> Context:
     service: Service = request.app.state.service
     account_id = request.path_params["account_id"]
     principal = service.auth.principal(request, account_id)
-    # Peek reads without leasing: a read-only token may do it.
-    if request.method not in ("GET", "HEAD") and not request.url.path.endswith("/messages/peek"):
-        principal.check_write()
-    return Context(principal, service.client(account_id), service)
+    path = request.url.path
+    if request.method not in ("GET", "HEAD"):
+        # Peek reads without leasing: a read-only token may do it.
+        if not path.endswith("/messages/peek"):
+            principal.check_write()
+        if not path.endswith(MESSAGE_ROUTES):
+            service.handles.clear()
+    return Context(principal, service.client(account_id), service, account_id)
