@@ -10,7 +10,10 @@ handful of fsyncs instead of 64.
 while most of the last group had not noticed it was done, so groups stayed small.)
 
 Each operation runs inside its own savepoint, so one failing operation (a full disk aside) does not
-take the others in its group down with it.
+take the others in its group down with it. Operations given with the same *batch function*
+(:meth:`GroupCommitter.run_batched`) that follow one another in a group run as one call of it, in one
+savepoint: sixty-four one-message sends to a shard become one multi-row store instead of sixty-four
+times five statements.
 
 The connection commits with ``synchronous=NORMAL``: SQLite appends the transaction to the write-ahead
 log and returns without an fsync (a process crash loses nothing; the machine losing power could).
@@ -27,19 +30,27 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from conveyor.engine.sqlite.storage import translate_error
 from conveyor.errors import StorageError
 
 T = TypeVar("T")
+# Applies the items of consecutive batched operations in one call; one result per item, in order.
+BatchFunction = Callable[[sqlite3.Connection, list[Any]], list[Any]]
 
 
 class _Op(Generic[T]):
-    __slots__ = ("done", "durable", "error", "fn", "gate", "result")
+    __slots__ = ("batch", "done", "durable", "error", "fn", "gate", "result")
 
-    def __init__(self, fn: Callable[[sqlite3.Connection], T], durable: bool) -> None:
+    def __init__(
+        self,
+        fn: Callable[[sqlite3.Connection], T] | None,
+        durable: bool,
+        batch: tuple[BatchFunction, Any] | None = None,
+    ) -> None:
         self.fn = fn
+        self.batch = batch
         self.durable = durable
         self.done = False
         self.result: T | None = None
@@ -84,7 +95,14 @@ class GroupCommitter:
     def run(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
         """Run ``fn`` in a transaction shared with concurrent callers; return once it is committed —
         and fsynced, unless ``durable=False``."""
-        op: _Op[T] = _Op(fn, durable)
+        return self._submit(_Op(fn, durable))
+
+    def run_batched(self, apply: BatchFunction, item: Any, *, durable: bool = True) -> Any:
+        """Like :meth:`run`, for ``apply(conn, [item])[0]``; consecutive operations of a group with the
+        same ``apply`` run as one call of it (``apply(conn, [item1, item2, ...])``)."""
+        return self._submit(_Op(None, durable, (apply, item)))
+
+    def _submit(self, op: _Op[T]) -> T:
         with self._mutex:
             self._pending.append(op)  # type: ignore[arg-type]
             follow, self._leading = self._leading, True
@@ -133,13 +151,16 @@ class GroupCommitter:
             if self._broken is not None:
                 raise self._broken
             durable = any(op.durable for op in group)
+            units = _units(group)
             conn.execute("BEGIN IMMEDIATE")
-            for op in group:
-                self._apply(conn, op, savepoint=len(group) > 1)
+            for unit, members in units:
+                self._apply(conn, unit, savepoint=len(units) > 1)
+                if unit is not members[0]:
+                    _distribute(unit, members)
                 if not conn.in_transaction:
                     # SQLite may roll the whole transaction back on a full disk or an I/O error: the
                     # ops applied before this one lost their writes too, so none of them may succeed.
-                    lost = op.error or self._storage_error("the transaction was rolled back")
+                    lost = unit.error or self._storage_error("the transaction was rolled back")
                     break
             else:
                 if all(op.error is not None for op in group):
@@ -214,6 +235,7 @@ class GroupCommitter:
         if savepoint:
             conn.execute("SAVEPOINT op")
         try:
+            assert op.fn is not None
             op.result = op.fn(conn)
         except sqlite3.Error as exc:
             op.error = translate_error(exc, self._path)
@@ -233,3 +255,43 @@ class GroupCommitter:
             if op.error is None:
                 op.error = error
             op.done = True
+
+
+def _units(group: list[_Op[object]]) -> list[tuple[_Op[object], list[_Op[object]]]]:
+    """The group as units applied one by one: a plain op alone, or a run of consecutive batched ops
+    with the same batch function, behind one op that calls it with all their items."""
+    runs: list[list[_Op[object]]] = []
+    for op in group:
+        last = runs[-1][-1] if runs else None
+        if op.batch is not None and last is not None and last.batch is not None and last.batch[0] == op.batch[0]:
+            runs[-1].append(op)
+        else:
+            runs.append([op])
+    units: list[tuple[_Op[object], list[_Op[object]]]] = []
+    for members in runs:
+        first = members[0]
+        if first.batch is None:
+            units.append((first, members))
+            continue
+        apply, items = first.batch[0], [m.batch[1] for m in members if m.batch is not None]
+        units.append((_Op(_batch_call(apply, items), first.durable), members))
+    return units
+
+
+def _batch_call(apply: BatchFunction, items: list[Any]) -> Callable[[sqlite3.Connection], list[Any]]:
+    def call(conn: sqlite3.Connection) -> list[Any]:
+        return apply(conn, items)
+
+    return call
+
+
+def _distribute(unit: _Op[object], members: list[_Op[object]]) -> None:
+    """Hand a batch call's results (or its error) to the operations it ran for."""
+    if unit.error is not None:
+        for member in members:
+            member.error = unit.error
+        return
+    results = unit.result
+    assert isinstance(results, list) and len(results) == len(members)
+    for member, result in zip(members, results, strict=True):
+        member.result = result

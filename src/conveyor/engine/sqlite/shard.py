@@ -41,6 +41,8 @@ Row = tuple[int, str, int, ContentType, bytes]
 LeasedRow = tuple[int, str, int, ContentType, bytes, int]
 # A message going in: (id, timestamp_ms, content_type, body).
 InsertRow = tuple[str, int, str, bytes]
+# One call's store: (rows, visible_at, bytes, sent).
+_Store = tuple[Sequence[InsertRow], int | Sequence[int], int, bool]
 
 MISSING = "message not found: it was already acked, purged, expired or dead-lettered"
 SUPERSEDED = "lease superseded: the message was delivered again since, so this call changed nothing"
@@ -103,29 +105,35 @@ class Shard:
         """Store ``rows``, visible from ``visible_at`` (one time for all, or one each); returns the
         shard's backlog count, bytes and oldest timestamp.
 
-        ``sent=False`` marks messages moved in from another queue rather than sent.
+        ``sent=False`` marks messages moved in from another queue rather than sent. Concurrent stores
+        that share a commit are stored together, by one call of :meth:`_insert_many`.
         """
-        if not isinstance(visible_at, int) and len(set(visible_at)) == 1:
-            visible_at = visible_at[0]
-        each = None if isinstance(visible_at, int) else orjson.dumps(list(visible_at)).decode()
+        result: tuple[int, int, int] = self.committer.run_batched(self._insert_many, (rows, visible_at, nbytes, sent))
+        return result
 
-        def op(c: sqlite3.Connection) -> tuple[int, int, int]:
-            counts = c.execute(Q["count_in"], {"n": len(rows), "bytes": nbytes, "sent": sent * len(rows)})
-            row = counts.fetchone()
-            if row is None:
-                raise QueueNotFound("the queue was deleted while this message was being sent")
-            # SQLite numbers new rows from the largest seq on, one by one: the batch's seqs are
-            # first, first + 1, ... in the order of ``rows``.
-            count, nbytes_now, first, oldest = row
-            c.executemany(Q["insert_payload" if sent else "insert_moved_payload"], rows)
-            if each is None:
-                c.execute(Q["insert_states"], {"first": first, "visible_at": visible_at})
-            else:
-                c.execute(Q["insert_states_each"], {"first": first, "visible_at": each})
-            earliest = min(ts for _, ts, _, _ in rows)
-            return count, nbytes_now, earliest if oldest is None else min(oldest, earliest)
-
-        return self.committer.run(op)
+    def _insert_many(self, c: sqlite3.Connection, items: list[_Store]) -> list[tuple[int, int, int]]:
+        """Store several calls' rows in one go: one count, one statement per call for the payloads,
+        one for all the state rows. Every call gets the metrics after all of them."""
+        n = sum(len(rows) for rows, _, _, _ in items)
+        sent = sum(len(rows) for rows, _, _, was_sent in items if was_sent)
+        counts = c.execute(Q["count_in"], {"n": n, "bytes": sum(size for _, _, size, _ in items), "sent": sent})
+        row = counts.fetchone()
+        if row is None:
+            raise QueueNotFound("the queue was deleted while this message was being sent")
+        # SQLite numbers new rows from the largest seq on, one by one: the rows' seqs are first,
+        # first + 1, ... in the order they are stored.
+        count, nbytes, first, oldest = row
+        visible: list[int] = []
+        for rows, visible_at, _, was_sent in items:
+            c.executemany(Q["insert_payload" if was_sent else "insert_moved_payload"], rows)
+            visible.extend([visible_at] * len(rows) if isinstance(visible_at, int) else visible_at)
+        if len(set(visible)) == 1:
+            c.execute(Q["insert_states"], {"first": first, "visible_at": visible[0]})
+        else:
+            c.execute(Q["insert_states_each"], {"first": first, "visible_at": orjson.dumps(visible).decode()})
+        earliest = min(ts for rows, _, _, _ in items for _, ts, _, _ in rows)
+        metrics = (count, nbytes, earliest if oldest is None else min(oldest, earliest))
+        return [metrics] * len(items)
 
     def lease(self, now_ms: int, n: int, until_ms: int, token: int) -> list[LeasedRow]:
         def op(c: sqlite3.Connection) -> list[LeasedRow]:
