@@ -75,7 +75,11 @@ async def read_body(request: Request, limit: int = MAX_REQUEST_BYTES) -> bytes:
 
 async def read_json(request: Request, *, required: bool = True) -> dict[str, Any]:
     """The request's JSON object; 10208 when it does not parse, 10207 when it is not an object."""
-    raw = await read_body(request)
+    return parse_json(await read_body(request), required=required)
+
+
+def parse_json(raw: bytes, *, required: bool = True) -> dict[str, Any]:
+    """:func:`read_json` of a body already read (a large one is parsed off the event loop)."""
     if not raw.strip():
         if required:
             raise InvalidRequest("the request needs a JSON object body")
