@@ -38,6 +38,7 @@ from conveyor.engine.postgres.group_commit import Connection, WriteLanes
 from conveyor.engine.postgres.leadership import AdvisoryLeadership
 from conveyor.engine.postgres.listener import Listener, Notifier, channel_of
 from conveyor.engine.postgres.migrate import migrate
+from conveyor.engine.postgres.settings_cache import SettingsCache
 from conveyor.engine.postgres.vacuum import Vacuumer
 from conveyor.engine.sqlfile import load_queries
 from conveyor.engine.sqlite.shard import MISSING, SUPERSEDED
@@ -64,8 +65,6 @@ T = TypeVar("T")
 
 # How long a process trusts its copy of a queue's shard map; shards added elsewhere show up after it.
 SHARD_MAP_SECONDS = 1.0
-# How long a process trusts its copy of a queue's settings (see :meth:`PostgresEngine.queue_settings`).
-SETTINGS_SECONDS = 0.1
 # Write connections per engine (each a group committer); their counter slots differ, so they never
 # wait for each other's row locks.
 WRITE_LANES = 4
@@ -128,9 +127,7 @@ class PostgresEngine(Engine):
         self._stat_slot = random.randrange(STAT_SLOTS)
         self._home_slot: int | None = None
         self._maps: dict[str, tuple[float, list[ShardRef]]] = {}
-        self._settings: dict[str, tuple[float, QueueSettings]] = {}
-        # Per queue, when this engine last changed its settings: copies read before are not kept.
-        self._settings_floor: dict[str, float] = {}
+        self._settings = SettingsCache()
         self._lock = threading.Lock()
         self._rotation = 0
         self._leadership = AdvisoryLeadership(url)
@@ -157,17 +154,7 @@ class PostgresEngine(Engine):
     def _forget(self, queue_id: str) -> None:
         with self._lock:
             self._maps.pop(queue_id, None)
-            self._settings.pop(queue_id, None)
-            self._settings_floor[queue_id] = time.monotonic()
-
-    def _remember_settings(self, queue_id: str, settings: QueueSettings, read_at: float) -> None:
-        """Keep settings read by a statement sent at ``read_at`` (monotonic), unless they are older
-        than the copy kept or than this engine's last change to them."""
-        with self._lock:
-            cached = self._settings.get(queue_id)
-            if read_at < self._settings_floor.get(queue_id, 0.0) or (cached is not None and cached[0] > read_at):
-                return
-            self._settings[queue_id] = (read_at, settings)
+        self._settings.forget(queue_id)
 
     def _home(self, queue_id: str) -> ShardRef:
         shards = self._shards(queue_id)
@@ -207,20 +194,15 @@ class PostgresEngine(Engine):
         return self.catalog.get_queue_by_id(queue_id)
 
     def queue_settings(self, queue_id: str) -> QueueSettings:
-        """The queue's settings, as of at most ``SETTINGS_SECONDS`` ago.
-
-        A dispatcher asks on every loop. Each lease that returns messages reads the settings in the
-        same statement, so a busy consumer's copy is one loop old, as if read afresh; an idle one
-        reads them again after ``SETTINGS_SECONDS``. Changes made through this engine apply at once;
-        a pause made by another process is seen by the next lease or within ``SETTINGS_SECONDS``.
-        """
+        """The queue's settings, as of at most ``SETTINGS_SECONDS`` ago (``settings_cache.py``).
+        Changes made through this engine apply at once; a pause made by another process is seen by
+        the next lease or within ``SETTINGS_SECONDS``."""
         now = time.monotonic()
-        with self._lock:
-            cached = self._settings.get(queue_id)
-        if cached is not None and now - cached[0] < SETTINGS_SECONDS:
-            return cached[1]
+        cached = self._settings.get(queue_id, now)
+        if cached is not None:
+            return cached
         settings = self.catalog.queue_settings(queue_id)
-        self._remember_settings(queue_id, settings, now)
+        self._settings.remember(queue_id, settings, now)
         return settings
 
     def list_queues(self) -> list[QueueInfo]:
@@ -319,7 +301,7 @@ class PostgresEngine(Engine):
             rows = self._writer.run(op, durable=False)
             if rows:
                 delay, paused, retention = rows[0][6:]
-                self._remember_settings(queue_id, QueueSettings(delay, paused, retention), read_at)
+                self._settings.remember(queue_id, QueueSettings(delay, paused, retention), read_at)
             prefix = f"{shard.number:x}-"
             suffix = f"-{token:x}"
             for seq, mid, ts, ctype, body, attempts, *_ in rows:
