@@ -14,7 +14,14 @@ _LIMIT = 2**63
 
 
 def lease_id(shard: int, seq: int, token: int) -> str:
-    return f"{shard:x}-{seq:x}-{token:x}"
+    prefix, suffix = lease_id_parts(shard, token)
+    return f"{prefix}{seq:x}{suffix}"
+
+
+def lease_id_parts(shard: int, token: int) -> tuple[str, str]:
+    """What one lease call's ids have around the seq: ``f"{prefix}{seq:x}{suffix}"`` is
+    ``lease_id(shard, seq, token)``, made once per call rather than once per message."""
+    return f"{shard:x}-", f"-{token:x}"
 
 
 def parse_lease_id(lid: str) -> tuple[int, int, int] | None:

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, TypeVar
 import psycopg
 
 from conveyor.engine.base import Clock, Engine, SystemClock
-from conveyor.engine.lease_ids import MALFORMED, lease_id, parse_lease_id
+from conveyor.engine.lease_ids import MALFORMED, lease_id, lease_id_parts, parse_lease_id
 from conveyor.engine.postgres.catalog import STAT_SLOTS, Catalog
 from conveyor.engine.postgres.database import ReadPool
 from conveyor.engine.postgres.group_commit import Connection, WriteLanes
@@ -302,8 +302,7 @@ class PostgresEngine(Engine):
             if rows:
                 delay, paused, retention = rows[0][6:]
                 self._settings.remember(queue_id, QueueSettings(delay, paused, retention), read_at)
-            prefix = f"{shard.number:x}-"
-            suffix = f"-{token:x}"
+            prefix, suffix = lease_id_parts(shard.number, token)
             for seq, mid, ts, ctype, body, attempts, *_ in rows:
                 if attempts > policy.max_deliveries:
                     exhausted.add(shard.number, seq, token)

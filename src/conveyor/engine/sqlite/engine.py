@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from conveyor.engine.base import Clock, Engine, SystemClock
-from conveyor.engine.lease_ids import MALFORMED, lease_id, parse_lease_id
+from conveyor.engine.lease_ids import MALFORMED, lease_id, lease_id_parts, parse_lease_id
 from conveyor.engine.sqlite.catalog import Catalog
 from conveyor.engine.sqlite.router import ShardRouter
 from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
@@ -191,7 +191,7 @@ class SQLiteEngine(Engine):
             now = self.clock.now_ms()
             token = secrets.randbits(62)
             exhausted: list[Row] = []
-            prefix, suffix = f"{shard.number:x}-", f"-{token:x}"  # lease_id's parts, made once
+            prefix, suffix = lease_id_parts(shard.number, token)
             for seq, mid, ts, ctype, body, attempts in shard.lease(now, need, now + visibility_ms, token):
                 if attempts > policy.max_deliveries:
                     exhausted.append((seq, mid, ts, ctype, body))
