@@ -82,8 +82,8 @@ class AsyncQueue:
     def id(self) -> str:
         return self.sync.id
 
-    async def info(self) -> QueueInfo:
-        return await asyncio.to_thread(self.sync.info)
+    async def info(self, max_age: float = 0.0) -> QueueInfo:
+        return await asyncio.to_thread(self.sync.info, max_age)
 
     async def send(self, body: Any, content_type: str = "json", delay_seconds: int | None = None) -> Metrics:
         return await asyncio.to_thread(self.sync.send, body, content_type, delay_seconds)

@@ -116,8 +116,11 @@ class Queue:
     def id(self) -> str:
         return self._info.queue_id
 
-    def info(self) -> QueueInfo:
-        """The queue's current settings and consumers (read fresh)."""
+    def info(self, max_age: float = 0.0) -> QueueInfo:
+        """The queue's current settings and consumers: read fresh, unless this handle's copy was
+        read less than ``max_age`` seconds ago."""
+        if max_age > 0 and time.monotonic() - self._info_read < max_age:
+            return self._info
         return self._set_info(self._engine.get_queue_by_id(self.id))
 
     # -- producing ----------------------------------------------------------------------------
@@ -252,10 +255,7 @@ class Queue:
     def _pull_consumer(self) -> ConsumerInfo:
         """The queue's http_pull consumer, from the queue as read at most ``INFO_SECONDS`` ago (read
         again when that copy shows none, so a consumer just added is found)."""
-        info = self._info
-        if time.monotonic() - self._info_read >= INFO_SECONDS or not _pull_consumer_of(info):
-            info = self.info()
-        consumer = _pull_consumer_of(info)
+        consumer = _pull_consumer_of(self.info(max_age=INFO_SECONDS)) or _pull_consumer_of(self.info())
         if consumer is None:
             raise InvalidRequest(
                 f"queue {self.name!r} has no http_pull consumer; add one first (add_pull_consumer(), or "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -46,8 +45,8 @@ class Service:
     purges: dict[str, int] = field(default_factory=dict)
     _accounts: dict[str, Conveyor] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    # (account, queue id) -> (monotonic time read, handle, info), for MESSAGE_ROUTES.
-    handles: dict[tuple[str, str], tuple[float, Queue, QueueInfo]] = field(default_factory=dict)
+    # (account, queue id) -> a handle on the queue, for MESSAGE_ROUTES.
+    handles: dict[tuple[str, str], Queue] = field(default_factory=dict)
 
     def client(self, account_id: str) -> Conveyor:
         """The account's view of the deployment, with the embedded API's own checks."""
@@ -79,14 +78,13 @@ class Context:
     def message_lookup_sync(self, queue_id: str) -> tuple[Queue, QueueInfo]:
         """:meth:`lookup_sync` for MESSAGE_ROUTES: the queue as read at most INFO_SECONDS ago."""
         key = (self.account_id, queue_id)
-        cached = self.service.handles.get(key)
-        if cached is not None and time.monotonic() - cached[0] < INFO_SECONDS:
-            _, queue, info = cached
-            self.principal.check_queue(info.queue_name)
+        queue = self.service.handles.get(key)
+        if queue is None:
+            queue, info = self.lookup_sync(queue_id)
+            self.service.handles[key] = queue
             return queue, info
-        read_at = time.monotonic()
-        queue, info = self.lookup_sync(queue_id)
-        self.service.handles[key] = (read_at, queue, info)
+        info = queue.info(max_age=INFO_SECONDS)
+        self.principal.check_queue(info.queue_name)
         return queue, info
 
     async def lookup(self, queue_id: str) -> tuple[Queue, QueueInfo]:
