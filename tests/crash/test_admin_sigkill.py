@@ -54,9 +54,10 @@ def expected_settings(k: int, *, updated: bool) -> QueueSettings:
     return QueueSettings(delivery_delay=k % 100 + updated)
 
 
-def test_sigkilled_catalog_writer_leaves_every_finished_change_and_no_stale_snapshot(tmp_path: Path) -> None:
+def test_sigkilled_catalog_writer_leaves_every_finished_change_and_no_stale_snapshot(
+    tmp_path: Path, rng: random.Random
+) -> None:
     data_dir = tmp_path / "data"
-    rng = random.Random()
     with conveyor.connect(f"sqlite://{data_dir}") as long_lived:
         long_lived.create_queue("q0")
         printed: dict[int, list[int]] = {}

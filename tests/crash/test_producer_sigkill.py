@@ -73,9 +73,10 @@ def stored_batches(cv: conveyor.Conveyor) -> dict[int, Counter[int]]:
     return batches
 
 
-def test_sigkilled_producer_stores_every_returned_batch_whole_and_no_batch_in_part(tmp_path: Path) -> None:
+def test_sigkilled_producer_stores_every_returned_batch_whole_and_no_batch_in_part(
+    tmp_path: Path, rng: random.Random
+) -> None:
     data_dir = tmp_path / "data"
-    rng = random.Random()
     with conveyor.connect(f"sqlite://{data_dir}") as cv:
         cv.create_queue("orders")
     returned: dict[int, list[int]] = {}

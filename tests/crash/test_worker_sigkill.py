@@ -22,7 +22,7 @@ MESSAGES = 20_000
 KILL_WHILE_BACKLOG_ABOVE = 1_500
 
 
-def test_sigkilled_workers_lose_nothing_and_redeliver_only_work_in_flight(tmp_path: Path) -> None:
+def test_sigkilled_workers_lose_nothing_and_redeliver_only_work_in_flight(tmp_path: Path, rng: random.Random) -> None:
     data_dir = tmp_path / "data"
     workers = Workers(data_dir, tmp_path / "audit", tmp_path / "logs", policy="ack")
     with conveyor.connect(f"sqlite://{data_dir}") as cv:
@@ -31,7 +31,7 @@ def test_sigkilled_workers_lose_nothing_and_redeliver_only_work_in_flight(tmp_pa
             queue.send_batch([{"body": {"n": n}} for n in range(first, first + 100)])
 
         try:
-            workers.kill_and_restart_while(queue, KILL_WHILE_BACKLOG_ABOVE, random.Random())
+            workers.kill_and_restart_while(queue, KILL_WHILE_BACKLOG_ABOVE, rng)
             assert workers.drain(timeout=90), f"the last worker did not drain the queue; see {workers.logs}"
         finally:
             workers.kill_all()
