@@ -129,15 +129,17 @@ class ShardRouter:
             return shards, active
 
     def _open_shard(self, queue_id: str, number: int) -> Shard:
-        """Open a shard's file, making it the first time; refuse to remake one that was deleted."""
+        """Open a shard's file, making it the first time; refuse to remake one that was deleted or
+        emptied."""
         path = self.directory / "shards" / f"{queue_id}.{number}.db"
-        if path.exists():
-            return Shard(path, number)
-        if self.catalog.materialized(queue_id, number):
+        made = self.catalog.materialized(queue_id, number)
+        if not path.exists() and made:
             raise StorageError(
                 f"shard file {path} of queue {queue_id} is missing: it was deleted or moved, and its messages "
-                "with it; restore the file (with its -wal) to go on"
+                "with it; restore the file (with its -wal) to go on, or delete the queue with "
+                "`conveyor queues delete --force`"
             )
-        shard = Shard(path, number)
-        self.catalog.mark_materialized(queue_id, number)
+        shard = Shard(path, number, made=made)
+        if not made:  # also a file whose maker died before marking it
+            self.catalog.mark_materialized(queue_id, number)
         return shard

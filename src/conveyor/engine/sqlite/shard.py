@@ -79,16 +79,19 @@ def _count_out(
 
 
 class Shard:
-    """The message table of one shard file."""
+    """The message table of one shard file; ``made`` says the file was made before (so one found
+    empty or truncated lost its messages, and is refused instead of made anew)."""
 
-    def __init__(self, path: Path, number: int) -> None:
+    def __init__(self, path: Path, number: int, *, made: bool = False) -> None:
         self.path = path
         self.number = number
-        conn = open_database(path, SCHEMA, version=SCHEMA_VERSION, upgrades=UPGRADES, page_size=PAGE_SIZE)
+        conn = open_database(
+            path, SCHEMA, create=not made, version=SCHEMA_VERSION, upgrades=UPGRADES, page_size=PAGE_SIZE
+        )
         conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
         self.committer = GroupCommitter(conn, str(path))
         self._write_conn = conn
-        self._reader = open_database(path, SCHEMA, version=SCHEMA_VERSION, upgrades=UPGRADES)
+        self._reader = open_database(path, SCHEMA, create=False, version=SCHEMA_VERSION, upgrades=UPGRADES)
         self._read_lock = threading.Lock()
         self._seen_version = -1
 
