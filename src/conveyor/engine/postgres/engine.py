@@ -40,6 +40,7 @@ from conveyor.engine.postgres.listener import Listener, Notifier, channel_of
 from conveyor.engine.postgres.migrate import migrate
 from conveyor.engine.postgres.settings_cache import SettingsCache
 from conveyor.engine.postgres.vacuum import Vacuumer
+from conveyor.engine.queue_faults import QueueFaults
 from conveyor.engine.sqlfile import load_queries
 from conveyor.engine.sqlite.shard import MISSING, SUPERSEDED
 from conveyor.errors import InvalidRequest, QueueExists, QueueNotFound
@@ -132,6 +133,7 @@ class PostgresEngine(Engine):
         self._rotation = 0
         self._leadership = AdvisoryLeadership(url)
         self.vacuumer = Vacuumer(url)
+        self.expiry_faults = QueueFaults("retention expiry", log)
 
     # -- shard map ----------------------------------------------------------------------------
     def _shards(self, queue_id: str) -> list[ShardRef]:
@@ -435,13 +437,11 @@ class PostgresEngine(Engine):
         expired: dict[str, int] = {}
         for queue in self.list_queues():
             cutoff = now - queue.settings.message_retention_period * 1000
-            try:
+            with self.expiry_faults.isolated(queue):  # a queue deleted meanwhile is skipped too
                 count = self._per_shard(queue.queue_id, "expire", {"cutoff": cutoff})
-            except QueueNotFound:
-                continue
-            if count:
-                expired[queue.queue_id] = count
-                log.info("queue %s: %d messages expired past retention", queue.queue_name, count)
+                if count:
+                    expired[queue.queue_id] = count
+                    log.info("queue %s: %d messages expired past retention", queue.queue_name, count)
         return expired
 
     def redrive(self, from_queue_id: str, to_queue_id: str) -> int:

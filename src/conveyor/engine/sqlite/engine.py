@@ -24,6 +24,7 @@ from typing import BinaryIO
 
 from conveyor.engine.base import Clock, Engine, SystemClock
 from conveyor.engine.lease_ids import MALFORMED, lease_id, lease_id_parts, parse_lease_id
+from conveyor.engine.queue_faults import QueueFaults
 from conveyor.engine.sqlite.catalog import Catalog
 from conveyor.engine.sqlite.router import ShardRouter
 from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
@@ -77,6 +78,7 @@ class SQLiteEngine(Engine):
         self.snapshots = SnapshotStore(self.directory / "snapshot" / "catalog", self.catalog)
         self.snapshots.refresh()  # a process may have died between a catalog commit and its publish
         self.router = ShardRouter(self.directory, self.catalog, self.snapshots)
+        self.expiry_faults = QueueFaults("retention expiry", log)
 
     def _catalog_written(self) -> None:
         """After this engine's own commit to queues or shards: publish it to every process on the host."""
@@ -339,10 +341,11 @@ class SQLiteEngine(Engine):
         expired: dict[str, int] = {}
         for queue in self.list_queues():
             cutoff = now - queue.settings.message_retention_period * 1000
-            count = sum(shard.expire(cutoff) for shard in self.router.all(queue.queue_id))
-            if count:
-                expired[queue.queue_id] = count
-                log.info("queue %s: %d messages expired past retention", queue.queue_name, count)
+            with self.expiry_faults.isolated(queue):
+                count = sum(shard.expire(cutoff) for shard in self.router.all(queue.queue_id))
+                if count:
+                    expired[queue.queue_id] = count
+                    log.info("queue %s: %d messages expired past retention", queue.queue_name, count)
         return expired
 
     def redrive(self, from_queue_id: str, to_queue_id: str) -> int:
