@@ -216,9 +216,10 @@ class PostgresEngine(Engine):
         self._notifier.notify(channel_of(queue_id))
         return info
 
-    def delete_queue(self, queue_id: str) -> None:
-        self.catalog.delete_queue(queue_id)
+    def delete_queue(self, queue_id: str, *, force: bool = False) -> list[str]:
+        self.catalog.delete_queue(queue_id)  # no files of its own to keep aside
         self._forget(queue_id)
+        return []
 
     def add_consumer(
         self,

@@ -11,6 +11,7 @@ every few milliseconds while they wait — a read of the WAL index, not of the d
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import logging
 import os
@@ -26,11 +27,12 @@ from conveyor.engine.base import Clock, Engine, SystemClock
 from conveyor.engine.lease_ids import MALFORMED, lease_id, lease_id_parts, parse_lease_id
 from conveyor.engine.queue_faults import QueueFaults
 from conveyor.engine.sqlite.catalog import Catalog
+from conveyor.engine.sqlite.damaged import DAMAGED_DIR, SHARD_FILE_SUFFIXES, keep_aside
 from conveyor.engine.sqlite.router import ShardRouter
 from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
 from conveyor.engine.sqlite.snapshot_store import SnapshotStore
 from conveyor.engine.sqlite.storage import ensure_directory
-from conveyor.errors import InvalidRequest, QueueNotFound
+from conveyor.errors import CorruptStorage, InvalidRequest, QueueNotFound, StorageError
 from conveyor.ids import new_ids
 from conveyor.model import (
     ConsumerInfo,
@@ -115,7 +117,21 @@ class SQLiteEngine(Engine):
         return settings
 
     def list_queues(self) -> list[QueueInfo]:
-        return self.catalog.list_queues()
+        return [
+            dataclasses.replace(q, storage_error=self.storage_error(q.queue_id)) for q in self.catalog.list_queues()
+        ]
+
+    def storage_error(self, queue_id: str) -> str | None:
+        """Why the queue's shards cannot be read (file paths relative to the deployment), or None:
+        each shard is opened (once per process) and its counters read."""
+        try:
+            for shard in self.router.all(queue_id):
+                shard.stats()
+        except QueueNotFound:
+            return None
+        except StorageError as exc:
+            return exc.message.replace(f"{self.directory}{os.sep}", "")
+        return None
 
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         info = self.catalog.update_queue(queue_id, settings)
@@ -123,16 +139,42 @@ class SQLiteEngine(Engine):
         self.wake(queue_id)
         return info
 
-    def delete_queue(self, queue_id: str) -> None:
-        self.router.all(queue_id)  # opened before the catalog forgets the queue
-        self.catalog.delete_queue(queue_id)
+    def delete_queue(self, queue_id: str, *, force: bool = False) -> list[str]:
+        queue = self.catalog.get_queue_by_id(queue_id)
+        error = self.storage_error(queue_id)  # opens the shards before the catalog forgets the queue
+        if error is not None and not force:
+            raise CorruptStorage(
+                f"queue {queue.queue_name!r} has damaged storage ({error}); deleting it with force "
+                f"(`conveyor queues delete --force {queue.queue_name}`) keeps the damaged files in "
+                f"{DAMAGED_DIR}/ of the deployment for inspection"
+            )
+        numbers = self.catalog.delete_queue(queue_id)
         self._catalog_written()
-        shards = self.router.drop(queue_id)
-        for shard in shards:
+        opened = {shard.number: shard for shard in self.router.drop(queue_id)}
+        kept_aside: list[str] = []
+        for number in numbers:
+            path = self.directory / "shards" / f"{queue_id}.{number}.db"
+            shard = opened.get(number)
+            if shard is not None and self._tombstone(shard):
+                for suffix in SHARD_FILE_SUFFIXES:
+                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+            else:
+                kept_aside.extend(keep_aside(self.directory, path))
+        if kept_aside:
+            log.warning("deleted damaged queue %s; its files are kept in %s", queue.queue_name, ", ".join(kept_aside))
+        return kept_aside
+
+    @staticmethod
+    def _tombstone(shard: Shard) -> bool:
+        """Mark a deleted queue's shard so no process stores into it any more, and close it; False
+        if its file is too damaged to take the mark (it is kept aside instead)."""
+        try:
             shard.mark_deleted()
+            return True
+        except StorageError:
+            return False
+        finally:
             shard.close()
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{shard.path}{suffix}").unlink(missing_ok=True)
 
     def add_consumer(
         self,

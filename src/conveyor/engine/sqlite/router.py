@@ -116,10 +116,12 @@ class ShardRouter:
             if queue_id in self._shards:
                 return self._shards[queue_id], self._active[queue_id]
             known = {s.number: s for s in self._keep.get(queue_id, [])}
-            for number, _ in rows:
-                if number not in known:
-                    known[number] = self._open_shard(queue_id, number)
-            self._keep[queue_id] = list(known.values())
+            try:
+                for number, _ in rows:
+                    if number not in known:
+                        known[number] = self._open_shard(queue_id, number)
+            finally:  # kept even when a later shard fails to open, so they are closed with the rest
+                self._keep[queue_id] = list(known.values())
             shards = [known[number] for number, _ in rows]
             active = [s for s, (_, state) in zip(shards, rows, strict=True) if state == "active"]
             # Another thread may have seen a newer generation (and dropped the maps) since this one
