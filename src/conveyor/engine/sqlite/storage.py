@@ -220,6 +220,15 @@ class _TrackedConnection(sqlite3.Connection):
         super().close()
 
 
+def check_size_and_log(path: Path) -> None:
+    """The checks :func:`open_database` makes of a file's size and write-ahead log before opening
+    it, for a reader that only inspects (``conveyor doctor``): ``CorruptStorage`` if it is cut short."""
+    with _files_lock:
+        if not _connections_to[str(path.resolve())]:
+            _refuse_truncated(path, str(path))
+            _refuse_cut_log(path, str(path))
+
+
 def _upgrade(conn: sqlite3.Connection, name: str, version: int, upgrades: Mapping[int, str]) -> None:
     """Bring the file to ``version`` (inside the caller's transaction), or refuse a newer one."""
     found = conn.execute("PRAGMA user_version").fetchone()[0]
