@@ -28,12 +28,13 @@ from conveyor.engine.lease_ids import MALFORMED, lease_id, lease_id_parts, parse
 from conveyor.engine.queue_faults import QueueFaults
 from conveyor.engine.sqlite.catalog import Catalog
 from conveyor.engine.sqlite.damaged import DAMAGED_DIR, SHARD_FILE_SUFFIXES, keep_aside
+from conveyor.engine.sqlite.reserve import SpaceReserve
 from conveyor.engine.sqlite.router import ShardRouter
 from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
 from conveyor.engine.sqlite.snapshot_store import SnapshotStore
 from conveyor.engine.sqlite.storage import ensure_directory
 from conveyor.errors import CorruptStorage, InvalidRequest, QueueNotFound, StorageError
-from conveyor.ids import new_ids
+from conveyor.ids import new_id, new_ids
 from conveyor.model import (
     ConsumerInfo,
     ConsumerSettings,
@@ -71,6 +72,8 @@ class SQLiteEngine(Engine):
         ensure_directory(self.directory)
         ensure_directory(self.directory / "shards")
         self.catalog = Catalog(self.directory / "catalog.db")
+        self.reserve = SpaceReserve(self.directory / "reserve")
+        self.reserve.restore()
         self._wake: dict[str, threading.Condition] = defaultdict(threading.Condition)
         # Wake-ups are counted, so one that comes while no one waits is kept for the next wait.
         self._woken: dict[str, int] = defaultdict(int)
@@ -94,10 +97,23 @@ class SQLiteEngine(Engine):
 
     # -- catalog ------------------------------------------------------------------------------
     def create_queue(self, name: str, settings: QueueSettings, shards: int = 1) -> QueueInfo:
-        info = self.catalog.create_queue(name, settings, shards, self.clock.now_ms())
+        """The shard files are made first and the catalog rows committed after, so a queue either
+        exists with all its files or not at all (a full disk refuses it whole); a crash in between
+        leaves files no queue owns, which ``conveyor doctor`` reports."""
+        queue_id = new_id()
+        paths = [self.router.path(queue_id, number) for number in range(shards)]
+        try:
+            for path in paths:
+                Shard(path, 0).close()
+            info = self.catalog.create_queue(name, settings, shards, self.clock.now_ms(), queue_id)
+        except BaseException as exc:
+            for path in paths:
+                for suffix in SHARD_FILE_SUFFIXES:
+                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+            if isinstance(exc, StorageError):
+                raise type(exc)(f"queue {name!r} was not created: {exc.message}") from None
+            raise
         self._catalog_written()
-        for number in range(shards):  # make the files now, so that one missing later is noticed
-            self.router.make(info.queue_id, number)
         return info
 
     def get_queue(self, name: str) -> QueueInfo:
@@ -140,6 +156,9 @@ class SQLiteEngine(Engine):
         return info
 
     def delete_queue(self, queue_id: str, *, force: bool = False) -> list[str]:
+        return self.reserve.freeing(lambda: self._delete_queue(queue_id, force))
+
+    def _delete_queue(self, queue_id: str, force: bool) -> list[str]:
         queue = self.catalog.get_queue_by_id(queue_id)
         error = self.storage_error(queue_id)  # opens the shards before the catalog forgets the queue
         if error is not None and not force:
@@ -345,7 +364,7 @@ class SQLiteEngine(Engine):
                 return self.catalog.get_queue(name).queue_id
 
     def purge(self, queue_id: str) -> int:
-        return sum(shard.purge() for shard in self.router.all(queue_id))
+        return sum(self.reserve.freeing(shard.purge) for shard in self.router.all(queue_id))
 
     def peek(self, queue_id: str, max_messages: int) -> list[StoredMessage]:
         out: list[StoredMessage] = []

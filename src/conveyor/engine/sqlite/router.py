@@ -57,6 +57,9 @@ class ShardRouter:
         """Make a new shard's file now, so that one missing later is noticed."""
         self._open_shard(queue_id, number).close()
 
+    def path(self, queue_id: str, number: int) -> Path:
+        return self.directory / "shards" / f"{queue_id}.{number}.db"
+
     def forget(self) -> None:
         """Drop the cached shard maps (after this process changed queues or shards)."""
         with self._lock:
@@ -133,7 +136,7 @@ class ShardRouter:
     def _open_shard(self, queue_id: str, number: int) -> Shard:
         """Open a shard's file, making it the first time; refuse to remake one that was deleted or
         emptied."""
-        path = self.directory / "shards" / f"{queue_id}.{number}.db"
+        path = self.path(queue_id, number)
         made = self.catalog.materialized(queue_id, number)
         if not path.exists() and made:
             raise StorageError(

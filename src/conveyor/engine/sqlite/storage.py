@@ -25,13 +25,26 @@ def translate_error(exc: sqlite3.Error, path: str) -> ConveyorError:
     # The primary result code is the low byte of the extended one; errors raised by Python's own
     # sqlite3 module (not by SQLite) carry none.
     code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
-    if code == sqlite3.SQLITE_FULL:
-        return StorageFull(f"storage is full writing {path}: {text}; nothing of this write was stored")
+    if code == sqlite3.SQLITE_FULL or (code == sqlite3.SQLITE_IOERR and _no_space_left(path)):
+        return StorageFull(
+            f"storage is full writing {path}: {text}; nothing of this write was stored; free space and try "
+            "again (purging or deleting a queue works on a full disk)"
+        )
     if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
         return CorruptStorage(f"{path} is corrupt or not a database: {text}")
     if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH):
         return StorageError(f"cannot write {path}: {text}")
     return StorageError(f"storage error on {path}: {text}")
+
+
+def _no_space_left(path: str) -> bool:
+    """Whether the file system of ``path`` is full: SQLite reports some writes on a full disk (growing
+    the -shm index, say) as an I/O error rather than SQLITE_FULL."""
+    try:
+        stats = os.statvfs(Path(path).parent)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < 2 * 65536
 
 
 def ensure_directory(path: Path) -> None:
