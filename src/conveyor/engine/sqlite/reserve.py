@@ -57,8 +57,8 @@ class SpaceReserve:
             if not self._short:
                 self._short = True
                 log.warning(
-                    "cannot set %d MiB aside in %s (%s): deletes and purges may fail on a full disk",
-                    self.size >> 20,
+                    "cannot set %.1f MiB aside in %s (%s): deletes and purges may fail on a full disk",
+                    self.size / 2**20,
                     self.path,
                     exc.strerror,
                 )
@@ -76,8 +76,8 @@ class SpaceReserve:
                 raise
             self.path.unlink()
             log.warning(
-                "storage is full: gave up the %d MiB reserve %s so that a delete or purge can commit",
-                self.size >> 20,
+                "storage is full: gave up the %.1f MiB reserve %s so that a delete or purge can commit",
+                self.size / 2**20,
                 self.path,
             )
             return operation()
