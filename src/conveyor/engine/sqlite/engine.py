@@ -33,7 +33,7 @@ from conveyor.engine.sqlite.router import ShardRouter
 from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
 from conveyor.engine.sqlite.snapshot_store import SnapshotStore
 from conveyor.engine.sqlite.storage import ensure_directory
-from conveyor.errors import CorruptStorage, InvalidRequest, QueueNotFound, StorageError
+from conveyor.errors import CorruptStorage, InvalidRequest, QueueNotFound, StorageError, StorageFull
 from conveyor.ids import new_id, new_ids
 from conveyor.model import (
     ConsumerInfo,
@@ -190,6 +190,8 @@ class SQLiteEngine(Engine):
         try:
             shard.mark_deleted()
             return True
+        except StorageFull:
+            return True  # no room for the mark, nor for anyone's store: remove it, which frees space
         except StorageError:
             return False
         finally:
