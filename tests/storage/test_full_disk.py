@@ -15,7 +15,7 @@ import pytest
 
 import conveyor
 from conveyor.engine.sqlite.doctor import examine
-from conveyor.engine.sqlite.reserve import RESERVE_BYTES
+from conveyor.engine.sqlite.reserve import RESERVE_BYTES, RESERVE_ENV
 from conveyor.server.testing import running_server
 
 # Room for the reserve (17 MiB) and some 30 MiB of messages.
@@ -24,8 +24,9 @@ KILOBYTE = "k" * 1000
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 48 MiB tmpfs at ``tmp_path/disk``, unmounted afterwards."""
+def small_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A 48 MiB tmpfs at ``tmp_path/disk``, unmounted afterwards; deployments keep the real reserve."""
+    monkeypatch.setenv(RESERVE_ENV, str(RESERVE_BYTES))
     mount_point = tmp_path / "disk"
     mount_point.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(mount_point)], check=True)
@@ -138,3 +139,19 @@ def test_purge_and_delete_over_http_work_on_a_full_disk(small_disk: Path) -> Non
         assert kept.metrics().backlog_count == 10
         first.send("after", content_type="text")
     shutil.rmtree(data)
+
+
+def test_the_reserve_size_comes_from_the_environment_and_a_bad_one_is_refused(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(RESERVE_ENV, "17M")
+    with pytest.raises(conveyor.InvalidRequest, match="CONVEYOR_RESERVE_BYTES is '17M'; it must be a whole number"):
+        conveyor.connect(f"sqlite://{data_dir}")
+    assert not data_dir.exists()
+    monkeypatch.setenv(RESERVE_ENV, "0")
+    with conveyor.connect(f"sqlite://{data_dir}") as cv:
+        cv.create_queue("small").send("no reserve", content_type="text")
+    assert not (data_dir / "reserve").exists()
+    monkeypatch.setenv(RESERVE_ENV, "65536")
+    conveyor.connect(f"sqlite://{data_dir}").close()
+    assert (data_dir / "reserve").stat().st_size == 65536

@@ -28,7 +28,7 @@ from conveyor.engine.lease_ids import MALFORMED, lease_id, lease_id_parts, parse
 from conveyor.engine.queue_faults import QueueFaults
 from conveyor.engine.sqlite.catalog import Catalog
 from conveyor.engine.sqlite.damaged import DAMAGED_DIR, SHARD_FILE_SUFFIXES, keep_aside
-from conveyor.engine.sqlite.reserve import SpaceReserve
+from conveyor.engine.sqlite.reserve import SpaceReserve, reserve_size
 from conveyor.engine.sqlite.router import ShardRouter
 from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
 from conveyor.engine.sqlite.snapshot_store import SnapshotStore
@@ -69,10 +69,10 @@ class SQLiteEngine(Engine):
     def __init__(self, directory: str | os.PathLike[str], clock: Clock | None = None) -> None:
         self.directory = Path(directory)
         self.clock = clock or SystemClock()
+        self.reserve = SpaceReserve(self.directory / "reserve", reserve_size())  # a bad size: nothing made
         ensure_directory(self.directory)
         ensure_directory(self.directory / "shards")
         self.catalog = Catalog(self.directory / "catalog.db")
-        self.reserve = SpaceReserve(self.directory / "reserve")
         self.reserve.restore()
         self._wake: dict[str, threading.Condition] = defaultdict(threading.Condition)
         # Wake-ups are counted, so one that comes while no one waits is kept for the next wait.

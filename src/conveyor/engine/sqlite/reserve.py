@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from conveyor.engine.sqlite.shard import PAGE_SIZE, WAL_AUTOCHECKPOINT
-from conveyor.errors import StorageFull
+from conveyor.errors import InvalidSetting, StorageFull
 
 log = logging.getLogger("conveyor.engine")
 T = TypeVar("T")
@@ -24,24 +24,38 @@ T = TypeVar("T")
 # Enough for a purge's checkpoint to copy a full write-ahead log of distinct pages into the shard
 # file (the log's space is given back only then), plus the commits of a delete or purge.
 RESERVE_BYTES = WAL_AUTOCHECKPOINT * PAGE_SIZE + (1 << 20)
+# Sets another size (0: none), say for a deployment on a small disk, or a test suite's many.
+RESERVE_ENV = "CONVEYOR_RESERVE_BYTES"
+
+
+def reserve_size() -> int:
+    """The reserve's size: ``$CONVEYOR_RESERVE_BYTES`` if set, else :data:`RESERVE_BYTES`."""
+    raw = os.environ.get(RESERVE_ENV)
+    if raw is None:
+        return RESERVE_BYTES
+    if not (raw.isascii() and raw.isdigit()):
+        raise InvalidSetting(f"{RESERVE_ENV} is {raw!r}; it must be a whole number of bytes (0 for no reserve)")
+    return int(raw)
 
 
 class SpaceReserve:
     """The reserve file of one deployment directory.
 
-    >>> reserve = SpaceReserve(Path("/var/lib/conveyor/reserve"))
+    >>> reserve = SpaceReserve(Path("/var/lib/conveyor/reserve"), RESERVE_BYTES)
     >>> reserve.restore()            # made if missing and there is room
     True
     >>> reserve.freeing(lambda: shard.purge())   # gives the reserve up if the disk is full
     """
 
-    def __init__(self, path: Path, size: int = RESERVE_BYTES) -> None:
+    def __init__(self, path: Path, size: int) -> None:
         self.path = path
         self.size = size
         self._short = False  # logged that it could not be made, until it is made
 
     def restore(self) -> bool:
         """Make the reserve if it is missing; False if there is no room for it (yet)."""
+        if not self.size:
+            return True
         try:
             if self.path.stat().st_size >= self.size:
                 return True
