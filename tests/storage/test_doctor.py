@@ -16,6 +16,8 @@ from click.testing import CliRunner, Result
 from seeded_storage import SeededDirectory
 
 from conveyor.cli.main import cli
+from conveyor.engine.sqlite import SQLiteEngine
+from conveyor.model import QueueSettings
 
 PAGE = 8192
 
@@ -145,3 +147,16 @@ def test_doctor_refuses_a_deployment_that_is_not_embedded() -> None:
 def test_doctor_refuses_a_directory_without_a_deployment(tmp_path: Path) -> None:
     result = doctor(f"sqlite://{tmp_path}")
     assert result.exit_code == 1 and "no Conveyor deployment" in result.stderr
+
+
+def test_doctor_advice_for_a_served_queue_names_its_account(data_dir: Path) -> None:
+    engine = SQLiteEngine(data_dir)
+    queue_id = engine.create_queue("acc1/orders", QueueSettings()).queue_id
+    engine.close()
+    os.truncate(data_dir / "shards" / f"{queue_id}.0.db", 0)
+
+    code, report = doctor_json(f"sqlite://{data_dir}")
+    assert code == 1
+    (queue,) = report["queues"]
+    assert queue["queue_name"] == "acc1/orders"
+    assert "`conveyor --account acc1 queues delete --force orders`" in queue["advice"]

@@ -26,7 +26,7 @@ CHECK_LINES = 5
 
 RESTORE_OR_DELETE = (
     "restore the shard file (with its -wal) from a backup, or delete the queue with "
-    "`conveyor queues delete --force {name}` (its damaged files are kept in damaged/)"
+    "`conveyor {account}queues delete --force {name}` (its damaged files are kept in damaged/)"
 )
 RESTORE_CATALOG = (
     "restore catalog.db (with its -wal) from a backup; the shard files hold the messages and are left as they are"
@@ -51,7 +51,10 @@ class QueueHealth:
 
     @property
     def advice(self) -> str | None:
-        return RESTORE_OR_DELETE.format(name=self.queue_name) if self.problems else None
+        if not self.problems:
+            return None
+        account, _, name = self.queue_name.rpartition("/")  # a served queue's name is ACCOUNT/NAME
+        return RESTORE_OR_DELETE.format(account=f"--account {account} " if account else "", name=name)
 
 
 @dataclass
