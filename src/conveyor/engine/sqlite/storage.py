@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import sys
@@ -12,6 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from conveyor.errors import ConveyorError, CorruptStorage, StorageError, StorageFull
+
+log = logging.getLogger("conveyor.engine")
 
 # PRAGMA application_id of every Conveyor file: the bytes 'Conv'.
 APPLICATION_ID = 0x436F6E76
@@ -171,10 +174,12 @@ _WAL_HEADER, _FRAME_HEADER = 32, 24
 
 
 def _refuse_cut_log(path: Path, name: str) -> None:
-    """Refuse a file whose write-ahead log was removed or cut short while it held commits that were
-    not yet copied into the file. The ``-shm`` index the last writer left (a killed process leaves
-    it behind; a clean close removes both) says how many frames the log held: losing them silently
-    would undo acknowledged sends."""
+    """Refuse a file whose write-ahead log was removed or emptied while it held commits not yet
+    copied into the file; warn of one cut short. The ``-shm`` index the last writer left (a killed
+    process leaves it behind; a clean close removes both) says how many frames the log held.
+
+    A log cut short is only warned of: after a power failure the index may count frames that never
+    reached the disk (leases, which are not flushed), and SQLite recovers the log's intact part."""
     try:
         with open(f"{path}-shm", "rb") as file:
             index = file.read(_SHM_HEADER)
@@ -189,22 +194,28 @@ def _refuse_cut_log(path: Path, name: str) -> None:
     copied = int.from_bytes(index[96:100], sys.byteorder)
     if frames <= copied:
         return  # everything the log held is in the file already
-    log = Path(f"{path}-wal")
+    wal = Path(f"{path}-wal")
     try:
-        size = log.stat().st_size
-        with log.open("rb") as file:
+        size = wal.stat().st_size
+        with wal.open("rb") as file:
             salts = file.read(_WAL_HEADER)[16:24]
     except OSError:
         size, salts = 0, b""
-    if size >= _WAL_HEADER and salts != index[32:40]:
-        return  # the log was restarted since this index was written: the index is stale
-    needed = _WAL_HEADER + frames * (_FRAME_HEADER + page_size)
-    if size < needed:
-        state = f"is {size} bytes" if log.exists() else "is missing"
+    if size < _WAL_HEADER:
+        state = f"is {size} bytes" if wal.exists() else "is missing"
         raise CorruptStorage(
             f"the write-ahead log of {name} {state}, where its index says it held {frames - copied} "
-            f"commits' pages not yet in the file ({needed} bytes): the messages in them are lost; restore "
-            "the -wal file from a backup (`conveyor doctor` says what else can be done)"
+            "frames of commits not yet in the file: the messages in them are lost; restore the -wal file "
+            "from a backup (`conveyor doctor` says what else can be done)"
+        )
+    needed = _WAL_HEADER + frames * (_FRAME_HEADER + page_size)
+    if salts == index[32:40] and size < needed:  # (other salts: the log restarted, the index is stale)
+        log.warning(
+            "the write-ahead log of %s is %d bytes, where its index says %d: the commits at its end are "
+            "lost (after a power failure, only unflushed leases; if the file was cut, acknowledged sends)",
+            name,
+            size,
+            needed,
         )
 
 
