@@ -29,6 +29,8 @@ class QueueInfo:
     settings: QueueSettings
     consumers: tuple[ConsumerInfo, ...] = ()
     shards: int = 1
+    # Why the queue's stored messages cannot be read (a damaged or missing shard file), else None.
+    storage_error: str | None = None
 
 
 ConsumerType = Literal["worker", "http_pull"]

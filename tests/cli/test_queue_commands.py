@@ -95,6 +95,26 @@ def test_delete_removes_the_queue(run: Cli, client: conveyor.Conveyor) -> None:
         client.queue("emails")
 
 
+def test_delete_of_a_non_empty_queue_asks_for_its_name_unless_yes(run: Cli, client: conveyor.Conveyor) -> None:
+    run.ok("queues", "create", "emails")
+    client.queue("emails").send_batch([{"body": n} for n in range(3)])
+
+    refused = run("queues", "delete", "emails", input="email\n")
+    assert refused.exit_code == 1 and "error: delete aborted" in refused.stderr
+    assert "Queue emails holds 3 messages" in refused.stderr
+    assert client.queue("emails").metrics().backlog_count == 3
+    unanswered = run("queues", "delete", "emails", input="")
+    assert unanswered.exit_code == 1
+    assert client.queue("emails").metrics().backlog_count == 3
+
+    assert "Deleted queue emails" in run.ok("queues", "delete", "emails", input="emails\n").stdout
+    run.ok("queues", "create", "emails")
+    client.queue("emails").send({"n": 1})
+    assert run.json("queues", "delete", "emails", "--yes")["deleted"] is True
+    with pytest.raises(conveyor.QueueNotFound):
+        client.queue("emails")
+
+
 def test_purge_with_force_deletes_every_message(run: Cli, client: conveyor.Conveyor) -> None:
     run.ok("queues", "create", "emails")
     client.queue("emails").send_batch([{"body": n} for n in range(5)])

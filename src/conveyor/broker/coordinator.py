@@ -15,6 +15,9 @@ Services, each on its own interval:
   slot, so a split pays off when several processes produce.
 - **catalog snapshot** (engines that publish one, as the SQLite engine does): republish it when it is
   behind the catalog, say because a process died between a catalog commit and its publish.
+
+Services walk every queue; one whose storage fails is skipped and the rest go on (``QueueFaults``),
+and failures are logged when they begin and when they end, not on every round.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from typing import Protocol, runtime_checkable
 
 from conveyor import limits
 from conveyor.engine.base import Engine
+from conveyor.engine.queue_faults import QueueFaults
+from conveyor.model import QueueInfo
 
 log = logging.getLogger("conveyor.coordinator")
 
@@ -48,19 +53,24 @@ class ShardSplitter:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._last: dict[str, tuple[float, int]] = {}
+        self.faults = QueueFaults("shard split", log)
 
     def __call__(self) -> None:
-        now = time.monotonic()
         for queue in self.engine.list_queues():
-            sent = self.engine.counters(queue.queue_id).sent
-            before = self._last.get(queue.queue_id)
-            self._last[queue.queue_id] = (now, sent)
-            if before is None or now <= before[0]:
-                continue
-            rate = (sent - before[1]) / (now - before[0])
-            if rate / max(1, queue.shards) > limits.SHARD_SPLIT_RATE and queue.shards < limits.MAX_SHARDS:
-                count = self.engine.add_shard(queue.queue_id)
-                log.info("queue %s writes %.0f msg/s: added a shard (now %d)", queue.queue_name, rate, count)
+            with self.faults.isolated(queue):
+                self._sample(queue)
+
+    def _sample(self, queue: QueueInfo) -> None:
+        now = time.monotonic()
+        sent = self.engine.counters(queue.queue_id).sent
+        before = self._last.get(queue.queue_id)
+        self._last[queue.queue_id] = (now, sent)
+        if before is None or now <= before[0]:
+            return
+        rate = (sent - before[1]) / (now - before[0])
+        if rate / max(1, queue.shards) > limits.SHARD_SPLIT_RATE and queue.shards < limits.MAX_SHARDS:
+            count = self.engine.add_shard(queue.queue_id)
+            log.info("queue %s writes %.0f msg/s: added a shard (now %d)", queue.queue_name, rate, count)
 
 
 class Coordinator:
@@ -75,6 +85,9 @@ class Coordinator:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.leader = False
+        # Services whose last run failed, with the error: reported when they fail and when they work
+        # again, not every round.
+        self._failing: dict[str, str] = {}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="conveyor-coordinator", daemon=True)
@@ -87,6 +100,18 @@ class Coordinator:
         if self.leader:
             self.engine.release_leadership()
             self.leader = False
+
+    def _run(self, name: str, service: Callable[[], object]) -> None:
+        try:
+            service()
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            if self._failing.get(name) != error:
+                self._failing[name] = error
+                log.exception("coordinator service %s failed (reported again only if the error changes)", name)
+        else:
+            if self._failing.pop(name, None) is not None:
+                log.warning("coordinator service %s works again", name)
 
     def _loop(self) -> None:
         due = {name: 0.0 for name, _, _ in self.services}
@@ -106,8 +131,5 @@ class Coordinator:
             for name, interval, service in self.services:
                 if now >= due[name]:
                     due[name] = now + interval
-                    try:
-                        service()
-                    except Exception:
-                        log.exception("coordinator service %s failed", name)
+                    self._run(name, service)
             self._stop.wait(max(0.05, min(due.values()) - time.monotonic()))

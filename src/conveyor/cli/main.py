@@ -6,6 +6,7 @@ import click
 
 from conveyor.cli.context import CliState, ConveyorGroup
 from conveyor.cli.demo import demo
+from conveyor.cli.doctor import doctor
 from conveyor.cli.messages import ack, peek, pull, redrive
 from conveyor.cli.migrate import migrate
 from conveyor.cli.queues import queues_group
@@ -47,7 +48,7 @@ def cli(ctx: click.Context, url: str | None, token: str | None, account_id: str 
     ctx.obj = CliState(url, token, account_id)
 
 
-for command in (queues_group, send, pull, ack, peek, redrive, worker, demo, migrate, *SERVER_COMMANDS):
+for command in (queues_group, send, pull, ack, peek, redrive, worker, demo, migrate, doctor, *SERVER_COMMANDS):
     cli.add_command(command)
 
 

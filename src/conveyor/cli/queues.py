@@ -10,6 +10,7 @@ from conveyor.cli.consumers import consumer_group
 from conveyor.cli.context import CliError, CliState, ConveyorGroup, emit, json_option, pass_state
 from conveyor.cli.render import plural, queue_panel, queues_table
 from conveyor.cli.shapes import counters_json, metrics_json, queue_json
+from conveyor.errors import StorageError
 from conveyor.model import QueueInfo
 
 
@@ -70,11 +71,14 @@ def list_(state: CliState, as_json: bool) -> None:
     """List every queue with its backlog and consumer."""
     cv = state.connect()
     queues = cv.list_queues()
-    # Backlogs only for the table: the JSON is the queue objects, as the REST API lists them.
+    # Backlogs only for the table: the JSON is the queue objects, as the REST API lists them (with
+    # a `storage_error` on a damaged one, whose backlog cannot be read).
     emit(
         as_json,
         [queue_json(q) for q in queues],
-        lambda: queues_table(queues, [cv.queue_by_id(q.queue_id).metrics() for q in queues]),
+        lambda: queues_table(
+            queues, [None if q.storage_error else cv.queue_by_id(q.queue_id).metrics() for q in queues]
+        ),
     )
 
 
@@ -113,18 +117,49 @@ def update(
 
 @queues_group.command("delete", short_help="Delete a queue and its messages.")
 @click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation when the queue holds messages.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Delete a queue whose storage is damaged too; its damaged files are kept aside for inspection.",
+)
 @json_option
 @pass_state
-def delete(state: CliState, name: str, as_json: bool) -> None:
-    """Delete the queue NAME with its consumer and every message in it."""
+def delete(state: CliState, name: str, yes: bool, force: bool, as_json: bool) -> None:
+    """Delete the queue NAME with its consumer and every message in it.
+
+    A queue that holds messages asks you to type its name to confirm, unless --yes is given. A
+    queue with damaged storage is refused unless --force is given; then its damaged files are
+    moved to damaged/ in the deployment directory, and the command says where.
+    """
     queue = state.connect().queue(name)
     gone = queue.info()
-    queue.delete()
+    try:
+        backlog: int | None = queue.metrics().backlog_count
+    except StorageError:
+        backlog = None  # damaged: the delete itself refuses it without --force
+    if not yes and (backlog or (backlog is None and force)):
+        what = f"holds {plural(backlog, 'message')}" if backlog else "has damaged storage"
+        _confirm("delete", name, f"Queue {name} {what}; deleting it is for good.")
+    kept_aside = queue.delete(force=force)
     emit(
         as_json,
-        {"deleted": True, "queue_id": gone.queue_id, "queue_name": gone.queue_name},
-        lambda: _changed("Deleted", gone),
+        {"deleted": True, "queue_id": gone.queue_id, "queue_name": gone.queue_name, "kept_aside": kept_aside},
+        lambda: _deleted(gone, kept_aside),
     )
+
+
+def _deleted(gone: QueueInfo, kept_aside: list[str]) -> Text:
+    if not kept_aside:
+        return _changed("Deleted", gone)
+    return Text.assemble(_changed("Deleted", gone), "; its damaged files are kept in ", ", ".join(kept_aside))
+
+
+def _confirm(verb: str, name: str, warning: str) -> None:
+    """Ask the user to type the queue's name; anything else aborts the command."""
+    typed = click.prompt(f"{warning} Type the queue name to proceed", default="", show_default=False, err=True)
+    if typed != name:
+        raise CliError(f"{verb} aborted: you typed {typed!r}, not {name!r}")
 
 
 @queues_group.command("pause-delivery", short_help="Stop delivery (sends are still accepted).")
@@ -159,14 +194,7 @@ def purge(state: CliState, name: str, force: bool, as_json: bool) -> None:
     """
     queue = state.connect().queue(name)
     if not force:
-        typed = click.prompt(
-            f"This permanently deletes every message in queue {name}. Type the queue name to proceed",
-            default="",
-            show_default=False,
-            err=True,
-        )
-        if typed != name:
-            raise CliError(f"purge aborted: you typed {typed!r}, not {name!r}")
+        _confirm("purge", name, f"This permanently deletes every message in queue {name}.")
     count = queue.purge()
     info = queue.info()
     emit(

@@ -41,7 +41,9 @@ def _consumer_label(c: ConsumerInfo) -> str:
     return f"{c.type} {c.script_name}" if c.script_name else c.type
 
 
-def queues_table(queues: Sequence[QueueInfo], metrics: Sequence[Metrics]) -> RenderableType:
+def queues_table(queues: Sequence[QueueInfo], metrics: Sequence[Metrics | None]) -> RenderableType:
+    """The queues, one row each; a queue with damaged storage (no metrics) shows "damaged" and its
+    error below the table."""
     if not queues:
         return Text("No queues yet. Create one: conveyor queues create NAME", style="dim")
     table = Table(title="Queues", title_justify="left")
@@ -55,12 +57,16 @@ def queues_table(queues: Sequence[QueueInfo], metrics: Sequence[Metrics]) -> Ren
         table.add_row(
             q.queue_name,
             q.queue_id,
-            f"{m.backlog_count:,}",
+            f"{m.backlog_count:,}" if m is not None else Text("damaged", style="bold red"),
             ", ".join(_consumer_label(c) for c in q.consumers) or "-",
             Text("paused", style="yellow") if q.settings.delivery_paused else Text("active", style="green"),
             _when(q.created_on),
         )
-    return table
+    damaged = [Text.assemble((q.queue_name, "bold red"), f": {q.storage_error}") for q in queues if q.storage_error]
+    if not damaged:
+        return table
+    advice = Text("`conveyor doctor` says what to do; `conveyor queues delete --force NAME` removes one.", style="dim")
+    return Group(table, *damaged, advice)
 
 
 def queue_panel(q: QueueInfo, m: Metrics | None = None, c: Counters | None = None) -> RenderableType:

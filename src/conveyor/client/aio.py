@@ -61,8 +61,8 @@ class AsyncConveyor:
     async def list_queues(self) -> list[QueueInfo]:
         return await asyncio.to_thread(self.sync.list_queues)
 
-    async def delete_queue(self, name: str) -> None:
-        await asyncio.to_thread(self.sync.delete_queue, name)
+    async def delete_queue(self, name: str, *, force: bool = False) -> list[str]:
+        return await asyncio.to_thread(self.sync.delete_queue, name, force=force)
 
 
 class AsyncQueue:
@@ -115,8 +115,8 @@ class AsyncQueue:
     async def redrive(self, to: str) -> int:
         return await asyncio.to_thread(self.sync.redrive, to)
 
-    async def delete(self) -> None:
-        await asyncio.to_thread(self.sync.delete)
+    async def delete(self, *, force: bool = False) -> list[str]:
+        return await asyncio.to_thread(self.sync.delete, force=force)
 
     async def consumer(self) -> ConsumerInfo | None:
         return await asyncio.to_thread(self.sync.consumer)

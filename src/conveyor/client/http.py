@@ -93,6 +93,7 @@ def _queue(raw: dict[str, Any]) -> QueueInfo:
         settings=QueueSettings(s["delivery_delay"], s["delivery_paused"], s["message_retention_period"]),
         consumers=tuple(_consumer(c, raw["queue_id"]) for c in raw.get("consumers", [])),
         shards=raw.get("shards", 1),
+        storage_error=raw.get("storage_error"),
     )
 
 
@@ -220,8 +221,12 @@ class RemoteEngine(Engine):
         }
         return self._remember(_queue(self._result("PUT", f"{self._cf}/{queue_id}", body)))
 
-    def delete_queue(self, queue_id: str) -> None:
-        self._result("DELETE", f"{self._cf}/{queue_id}")
+    def delete_queue(self, queue_id: str, *, force: bool = False) -> list[str]:
+        if not force:
+            self._result("DELETE", f"{self._cf}/{queue_id}")
+            return []
+        result = self._call("DELETE", f"{self._cf}/{queue_id}", params={"force": "true"})["result"]
+        return list(result["kept_aside"])
 
     def add_consumer(
         self,

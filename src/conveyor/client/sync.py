@@ -82,8 +82,10 @@ class Conveyor:
     def list_queues(self) -> list[QueueInfo]:
         return self.engine.list_queues()
 
-    def delete_queue(self, name: str) -> None:
-        self.engine.delete_queue(self.queue(name).id)
+    def delete_queue(self, name: str, *, force: bool = False) -> list[str]:
+        """Delete the queue ``name``; ``force`` deletes one with damaged storage too, and returns
+        where its damaged files were kept aside (see :meth:`Queue.delete`)."""
+        return self.engine.delete_queue(self.queue(name).id, force=force)
 
 
 # How long pull and ack trust the queue's settings and consumer as last read: a pull loop needs them
@@ -190,8 +192,15 @@ class Queue:
             raise InvalidRequest(f"cannot redrive queue {self.name!r} into itself")
         return self._engine.redrive(self.id, target.id)
 
-    def delete(self) -> None:
-        self._engine.delete_queue(self.id)
+    def delete(self, *, force: bool = False) -> list[str]:
+        """Delete the queue with its consumer and messages.
+
+        A queue whose storage is damaged (``info().storage_error``) is refused with
+        :class:`CorruptStorage` unless ``force=True``; then it is deleted and the damaged files are
+        moved aside (``damaged/`` in the deployment directory) for inspection. Returns their paths,
+        relative to the deployment: ``q.delete(force=True)`` -> ``['damaged/20261201T193000Z-<id>.0.db']``.
+        """
+        return self._engine.delete_queue(self.id, force=force)
 
     # -- consumers ----------------------------------------------------------------------------
     def consumer(self) -> ConsumerInfo | None:

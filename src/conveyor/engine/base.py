@@ -80,15 +80,20 @@ class Engine(ABC):
 
     @abstractmethod
     def list_queues(self) -> list[QueueInfo]:
-        """Every queue, ordered by name."""
+        """Every queue, ordered by name; one whose storage is damaged is listed too, with its
+        ``storage_error``."""
 
     @abstractmethod
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         """Replace a queue's settings."""
 
     @abstractmethod
-    def delete_queue(self, queue_id: str) -> None:
-        """Delete a queue, its consumers and its messages."""
+    def delete_queue(self, queue_id: str, *, force: bool = False) -> list[str]:
+        """Delete a queue, its consumers and its messages.
+
+        A queue whose storage is damaged is refused unless ``force``: then it is deleted and its
+        damaged files are kept aside; returns where (paths relative to the deployment), else ``[]``.
+        """
 
     @abstractmethod
     def add_consumer(

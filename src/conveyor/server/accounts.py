@@ -166,9 +166,10 @@ class AccountEngine(Engine):
         return self._queue(self.inner.update_queue(self._own(queue_id), settings))
 
     @_unqualified_errors
-    def delete_queue(self, queue_id: str) -> None:
-        self.inner.delete_queue(self._own(queue_id))
+    def delete_queue(self, queue_id: str, *, force: bool = False) -> list[str]:
+        kept_aside = self.inner.delete_queue(self._own(queue_id), force=force)
         self._owned.discard(queue_id)
+        return kept_aside
 
     @_unqualified_errors
     def add_consumer(

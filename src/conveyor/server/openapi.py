@@ -66,6 +66,8 @@ QUEUE = _obj(
         "consumers": {"type": "array", "items": _ref("Consumer")},
         "consumers_total_count": INT,
         "settings": _ref("QueueSettings"),
+        # Conveyor's own: why a queue's stored messages cannot be read (a damaged shard file).
+        "storage_error": STR,
     },
     ("queue_id", "queue_name", "created_on", "modified_on", "consumers", "settings"),
 )
@@ -215,7 +217,11 @@ def _cloudflare() -> dict[str, dict[str, Any]]:
             "get": _op("Get a queue", _ref("Queue")),
             "put": _op("Replace a queue's settings", _ref("Queue"), body=settings_body),
             "patch": _op("Change some of a queue's settings", _ref("Queue"), body=settings_body),
-            "delete": _op("Delete a queue", {"type": "null"}),
+            "delete": _op(
+                "Delete a queue (force=true: one with damaged storage too, its files kept aside)",
+                {"oneOf": [{"type": "null"}, _obj({"kept_aside": {"type": "array", "items": STR}}, ("kept_aside",))]},
+                query=({"name": "force", "in": "query", "schema": {"enum": ["true", "false"]}},),
+            ),
         },
         q + "/metrics": {"get": _op("A queue's backlog", _ref("Metrics"))},
         q + "/purge": {

@@ -122,8 +122,12 @@ async def edit_queue(request: Request) -> Response:
 
 async def delete_queue(request: Request) -> Response:
     queue = await context(request).queue(request.path_params["queue_id"])
-    await blocking(queue.delete)
-    return ok(None)
+    force = request.query_params.get("force", "false")
+    if force not in ("true", "false"):
+        raise InvalidRequest(f"force is {force!r}; it must be true or false")
+    kept_aside = await blocking(queue.delete, force=force == "true")
+    # Cloudflare answers null; a forced delete (Conveyor's own) says where the damaged files went.
+    return ok({"kept_aside": kept_aside} if force == "true" else None)
 
 
 async def queue_metrics(request: Request) -> Response:

@@ -64,7 +64,7 @@ def queue(q: QueueInfo) -> dict[str, Any]:
             "delivery_paused": q.settings.delivery_paused,
             "message_retention_period": q.settings.message_retention_period,
         },
-    }
+    } | ({"storage_error": q.storage_error} if q.storage_error is not None else {})
 
 
 def message_body(m: StoredMessage) -> str:

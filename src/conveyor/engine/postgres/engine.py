@@ -40,6 +40,7 @@ from conveyor.engine.postgres.listener import Listener, Notifier, channel_of
 from conveyor.engine.postgres.migrate import migrate
 from conveyor.engine.postgres.settings_cache import SettingsCache
 from conveyor.engine.postgres.vacuum import Vacuumer
+from conveyor.engine.queue_faults import QueueFaults
 from conveyor.engine.sqlfile import load_queries
 from conveyor.engine.sqlite.shard import MISSING, SUPERSEDED
 from conveyor.errors import InvalidRequest, QueueExists, QueueNotFound
@@ -132,6 +133,7 @@ class PostgresEngine(Engine):
         self._rotation = 0
         self._leadership = AdvisoryLeadership(url)
         self.vacuumer = Vacuumer(url)
+        self.expiry_faults = QueueFaults("retention expiry", log)
 
     # -- shard map ----------------------------------------------------------------------------
     def _shards(self, queue_id: str) -> list[ShardRef]:
@@ -214,9 +216,10 @@ class PostgresEngine(Engine):
         self._notifier.notify(channel_of(queue_id))
         return info
 
-    def delete_queue(self, queue_id: str) -> None:
-        self.catalog.delete_queue(queue_id)
+    def delete_queue(self, queue_id: str, *, force: bool = False) -> list[str]:
+        self.catalog.delete_queue(queue_id)  # no files of its own to keep aside
         self._forget(queue_id)
+        return []
 
     def add_consumer(
         self,
@@ -435,13 +438,11 @@ class PostgresEngine(Engine):
         expired: dict[str, int] = {}
         for queue in self.list_queues():
             cutoff = now - queue.settings.message_retention_period * 1000
-            try:
+            with self.expiry_faults.isolated(queue):  # a queue deleted meanwhile is skipped too
                 count = self._per_shard(queue.queue_id, "expire", {"cutoff": cutoff})
-            except QueueNotFound:
-                continue
-            if count:
-                expired[queue.queue_id] = count
-                log.info("queue %s: %d messages expired past retention", queue.queue_name, count)
+                if count:
+                    expired[queue.queue_id] = count
+                    log.info("queue %s: %d messages expired past retention", queue.queue_name, count)
         return expired
 
     def redrive(self, from_queue_id: str, to_queue_id: str) -> int:

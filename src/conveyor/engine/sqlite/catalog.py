@@ -98,15 +98,21 @@ class Catalog:
             shards=row[7],
         )
 
-    def create_queue(self, name: str, settings: QueueSettings, shards: int, now_ms: int) -> QueueInfo:
+    def create_queue(
+        self, name: str, settings: QueueSettings, shards: int, now_ms: int, queue_id: str | None = None
+    ) -> QueueInfo:
+        """Add the queue's rows. With ``queue_id``, its shard files were made beforehand (marked
+        materialized in the same commit), so a queue is in the catalog only with its files."""
+
         def fn(conn: sqlite3.Connection) -> QueueInfo:
             if conn.execute("SELECT 1 FROM queues WHERE name = ?", (name,)).fetchone():
                 raise QueueExists(f"a queue named {name!r} already exists")
-            queue_id, now = new_id(), iso_now()
+            now = iso_now()
+            new_queue_id = queue_id or new_id()
             conn.execute(
                 "INSERT INTO queues VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
-                    queue_id,
+                    new_queue_id,
                     name,
                     now,
                     now,
@@ -116,11 +122,11 @@ class Catalog:
                 ),
             )
             conn.executemany(
-                "INSERT INTO shards (queue_id, shard_no, created_ms) VALUES (?, ?, ?)",
-                [(queue_id, n, now_ms) for n in range(shards)],
+                "INSERT INTO shards (queue_id, shard_no, created_ms, materialized) VALUES (?, ?, ?, ?)",
+                [(new_queue_id, n, now_ms, int(queue_id is not None)) for n in range(shards)],
             )
             conn.execute(_BUMP_GENERATION)
-            return self._queue(conn, "queue_id", queue_id)
+            return self._queue(conn, "queue_id", new_queue_id)
 
         return self._tx(fn)
 

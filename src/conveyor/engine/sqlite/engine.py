@@ -11,6 +11,7 @@ every few milliseconds while they wait — a read of the WAL index, not of the d
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import logging
 import os
@@ -24,13 +25,16 @@ from typing import BinaryIO
 
 from conveyor.engine.base import Clock, Engine, SystemClock
 from conveyor.engine.lease_ids import MALFORMED, lease_id, lease_id_parts, parse_lease_id
+from conveyor.engine.queue_faults import QueueFaults
 from conveyor.engine.sqlite.catalog import Catalog
+from conveyor.engine.sqlite.damaged import DAMAGED_DIR, SHARD_FILE_SUFFIXES, keep_aside
+from conveyor.engine.sqlite.reserve import SpaceReserve, reserve_size
 from conveyor.engine.sqlite.router import ShardRouter
 from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
 from conveyor.engine.sqlite.snapshot_store import SnapshotStore
 from conveyor.engine.sqlite.storage import ensure_directory
-from conveyor.errors import InvalidRequest, QueueNotFound
-from conveyor.ids import new_ids
+from conveyor.errors import CorruptStorage, InvalidRequest, QueueNotFound, StorageError, StorageFull
+from conveyor.ids import new_id, new_ids
 from conveyor.model import (
     ConsumerInfo,
     ConsumerSettings,
@@ -65,9 +69,11 @@ class SQLiteEngine(Engine):
     def __init__(self, directory: str | os.PathLike[str], clock: Clock | None = None) -> None:
         self.directory = Path(directory)
         self.clock = clock or SystemClock()
+        self.reserve = SpaceReserve(self.directory / "reserve", reserve_size())  # a bad size: nothing made
         ensure_directory(self.directory)
         ensure_directory(self.directory / "shards")
         self.catalog = Catalog(self.directory / "catalog.db")
+        self.reserve.restore()
         self._wake: dict[str, threading.Condition] = defaultdict(threading.Condition)
         # Wake-ups are counted, so one that comes while no one waits is kept for the next wait.
         self._woken: dict[str, int] = defaultdict(int)
@@ -77,6 +83,7 @@ class SQLiteEngine(Engine):
         self.snapshots = SnapshotStore(self.directory / "snapshot" / "catalog", self.catalog)
         self.snapshots.refresh()  # a process may have died between a catalog commit and its publish
         self.router = ShardRouter(self.directory, self.catalog, self.snapshots)
+        self.expiry_faults = QueueFaults("retention expiry", log)
 
     def _catalog_written(self) -> None:
         """After this engine's own commit to queues or shards: publish it to every process on the host."""
@@ -90,10 +97,23 @@ class SQLiteEngine(Engine):
 
     # -- catalog ------------------------------------------------------------------------------
     def create_queue(self, name: str, settings: QueueSettings, shards: int = 1) -> QueueInfo:
-        info = self.catalog.create_queue(name, settings, shards, self.clock.now_ms())
+        """The shard files are made first and the catalog rows committed after, so a queue either
+        exists with all its files or not at all (a full disk refuses it whole); a crash in between
+        leaves files no queue owns, which ``conveyor doctor`` reports."""
+        queue_id = new_id()
+        paths = [self.router.path(queue_id, number) for number in range(shards)]
+        try:
+            for path in paths:
+                Shard(path, 0).close()
+            info = self.catalog.create_queue(name, settings, shards, self.clock.now_ms(), queue_id)
+        except BaseException as exc:
+            for path in paths:
+                for suffix in SHARD_FILE_SUFFIXES:
+                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+            if isinstance(exc, StorageError):
+                raise type(exc)(f"queue {name!r} was not created: {exc.message}") from None
+            raise
         self._catalog_written()
-        for number in range(shards):  # make the files now, so that one missing later is noticed
-            self.router.make(info.queue_id, number)
         return info
 
     def get_queue(self, name: str) -> QueueInfo:
@@ -113,7 +133,21 @@ class SQLiteEngine(Engine):
         return settings
 
     def list_queues(self) -> list[QueueInfo]:
-        return self.catalog.list_queues()
+        return [
+            dataclasses.replace(q, storage_error=self.storage_error(q.queue_id)) for q in self.catalog.list_queues()
+        ]
+
+    def storage_error(self, queue_id: str) -> str | None:
+        """Why the queue's shards cannot be read (file paths relative to the deployment), or None:
+        each shard is opened (once per process) and its counters read."""
+        try:
+            for shard in self.router.all(queue_id):
+                shard.stats()
+        except QueueNotFound:
+            return None
+        except StorageError as exc:
+            return exc.message.replace(f"{self.directory}{os.sep}", "")
+        return None
 
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         info = self.catalog.update_queue(queue_id, settings)
@@ -121,16 +155,47 @@ class SQLiteEngine(Engine):
         self.wake(queue_id)
         return info
 
-    def delete_queue(self, queue_id: str) -> None:
-        self.router.all(queue_id)  # opened before the catalog forgets the queue
-        self.catalog.delete_queue(queue_id)
+    def delete_queue(self, queue_id: str, *, force: bool = False) -> list[str]:
+        return self.reserve.freeing(lambda: self._delete_queue(queue_id, force))
+
+    def _delete_queue(self, queue_id: str, force: bool) -> list[str]:
+        queue = self.catalog.get_queue_by_id(queue_id)
+        error = self.storage_error(queue_id)  # opens the shards before the catalog forgets the queue
+        if error is not None and not force:
+            raise CorruptStorage(
+                f"queue {queue.queue_name!r} has damaged storage ({error}); deleting it with force "
+                f"(`conveyor queues delete --force {queue.queue_name}`) keeps the damaged files in "
+                f"{DAMAGED_DIR}/ of the deployment for inspection"
+            )
+        numbers = self.catalog.delete_queue(queue_id)
         self._catalog_written()
-        shards = self.router.drop(queue_id)
-        for shard in shards:
+        opened = {shard.number: shard for shard in self.router.drop(queue_id)}
+        kept_aside: list[str] = []
+        for number in numbers:
+            path = self.directory / "shards" / f"{queue_id}.{number}.db"
+            shard = opened.get(number)
+            if shard is not None and self._tombstone(shard):
+                for suffix in SHARD_FILE_SUFFIXES:
+                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+            else:
+                kept_aside.extend(keep_aside(self.directory, path))
+        if kept_aside:
+            log.warning("deleted damaged queue %s; its files are kept in %s", queue.queue_name, ", ".join(kept_aside))
+        return kept_aside
+
+    @staticmethod
+    def _tombstone(shard: Shard) -> bool:
+        """Mark a deleted queue's shard so no process stores into it any more, and close it; False
+        if its file is too damaged to take the mark (it is kept aside instead)."""
+        try:
             shard.mark_deleted()
+            return True
+        except StorageFull:
+            return True  # no room for the mark, nor for anyone's store: remove it, which frees space
+        except StorageError:
+            return False
+        finally:
             shard.close()
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{shard.path}{suffix}").unlink(missing_ok=True)
 
     def add_consumer(
         self,
@@ -301,7 +366,7 @@ class SQLiteEngine(Engine):
                 return self.catalog.get_queue(name).queue_id
 
     def purge(self, queue_id: str) -> int:
-        return sum(shard.purge() for shard in self.router.all(queue_id))
+        return sum(self.reserve.freeing(shard.purge) for shard in self.router.all(queue_id))
 
     def peek(self, queue_id: str, max_messages: int) -> list[StoredMessage]:
         out: list[StoredMessage] = []
@@ -339,10 +404,11 @@ class SQLiteEngine(Engine):
         expired: dict[str, int] = {}
         for queue in self.list_queues():
             cutoff = now - queue.settings.message_retention_period * 1000
-            count = sum(shard.expire(cutoff) for shard in self.router.all(queue.queue_id))
-            if count:
-                expired[queue.queue_id] = count
-                log.info("queue %s: %d messages expired past retention", queue.queue_name, count)
+            with self.expiry_faults.isolated(queue):
+                count = sum(shard.expire(cutoff) for shard in self.router.all(queue.queue_id))
+                if count:
+                    expired[queue.queue_id] = count
+                    log.info("queue %s: %d messages expired past retention", queue.queue_name, count)
         return expired
 
     def redrive(self, from_queue_id: str, to_queue_id: str) -> int:

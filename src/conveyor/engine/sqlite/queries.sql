@@ -84,9 +84,17 @@ WHERE lease = :token AND seq IN (SELECT value FROM json_each(:seqs));
 SELECT seq, lease FROM messages WHERE seq IN (SELECT value FROM json_each(:seqs));
 
 -- name: purge_payloads
--- First, in one sweep (a table without triggers is emptied whole), so that the trigger of `purge`
--- finds nothing left to delete.
+-- First, in one sweep (a table without triggers is emptied whole); `purge` then empties `messages`
+-- with its delete trigger set aside.
 DELETE FROM payloads;
+
+-- name: delete_trigger
+-- The trigger that deletes a message's payload with its state, as the schema made it: purge drops
+-- it while it empties the table (a table with a delete trigger is emptied row by row) and remakes it.
+SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = 'messages_gone';
+
+-- name: drop_delete_trigger
+DROP TRIGGER messages_gone;
 
 -- name: purge
 DELETE FROM messages;

@@ -57,6 +57,9 @@ class ShardRouter:
         """Make a new shard's file now, so that one missing later is noticed."""
         self._open_shard(queue_id, number).close()
 
+    def path(self, queue_id: str, number: int) -> Path:
+        return self.directory / "shards" / f"{queue_id}.{number}.db"
+
     def forget(self) -> None:
         """Drop the cached shard maps (after this process changed queues or shards)."""
         with self._lock:
@@ -116,10 +119,12 @@ class ShardRouter:
             if queue_id in self._shards:
                 return self._shards[queue_id], self._active[queue_id]
             known = {s.number: s for s in self._keep.get(queue_id, [])}
-            for number, _ in rows:
-                if number not in known:
-                    known[number] = self._open_shard(queue_id, number)
-            self._keep[queue_id] = list(known.values())
+            try:
+                for number, _ in rows:
+                    if number not in known:
+                        known[number] = self._open_shard(queue_id, number)
+            finally:  # kept even when a later shard fails to open, so they are closed with the rest
+                self._keep[queue_id] = list(known.values())
             shards = [known[number] for number, _ in rows]
             active = [s for s, (_, state) in zip(shards, rows, strict=True) if state == "active"]
             # Another thread may have seen a newer generation (and dropped the maps) since this one
@@ -129,15 +134,17 @@ class ShardRouter:
             return shards, active
 
     def _open_shard(self, queue_id: str, number: int) -> Shard:
-        """Open a shard's file, making it the first time; refuse to remake one that was deleted."""
-        path = self.directory / "shards" / f"{queue_id}.{number}.db"
-        if path.exists():
-            return Shard(path, number)
-        if self.catalog.materialized(queue_id, number):
+        """Open a shard's file, making it the first time; refuse to remake one that was deleted or
+        emptied."""
+        path = self.path(queue_id, number)
+        made = self.catalog.materialized(queue_id, number)
+        if not path.exists() and made:
             raise StorageError(
                 f"shard file {path} of queue {queue_id} is missing: it was deleted or moved, and its messages "
-                "with it; restore the file (with its -wal) to go on"
+                "with it; restore the file (with its -wal) to go on, or delete the queue with "
+                "`conveyor queues delete --force`"
             )
-        shard = Shard(path, number)
-        self.catalog.mark_materialized(queue_id, number)
+        shard = Shard(path, number, made=made)
+        if not made:  # also a file whose maker died before marking it
+            self.catalog.mark_materialized(queue_id, number)
         return shard

@@ -6,6 +6,7 @@ use a second connection so they never wait behind a group's fsync.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -79,16 +80,23 @@ def _count_out(
 
 
 class Shard:
-    """The message table of one shard file."""
+    """The message table of one shard file; ``made`` says the file was made before (so one found
+    empty or truncated lost its messages, and is refused instead of made anew)."""
 
-    def __init__(self, path: Path, number: int) -> None:
+    def __init__(self, path: Path, number: int, *, made: bool = False) -> None:
         self.path = path
         self.number = number
-        conn = open_database(path, SCHEMA, version=SCHEMA_VERSION, upgrades=UPGRADES, page_size=PAGE_SIZE)
+        conn = open_database(
+            path, SCHEMA, create=not made, version=SCHEMA_VERSION, upgrades=UPGRADES, page_size=PAGE_SIZE
+        )
         conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
+        # Some builds (Debian's) zero every freed page, which writes a page to the log for each one
+        # freed: a purge of a large queue would need as much free disk as the queue takes. FAST
+        # still zeroes deleted content inside the pages a change writes anyway.
+        conn.execute("PRAGMA secure_delete = FAST")
         self.committer = GroupCommitter(conn, str(path))
         self._write_conn = conn
-        self._reader = open_database(path, SCHEMA, version=SCHEMA_VERSION, upgrades=UPGRADES)
+        self._reader = open_database(path, SCHEMA, create=False, version=SCHEMA_VERSION, upgrades=UPGRADES)
         self._read_lock = threading.Lock()
         self._seen_version = -1
 
@@ -244,13 +252,29 @@ class Shard:
         return self.committer.run(op)
 
     def purge(self) -> int:
+        """Delete every message, then give the write-ahead log's space back to the disk if no one is
+        reading it. The delete trigger is set aside meanwhile so that SQLite empties the table whole
+        (a few pages written) instead of row by row (every page of it), which a full disk's reserve
+        could not hold for a large queue."""
+
         def op(c: sqlite3.Connection) -> int:
             c.execute(Q["purge_payloads"])
+            (trigger,) = c.execute(Q["delete_trigger"]).fetchone()
+            c.execute(Q["drop_delete_trigger"])
             count = c.execute(Q["purge"]).rowcount
+            c.execute(trigger)
             c.execute(Q["purge_counts"])
             return int(count)
 
-        return self.committer.run(op)
+        count = self.committer.run(op)
+        self.checkpoint()
+        return count
+
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the file and truncate it, if no reader holds it (best effort:
+        on a full disk the copy may not fit)."""
+        with self._read_lock, contextlib.suppress(sqlite3.Error):
+            self._reader.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def expire(self, cutoff_ms: int) -> int:
         def op(c: sqlite3.Connection) -> int:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
+import sys
+import threading
 import time
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
 from conveyor.errors import ConveyorError, CorruptStorage, StorageError, StorageFull
+
+log = logging.getLogger("conveyor.engine")
 
 # PRAGMA application_id of every Conveyor file: the bytes 'Conv'.
 APPLICATION_ID = 0x436F6E76
@@ -22,13 +28,26 @@ def translate_error(exc: sqlite3.Error, path: str) -> ConveyorError:
     # The primary result code is the low byte of the extended one; errors raised by Python's own
     # sqlite3 module (not by SQLite) carry none.
     code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
-    if code == sqlite3.SQLITE_FULL:
-        return StorageFull(f"storage is full writing {path}: {text}; nothing of this write was stored")
+    if code == sqlite3.SQLITE_FULL or (code == sqlite3.SQLITE_IOERR and _no_space_left(path)):
+        return StorageFull(
+            f"storage is full writing {path}: {text}; nothing of this write was stored; free space and try "
+            "again (purging or deleting a queue works on a full disk)"
+        )
     if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
         return CorruptStorage(f"{path} is corrupt or not a database: {text}")
     if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH):
         return StorageError(f"cannot write {path}: {text}")
     return StorageError(f"storage error on {path}: {text}")
+
+
+def _no_space_left(path: str) -> bool:
+    """Whether the file system of ``path`` is full: SQLite reports some writes on a full disk (growing
+    the -shm index, say) as an I/O error rather than SQLITE_FULL."""
+    try:
+        stats = os.statvfs(Path(path).parent)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < 2 * 65536
 
 
 def ensure_directory(path: Path) -> None:
@@ -59,17 +78,34 @@ def open_database(
     an older version is brought up to it by ``upgrades[v]`` (the script from version v to v + 1),
     in the same transaction, so a crash leaves it as it was; one of a newer version is refused.
     ``page_size`` is a new file's (an existing file keeps its own).
+
+    ``create=False`` opens a file that must already hold Conveyor's data (a shard the catalog says
+    was made): one that is empty, or shorter than its header says, is :class:`CorruptStorage`, never
+    initialised anew, since that would hide the loss of its messages.
     """
     name = str(path)
     if not create and not path.exists():
         raise StorageError(f"{name} does not exist")
-    _refuse_foreign(path, name)
+    key = str(path.resolve())
+    with _files_lock:
+        if not _connections_to[key]:
+            _refuse_truncated(path, name)
+            _refuse_cut_log(path, name)
+        _refuse_foreign(path, name)
+        try:
+            conn = sqlite3.connect(
+                name, isolation_level=None, check_same_thread=False, timeout=60.0, factory=_TrackedConnection
+            )
+        except sqlite3.Error as exc:
+            raise translate_error(exc, name) from None
+        conn.track(key)
     try:
-        conn = sqlite3.connect(name, isolation_level=None, check_same_thread=False, timeout=60.0)
-    except sqlite3.Error as exc:
-        raise translate_error(exc, name) from None
-    try:
-        _check_ours(conn, name)
+        if not _check_ours(conn, name) and not create:  # before anything writes to it
+            raise CorruptStorage(
+                f"{name} is empty ({path.stat().st_size} bytes, no tables) but held data before: it was "
+                "truncated or its write-ahead log removed, and the messages in it are lost; restore it "
+                "(with its -wal) from a backup, or delete the queue with `conveyor queues delete --force`"
+            )
         if page_size is not None:
             conn.execute(f"PRAGMA page_size = {int(page_size)}")  # before WAL, which fixes it
         _use_wal(conn)
@@ -90,6 +126,131 @@ def open_database(
         conn.close()
         raise
     return conn
+
+
+# The database header (https://sqlite.org/fileformat.html#the_database_header): the page size at
+# offset 16, the change counter at 24, the size in pages at 28 (valid while the counter equals the
+# "version-valid-for" number at 92).
+_HEADER = 100
+
+
+def _refuse_truncated(path: Path, name: str) -> None:
+    """Refuse a file shorter than its header says it is, with no write-ahead log that could hold the
+    rest (a checkpoint that died half way leaves the file short, and its log complete)."""
+    try:
+        size = path.stat().st_size
+        if size < _HEADER or _log_has_frames(path):
+            return
+        with path.open("rb") as file:
+            header = file.read(_HEADER)
+    except OSError:
+        return  # unreadable: SQLite's own open reports it
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    if not header.startswith(b"SQLite format 3\0") or header[24:28] != header[92:96] or not pages:
+        return  # not a header SQLite trusts for the size: its own checks decide
+    if size < pages * page_size:
+        raise CorruptStorage(
+            f"{name} is truncated: {size} bytes, where its header says {pages} pages of {page_size} bytes "
+            f"({pages * page_size} bytes); the data in the missing part is lost; restore the file from a "
+            "backup (`conveyor doctor` says what else can be done)"
+        )
+
+
+def _log_has_frames(path: Path) -> bool:
+    try:
+        return Path(f"{path}-wal").stat().st_size > 32  # more than the log's header
+    except OSError:
+        return False
+
+
+# The wal-index (``-shm``, https://sqlite.org/walformat.html): two copies of a 48-byte header in the
+# host's byte order (version at 0, isInit at 12, page size at 14, frames in the log at 16, the log's
+# salts at 32), then the checkpoint info (frames already copied into the database at 96).
+_SHM_HEADER = 136
+_WAL_VERSION = 3007000
+_WAL_HEADER, _FRAME_HEADER = 32, 24
+
+
+def _refuse_cut_log(path: Path, name: str) -> None:
+    """Refuse a file whose write-ahead log was removed or emptied while it held commits not yet
+    copied into the file; warn of one cut short. The ``-shm`` index the last writer left (a killed
+    process leaves it behind; a clean close removes both) says how many frames the log held.
+
+    A log cut short is only warned of: after a power failure the index may count frames that never
+    reached the disk (leases, which are not flushed), and SQLite recovers the log's intact part."""
+    try:
+        with open(f"{path}-shm", "rb") as file:
+            index = file.read(_SHM_HEADER)
+    except OSError:
+        return
+    if len(index) < _SHM_HEADER or index[:48] != index[48:96] or index[12] != 1:
+        return  # no index, or one SQLite would rebuild from the log: nothing to compare against
+    if int.from_bytes(index[0:4], sys.byteorder) != _WAL_VERSION:
+        return
+    page_size = int.from_bytes(index[14:16], sys.byteorder) or 65536
+    frames = int.from_bytes(index[16:20], sys.byteorder)
+    copied = int.from_bytes(index[96:100], sys.byteorder)
+    if frames <= copied:
+        return  # everything the log held is in the file already
+    wal = Path(f"{path}-wal")
+    try:
+        size = wal.stat().st_size
+        with wal.open("rb") as file:
+            salts = file.read(_WAL_HEADER)[16:24]
+    except OSError:
+        size, salts = 0, b""
+    if size < _WAL_HEADER:
+        state = f"is {size} bytes" if wal.exists() else "is missing"
+        raise CorruptStorage(
+            f"the write-ahead log of {name} {state}, where its index says it held {frames - copied} "
+            "frames of commits not yet in the file: the messages in them are lost; restore the -wal file "
+            "from a backup (`conveyor doctor` says what else can be done)"
+        )
+    needed = _WAL_HEADER + frames * (_FRAME_HEADER + page_size)
+    if salts == index[32:40] and size < needed:  # (other salts: the log restarted, the index is stale)
+        log.warning(
+            "the write-ahead log of %s is %d bytes, where its index says %d: the commits at its end are "
+            "lost (after a power failure, only unflushed leases; if the file was cut, acknowledged sends)",
+            name,
+            size,
+            needed,
+        )
+
+
+# Open connections of this process, by file. The checks above read the file and its -shm with plain
+# file handles; closing one drops every POSIX lock this process holds on the file (SQLite's locks
+# included, and without its -shm lock another process would reset the index under it). So they run
+# only while this process has no connection to the file, under a lock that new connections take too.
+_files_lock = threading.Lock()
+_connections_to: Counter[str] = Counter()
+
+
+class _TrackedConnection(sqlite3.Connection):
+    """A connection that counts itself in ``_connections_to`` until it is closed."""
+
+    _key: str | None = None
+
+    def track(self, key: str) -> None:
+        self._key = key
+        _connections_to[key] += 1
+
+    def close(self) -> None:
+        with _files_lock:
+            if self._key is not None:
+                _connections_to[self._key] -= 1
+                self._key = None
+        super().close()
+
+
+def check_size_and_log(path: Path) -> None:
+    """The checks :func:`open_database` makes of a file's size and write-ahead log before opening
+    it, for a reader that only inspects (``conveyor doctor``): ``CorruptStorage`` if it is cut short."""
+    with _files_lock:
+        if not _connections_to[str(path.resolve())]:
+            _refuse_truncated(path, str(path))
+            _refuse_cut_log(path, str(path))
 
 
 def _upgrade(conn: sqlite3.Connection, name: str, version: int, upgrades: Mapping[int, str]) -> None:
