@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from conveyor.cli.context import CliState, pass_state
-from conveyor.server.serve import DEFAULT_PORT, serve, token_store
+from conveyor.server.http_protocol import BODY_SECONDS, HEAD_SECONDS, MAX_CONNECTIONS, ConnectionLimits
+from conveyor.server.serve import DEFAULT_PORT, KEEP_ALIVE_SECONDS, serve, token_store
 
 TOKENS_DB_HELP = "The tokens database (default: tokens.db in the deployment's directory)."
 
@@ -38,6 +39,37 @@ def _where(host: str, port: int, secret: str | None, account: str | None) -> str
 @click.option("--log-json", is_flag=True, help="Write logs as JSON lines (each with its request id).")
 @click.option("--worker", is_flag=True, help="Also run the registered push consumers whose handlers import here.")
 @click.option("--dev-token", metavar="ACCOUNT", help="Create a token for ACCOUNT at start and print it.")
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=MAX_CONNECTIONS,
+    show_default=True,
+    help="Open connections at most; past it the one waiting longest for a request is closed.",
+)
+@click.option(
+    "--head-timeout",
+    type=click.FloatRange(min=0.1),
+    default=HEAD_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="Time for a request head to arrive whole (else 408).",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0.1),
+    default=BODY_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="Time for a request body to arrive whole after its head (else 408).",
+)
+@click.option(
+    "--keep-alive-timeout",
+    type=click.IntRange(min=1),
+    default=KEEP_ALIVE_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long an idle keep-alive connection stays open.",
+)
 @pass_state
 def serve_command(
     state: CliState,
@@ -49,6 +81,10 @@ def serve_command(
     log_json: bool,
     worker: bool,
     dev_token: str | None,
+    max_connections: int,
+    head_timeout: float,
+    body_timeout: float,
+    keep_alive_timeout: int,
 ) -> None:
     """Serve the deployment over HTTP: Cloudflare's Queues REST API v4, /metrics, /openapi.json.
 
@@ -84,6 +120,8 @@ def serve_command(
         json_logs=log_json,
         worker=worker,
         on_ready=ready,
+        limits=ConnectionLimits(head_seconds=head_timeout, body_seconds=body_timeout, max_connections=max_connections),
+        keep_alive_seconds=keep_alive_timeout,
     )
 
 

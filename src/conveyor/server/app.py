@@ -14,7 +14,7 @@ import uuid
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -92,6 +92,13 @@ async def http_error(request: Request, exc: Exception) -> Response:
     )
 
 
+async def client_gone(request: Request, exc: Exception) -> Response:
+    # The connection closed before the request was whole (the client left, or a body deadline of
+    # http_protocol.py closed it): nobody is left to answer.
+    log.debug("client disconnected before its request was complete")
+    return Response(status_code=400)
+
+
 async def internal_error(request: Request, exc: Exception) -> Response:
     log.exception("internal error")
     return JSONResponse(error_body(15000, "internal error"), status_code=500)
@@ -130,6 +137,7 @@ def build_app(service: Service) -> Starlette:
         exception_handlers={
             ConveyorError: conveyor_error,
             HTTPException: http_error,
+            ClientDisconnect: client_gone,
             Exception: internal_error,
         },
     )

@@ -24,7 +24,7 @@ from conveyor.model import ConsumerInfo
 from conveyor.server.accounts import AccountEngine, split
 from conveyor.server.app import build_app
 from conveyor.server.auth import Authenticator
-from conveyor.server.http_protocol import BoundedHeadProtocol
+from conveyor.server.http_protocol import ConnectionLimits, bounded_protocol, fit_open_files
 from conveyor.server.service import Service
 from conveyor.server.tokens import TokenStore
 
@@ -153,19 +153,27 @@ class Workers:
             app.stop()
 
 
-def uvicorn_config(app: Any, host: str, port: int) -> uvicorn.Config:
-    """How Conveyor runs uvicorn: uvloop where available, httptools with a bounded request head."""
+# Idle keep-alive connections are closed after this long (held long-polls are requests, not idle).
+KEEP_ALIVE_SECONDS = 30
+
+
+def uvicorn_config(
+    app: Any,
+    host: str,
+    port: int,
+    limits: ConnectionLimits | None = None,
+    keep_alive_seconds: int = KEEP_ALIVE_SECONDS,
+) -> uvicorn.Config:
+    """How Conveyor runs uvicorn: uvloop where available, httptools under :class:`ConnectionLimits`."""
     return uvicorn.Config(
         app,
         host=host,
         port=port,
         loop="auto",
-        http=BoundedHeadProtocol,
+        http=bounded_protocol(limits or ConnectionLimits()),
         access_log=False,
         log_config=None,
-        # Idle keep-alive connections cost a few KB each and are closed after this long; a slow
-        # client's body arrives under flow control, so it holds only its own request.
-        timeout_keep_alive=30,
+        timeout_keep_alive=keep_alive_seconds,
         backlog=4096,
     )
 
@@ -180,6 +188,8 @@ def serve(
     json_logs: bool = False,
     worker: bool = False,
     on_ready: Any = None,
+    limits: ConnectionLimits | None = None,
+    keep_alive_seconds: int = KEEP_ALIVE_SECONDS,
 ) -> None:
     """Serve until SIGINT/SIGTERM. ``no_auth`` is refused on anything but a loopback address."""
     from conveyor.server import logs
@@ -198,7 +208,8 @@ def serve(
     coordinator.start()
     if worker:
         workers.start()
-    server = uvicorn.Server(uvicorn_config(build_app(service), host, port))
+    limits = fit_open_files(limits or ConnectionLimits())
+    server = uvicorn.Server(uvicorn_config(build_app(service), host, port, limits, keep_alive_seconds))
     if on_ready is not None:
         threading.Thread(target=_announce, args=(server, on_ready), daemon=True).start()
     try:
