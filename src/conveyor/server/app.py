@@ -1,7 +1,7 @@
 """The ASGI application: the routes, one middleware for request ids, timing and access logs, and
 the translation of every refusal into Cloudflare's envelope.
 
->>> app = build_app(Service(engine, Authenticator(TokenStore(path))))
+>>> app = build_app(Service(engine, Authenticator(open_token_store(engine))))
 >>> uvicorn.run(app, host="127.0.0.1", port=8787)
 """
 
