@@ -64,7 +64,8 @@ class RequestObserver:
             elapsed = time.perf_counter() - started
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")
-            self.service.requests.observe(scope["method"], template, status, elapsed)
+            account = scope.get("state", {}).get("account", "")
+            self.service.requests.observe(account, scope["method"], template, status, elapsed)
             access.info(
                 "%s %s %d %.2f ms",
                 scope["method"],
@@ -106,13 +107,13 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 
 async def metrics_endpoint(request: Request) -> Response:
     service: Service = request.app.state.service
-    if service.auth.no_auth:
-        accounts = None
+    token = service.auth.token(request)
+    if token is None or token.operator:
+        scope = prometheus.EVERYTHING
     else:
-        token = service.auth.token(request)
-        assert token is not None
-        accounts = [token.account_id]
-    text = await blocking(prometheus.render, service.engine, service.requests, accounts, service.concurrency)
+        queues = frozenset(token.queues) if token.queues else None
+        scope = prometheus.MetricsScope(frozenset([token.account_id]), queues)
+    text = await blocking(prometheus.render, service.engine, service.requests, scope, service.concurrency)
     return Response(text, media_type=prometheus.CONTENT_TYPE)
 
 
