@@ -29,7 +29,7 @@ from conveyor.server.service import Service, blocking
 log = logging.getLogger("conveyor.server")
 access = logging.getLogger("conveyor.server.access")
 
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 class RequestObserver:
@@ -45,7 +45,7 @@ class RequestObserver:
             await self.app(scope, receive, send)
             return
         given = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
-        rid = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        rid = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
         token = request_id.set(rid)
         started = time.perf_counter()
         status = 500
@@ -66,7 +66,8 @@ class RequestObserver:
             template = getattr(route, "path", "unmatched")
             account = scope.get("state", {}).get("account", "")
             self.service.requests.observe(account, scope["method"], template, status, elapsed)
-            access.info(
+            # DEBUG: an idle worker polls several times a second, and INFO would be mostly that.
+            access.debug(
                 "%s %s %d %.2f ms",
                 scope["method"],
                 scope["path"],
@@ -79,8 +80,6 @@ class RequestObserver:
 
 async def conveyor_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ConveyorError)
-    if exc.status >= 500:
-        log.error("request failed: %s", exc)
     return error_response(exc)
 
 
