@@ -15,8 +15,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 
+from conveyor.engine.sqlite import SQLiteEngine
+from conveyor.model import QueueSettings
+from conveyor.server.accounts import qualify
 from postgres.support import ThrowawayEngine, schema_url
 
 from .process import CONVEYOR, create_token, serve_process
@@ -102,13 +106,19 @@ def _old_tokens_file(path: Path, secret: str, queues: str = "[]") -> None:
     conn.close()
 
 
-def test_an_older_tokens_db_is_imported_once_and_kept_aside(tmp_path: Path) -> None:
+def test_an_older_deployment_and_its_tokens_db_upgrade_in_place_once(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    data.mkdir()
+    older = SQLiteEngine(data)  # a deployment with a catalog.db of its own, and no tokens table in it
+    older.create_queue(qualify("acc1", "kept"), QueueSettings())
+    older.close()
     old_secret = "cvt_" + "x" * 43
     _old_tokens_file(data / "tokens.db", old_secret)
     with serve_process(data, "acc1") as proc:
         assert _status(proc.url, old_secret) == 200
+        listed = httpx.get(
+            f"{proc.url}/client/v4/accounts/acc1/queues", headers={"authorization": f"Bearer {old_secret}"}
+        )
+        assert [q["queue_name"] for q in listed.json()["result"]] == ["kept"]
     assert not (data / "tokens.db").exists()
     assert (data / "tokens.db.imported").exists()
     with serve_process(data, "acc1") as proc:  # a restart: the token is the deployment's now
@@ -117,6 +127,21 @@ def test_an_older_tokens_db_is_imported_once_and_kept_aside(tmp_path: Path) -> N
         assert [t["token_id"] for t in json.loads(listed.stdout)].count("0ld70ken") == 1
         assert _conveyor(tmp_path, "--url", f"sqlite://{data}", "tokens", "revoke", "0ld70ken").returncode == 0
         assert _eventually(lambda: _status(proc.url, old_secret) == 401, 3.0)
+
+
+def test_a_postgres_deployment_of_an_older_schema_gains_the_tokens_table_in_place(tmp_path: Path) -> None:
+    engine = ThrowawayEngine()
+    engine.create_queue(qualify("acc1", "kept"), QueueSettings())
+    engine.close()
+    url = schema_url(engine.schema)
+    with psycopg.connect(url, autocommit=True) as conn:  # back to the schema before tokens moved in
+        conn.execute("DROP TABLE tokens")
+        conn.execute("DELETE FROM conveyor_migrations WHERE name = '0004_tokens.sql'")
+    with serve_process(tmp_path / "data", "acc1", url=url) as proc:
+        listed = httpx.get(
+            f"{proc.url}/client/v4/accounts/acc1/queues", headers={"authorization": f"Bearer {proc.token}"}
+        )
+        assert [q["queue_name"] for q in listed.json()["result"]] == ["kept"]
 
 
 def test_a_postgres_deployment_imports_the_tokens_file_it_is_given(tmp_path: Path) -> None:
