@@ -46,15 +46,19 @@ def create_token(data: Path, account: str, *extra: str, url: str | None = None) 
 
 
 @contextmanager
-def serve_process(data: Path, account: str = "acc1", *args: str, url: str | None = None) -> Iterator[ServeProcess]:
-    """``conveyor serve`` on the SQLite directory ``data`` (or on ``url``; its log beside ``data``)."""
+def serve_process(
+    data: Path, account: str = "acc1", *args: str, url: str | None = None, open_files: int | None = None
+) -> Iterator[ServeProcess]:
+    """``conveyor serve`` on the SQLite directory ``data`` (or on ``url``; its log beside ``data``),
+    with its open-file limit (soft and hard) set to ``open_files`` if given."""
     data.mkdir(parents=True, exist_ok=True)
     token = create_token(data, account, url=url)
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     log = open(data.parent / f"serve-{port}.log", "wb")  # noqa: SIM115 - closed below
+    limit = ["prlimit", f"--nofile={open_files}:{open_files}"] if open_files else []
     process = subprocess.Popen(
-        [CONVEYOR, "--url", url or f"sqlite://{data}", "serve", "--port", str(port), *args],
+        [*limit, CONVEYOR, "--url", url or f"sqlite://{data}", "serve", "--port", str(port), *args],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,

@@ -156,6 +156,22 @@ def test_a_flood_of_silent_sockets_past_the_bound_does_not_fail_real_requests(tm
                 s.close()
 
 
+def test_more_silent_sockets_than_the_open_file_limit_do_not_fail_real_requests(tmp_path: Path) -> None:
+    # What was seen: under the usual limit of 1,024 open files, 1,100 silent sockets made every request fail.
+    with serve_process(tmp_path / "data", "acc1", open_files=1024) as proc:
+        silent = [_socket(proc) for _ in range(1100)]
+        try:
+            time.sleep(0.5)
+            for i in range(10):
+                assert httpx.get(proc.url + "/healthz", timeout=5).status_code == 200, i
+            assert _open_sockets(proc.process.pid) <= 512 + 5  # half the files for connections
+            log = (proc.data.parent / f"serve-{proc.url.rsplit(':', 1)[1]}.log").read_text()
+            assert "max connections lowered from 1000 to 512: the open-file limit is 1024" in log
+        finally:
+            for s in silent:
+                s.close()
+
+
 def test_when_every_connection_is_in_a_request_a_new_one_is_answered_503(tmp_path: Path) -> None:
     with serve_process(tmp_path / "data", "acc1", "--max-connections", "5") as proc:
         qid = _queue_id(proc, "busy")

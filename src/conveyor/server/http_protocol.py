@@ -181,7 +181,7 @@ def bounded_protocol(limits: ConnectionLimits) -> type[BoundedProtocol]:
 
 
 # File descriptors kept for everything but client connections: database files (three per SQLite
-# shard), PostgreSQL sockets, logs.
+# shard), PostgreSQL sockets, logs. Under a small open-file limit, half of it.
 RESERVED_FILES = 1024
 
 
@@ -194,13 +194,12 @@ def fit_open_files(limits: ConnectionLimits) -> ConnectionLimits:
         soft = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     if soft != resource.RLIM_INFINITY and soft < needed:
-        fitted = max(1, soft - RESERVED_FILES)
+        fitted = max(soft // 2, soft - RESERVED_FILES)
         log.warning(
-            "max connections lowered from %d to %d: the open-file limit is %d (%d kept for files)",
+            "max connections lowered from %d to %d: the open-file limit is %d (the rest is kept for files)",
             limits.max_connections,
             fitted,
             soft,
-            RESERVED_FILES,
         )
         return dataclasses.replace(limits, max_connections=fitted)
     return limits
