@@ -112,7 +112,7 @@ def serve_command(
     \b
     conveyor serve --port 8787
     conveyor serve --url sqlite:///var/lib/conveyor --host 0.0.0.0
-    conveyor serve --url postgresql://user@db/conveyor --tokens-db /etc/conveyor/tokens.db
+    conveyor serve --url postgresql://user@db/conveyor --host 0.0.0.0 --max-connections 5000
     """
     if no_auth:
         click.secho(
