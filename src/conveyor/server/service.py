@@ -98,6 +98,7 @@ def context(request: Request) -> Context:
     service: Service = request.app.state.service
     account_id = request.path_params["account_id"]
     principal = service.auth.principal(request, account_id)
+    client = service.client(account_id)  # refuses a malformed account id
     # The request-latency histograms count a request under its account only once it is authenticated.
     request.state.account = account_id
     path = request.url.path
@@ -107,4 +108,4 @@ def context(request: Request) -> Context:
             principal.check_write()
         if not path.endswith(MESSAGE_ROUTES):
             service.handles.clear()
-    return Context(principal, service.client(account_id), service, account_id)
+    return Context(principal, client, service, account_id)
