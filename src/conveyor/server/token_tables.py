@@ -11,6 +11,7 @@ and kept aside (``tokens.db.imported``).
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping
@@ -26,6 +27,7 @@ from conveyor.server.accounts import AccountEngine
 from conveyor.server.tokens import Token, TokenStore, token_from_row
 
 T = TypeVar("T")
+log = logging.getLogger("conveyor.server")
 
 SQLITE = load_queries("conveyor.server", "tokens_sqlite.sql")
 POSTGRES = load_queries("conveyor.server", "tokens_postgres.sql")
@@ -123,8 +125,11 @@ def open_token_store(engine: Engine, legacy: Path | None = None) -> TokenStore:
         raise InvalidRequest(NOT_A_DEPLOYMENT.format(url=getattr(engine, "url", "this URL")))
     if legacy is not None and legacy.exists():
         try:
-            store.import_file(legacy)
+            count = store.import_file(legacy)
         except BaseException:
             store.close()
             raise
+        log.info(
+            "imported %d tokens from %s into the deployment's catalog; the file is kept aside beside it", count, legacy
+        )
     return store
