@@ -162,6 +162,11 @@ def test_a_postgres_deployment_imports_the_tokens_file_it_is_given(tmp_path: Pat
         )
         assert created.status_code == 403  # the import kept the token's queue scope
     assert not old.exists() and (old.parent / "tokens.db.imported").exists()
+    with serve_process(tmp_path / "data", "acc1", "--tokens-db", str(old), url=url) as proc:  # the same command again
+        assert _status(proc.url, old_secret) == 200
+    typo = _conveyor(tmp_path, "--url", url, "serve", "--tokens-db", str(tmp_path / "tokens.bd"))
+    assert typo.returncode == 1
+    assert typo.stderr.strip().splitlines()[-1].startswith("error: there is no tokens file")
 
 
 def _dev_token(data: Path) -> str:

@@ -22,7 +22,7 @@ from conveyor.engine.base import Engine
 from conveyor.engine.sqlfile import load_queries
 from conveyor.engine.sqlite import SQLiteEngine
 from conveyor.engine.sqlite.storage import translate_error
-from conveyor.errors import InvalidRequest
+from conveyor.errors import InvalidRequest, StorageError
 from conveyor.server.accounts import AccountEngine
 from conveyor.server.tokens import Token, TokenStore, token_from_row
 
@@ -113,9 +113,12 @@ def _postgres_url(engine: Engine) -> str | None:
 
 def open_token_store(engine: Engine, legacy: Path | None = None) -> TokenStore:
     """The token store of the deployment ``engine`` serves. ``legacy``: an older Conveyor's tokens
-    file to import (by default ``tokens.db`` in a SQLite deployment's directory, if it is there)."""
+    file to import (by default ``tokens.db`` in a SQLite deployment's directory, if it is there);
+    given, it must exist or have been imported already (``NAME.imported`` beside it)."""
     while isinstance(engine, AccountEngine):
         engine = engine.inner
+    if legacy is not None and not legacy.exists() and not legacy.with_name(legacy.name + ".imported").exists():
+        raise StorageError(f"there is no tokens file {legacy} to import")
     if isinstance(engine, SQLiteEngine):
         store = TokenStore(SqliteTokens(engine.catalog.path))
         legacy = legacy or engine.directory / LEGACY_FILE
