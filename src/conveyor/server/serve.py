@@ -169,6 +169,7 @@ def uvicorn_config(
         port=port,
         loop="auto",
         http=bounded_protocol(limits or ConnectionLimits()),
+        ws="none",  # no route speaks WebSocket, and an upgraded connection would escape the limits
         access_log=False,
         log_config=None,
         timeout_keep_alive=keep_alive_seconds,
