@@ -34,40 +34,35 @@ class ServeProcess:
 
 
 def create_token(data: Path, account: str, *extra: str, url: str | None = None) -> str:
-    where = (
-        ["--url", url, "tokens", "create", "--tokens-db", str(data / "tokens.db")]
-        if url
-        else [
-            "--url",
-            f"sqlite://{data}",
-            "tokens",
-            "create",
-        ]
-    )
+    """A token made by ``conveyor tokens create`` on the deployment (``data``, or ``url``)."""
     out = subprocess.run(
-        [CONVEYOR, *where, "--account", account, *extra],
+        [CONVEYOR, "--url", url or f"sqlite://{data}", "tokens", "create", "--account", account, *extra],
         check=True,
         capture_output=True,
         text=True,
+        cwd=data.parent,
     ).stdout
     return out.strip().splitlines()[-1]
 
 
 @contextmanager
-def serve_process(data: Path, account: str = "acc1", *args: str, url: str | None = None) -> Iterator[ServeProcess]:
-    """``conveyor serve`` on the SQLite directory ``data`` (or on ``url``, with its tokens in ``data``)."""
+def serve_process(
+    data: Path, account: str = "acc1", *args: str, url: str | None = None, open_files: int | None = None
+) -> Iterator[ServeProcess]:
+    """``conveyor serve`` on the SQLite directory ``data`` (or on ``url``; its log beside ``data``),
+    with its open-file limit (soft and hard) set to ``open_files`` if given."""
+    data.mkdir(parents=True, exist_ok=True)
     token = create_token(data, account, url=url)
-    if url:
-        args = ("--tokens-db", str(data / "tokens.db"), *args)
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    data.mkdir(parents=True, exist_ok=True)
     log = open(data.parent / f"serve-{port}.log", "wb")  # noqa: SIM115 - closed below
+    limit = ["prlimit", f"--nofile={open_files}:{open_files}"] if open_files else []
     process = subprocess.Popen(
-        [CONVEYOR, "--url", url or f"sqlite://{data}", "serve", "--port", str(port), *args],
+        [*limit, CONVEYOR, "--url", url or f"sqlite://{data}", "serve", "--port", str(port), *args],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
+        cwd=data.parent,  # nothing a server writes by default lands in the repository
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -8,6 +8,8 @@ import pytest
 import conveyor
 from conveyor.server.serve import is_loopback, serve
 from conveyor.server.testing import RunningServer
+from conveyor.server.token_tables import SqliteTokens
+from conveyor.server.tokens import hash_secret
 
 from .conftest import ACCOUNT
 
@@ -28,7 +30,10 @@ def test_missing_or_bad_token_is_401_code_10106(server: RunningServer, header: s
 
 def test_tokens_are_stored_hashed(server: RunningServer) -> None:
     secret, _ = server.tokens.create(ACCOUNT)
-    assert secret.encode() not in server.tokens.path.read_bytes()
+    assert isinstance(server.tokens.table, SqliteTokens)
+    catalog = server.tokens.table.path
+    stored = b"".join(f.read_bytes() for f in catalog.parent.glob(catalog.name + "*"))
+    assert hash_secret(secret).encode() in stored and secret.encode() not in stored
 
 
 def test_revoked_token_is_refused(server: RunningServer) -> None:

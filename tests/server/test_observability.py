@@ -57,7 +57,7 @@ def test_metrics_need_a_token(server: RunningServer) -> None:
 
 
 def test_json_logs_carry_the_request_id_on_every_line(tmp_path: Path) -> None:
-    with serve_process(tmp_path / "data", "acc1", "--log-json") as proc:
+    with serve_process(tmp_path / "data", "acc1", "--log-json", "--log-level", "debug") as proc:
         headers = {"authorization": f"Bearer {proc.token}", "x-request-id": "trace-abc-123"}
         r = httpx.post(f"{proc.url}/client/v4/accounts/acc1/queues", json={"queue_name": "logged"}, headers=headers)
         assert r.status_code == 200 and r.headers["x-request-id"] == "trace-abc-123"

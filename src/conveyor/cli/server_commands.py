@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
 
-from conveyor.cli.context import CliState, pass_state
-from conveyor.server.serve import DEFAULT_PORT, serve, token_store
+from conveyor.cli.context import CliError, CliState, pass_state
+from conveyor.client.connect import DEFAULT_URL, connect
+from conveyor.server.http_protocol import BODY_SECONDS, HEAD_SECONDS, MAX_CONNECTIONS, ConnectionLimits
+from conveyor.server.serve import DEFAULT_PORT, KEEP_ALIVE_SECONDS, serve
+from conveyor.server.token_tables import NOT_A_DEPLOYMENT, open_token_store
+from conveyor.server.tokens import Token, TokenStore
 
-TOKENS_DB_HELP = "The tokens database (default: tokens.db in the deployment's directory)."
+TOKENS_DB_HELP = (
+    "A tokens.db of an older Conveyor to import into the deployment's catalog, once (a SQLite "
+    "deployment's own DIR/tokens.db is imported without it)."
+)
 
 
 def _where(host: str, port: int, secret: str | None, account: str | None) -> str:
@@ -36,8 +46,50 @@ def _where(host: str, port: int, secret: str | None, account: str | None) -> str
 @click.option("--no-auth", is_flag=True, help="Accept requests without tokens (loopback addresses only).")
 @click.option("--tokens-db", type=click.Path(dir_okay=False), help=TOKENS_DB_HELP)
 @click.option("--log-json", is_flag=True, help="Write logs as JSON lines (each with its request id).")
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="The least severe log lines written (debug: one access line per request too).",
+)
 @click.option("--worker", is_flag=True, help="Also run the registered push consumers whose handlers import here.")
-@click.option("--dev-token", metavar="ACCOUNT", help="Create a token for ACCOUNT at start and print it.")
+@click.option(
+    "--dev-token",
+    metavar="ACCOUNT",
+    help="Print the directory's development token for ACCOUNT (made once, kept in DIR/dev-token, owner-only).",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=MAX_CONNECTIONS,
+    show_default=True,
+    help="Open connections at most; past it the one waiting longest for a request is closed.",
+)
+@click.option(
+    "--head-timeout",
+    type=click.FloatRange(min=0.1),
+    default=HEAD_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="Time for a request head to arrive whole (else 408).",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0.1),
+    default=BODY_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="Time for a request body to arrive whole after its head (else 408).",
+)
+@click.option(
+    "--keep-alive-timeout",
+    type=click.IntRange(min=1),
+    default=KEEP_ALIVE_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long an idle keep-alive connection stays open.",
+)
 @pass_state
 def serve_command(
     state: CliState,
@@ -47,15 +99,20 @@ def serve_command(
     no_auth: bool,
     tokens_db: str | None,
     log_json: bool,
+    log_level: str,
     worker: bool,
     dev_token: str | None,
+    max_connections: int,
+    head_timeout: float,
+    body_timeout: float,
+    keep_alive_timeout: int,
 ) -> None:
     """Serve the deployment over HTTP: Cloudflare's Queues REST API v4, /metrics, /openapi.json.
 
     \b
     conveyor serve --port 8787
     conveyor serve --url sqlite:///var/lib/conveyor --host 0.0.0.0
-    conveyor serve --url postgresql://user@db/conveyor --tokens-db /etc/conveyor/tokens.db
+    conveyor serve --url postgresql://user@db/conveyor --host 0.0.0.0 --max-connections 5000
     """
     if no_auth:
         click.secho(
@@ -66,13 +123,8 @@ def serve_command(
             err=True,
         )
     url = serve_url or state.url
-    secret = None
-    if dev_token and not no_auth:
-        store = token_store(url, tokens_db)
-        secret = store.create(dev_token)[0]
-        store.close()
 
-    def ready() -> None:
+    def ready(secret: str | None) -> None:
         click.echo(_where(host, port, secret, dev_token), err=False)
 
     serve(
@@ -82,53 +134,91 @@ def serve_command(
         no_auth=no_auth,
         tokens=tokens_db,
         json_logs=log_json,
+        log_level=getattr(logging, log_level.upper()),
         worker=worker,
+        dev_token_account=None if no_auth else dev_token,
         on_ready=ready,
+        limits=ConnectionLimits(head_seconds=head_timeout, body_seconds=body_timeout, max_connections=max_connections),
+        keep_alive_seconds=keep_alive_timeout,
     )
+
+
+@contextmanager
+def deployment_tokens(url: str | None) -> Iterator[TokenStore]:
+    """The token store of the deployment at ``url``; a server's URL is refused (its tokens are not
+    reachable from here, and writing some elsewhere would print a token the server refuses)."""
+    url = url or DEFAULT_URL
+    if url.startswith(("http://", "https://")):
+        raise CliError(NOT_A_DEPLOYMENT.format(url=url))
+    client = connect(url)
+    try:
+        store = open_token_store(client.engine)
+        try:
+            yield store
+        finally:
+            store.close()
+    finally:
+        client.close()
 
 
 @click.group("tokens")
 def tokens_group() -> None:
-    """API tokens of ``conveyor serve``: stored hashed, each scoped to one account."""
+    """API tokens of ``conveyor serve``, kept hashed in the deployment's catalog (``--url``), so every
+    server of the deployment accepts them. Run these where the deployment is (its SQLite directory
+    or its PostgreSQL database), not against a server's http:// URL."""
 
 
 @tokens_group.command("create")
-@click.option("--account", required=True, help="The account the token answers for.")
+@click.option("--account", help="The account the token answers for.")
 @click.option("--read-only", is_flag=True, help="Only GET requests and peek.")
 @click.option("--queue", "queues", multiple=True, metavar="NAME", help="Limit the token to this queue (repeatable).")
-@click.option("--tokens-db", type=click.Path(dir_okay=False), help=TOKENS_DB_HELP)
+@click.option("--operator", is_flag=True, help="An operator token: /metrics of every account, nothing else.")
 @pass_state
 def create_token(
-    state: CliState, account: str, read_only: bool, queues: tuple[str, ...], tokens_db: str | None
+    state: CliState, account: str | None, read_only: bool, queues: tuple[str, ...], operator: bool
 ) -> None:
-    """Create a token; the secret is printed once, alone on the last line."""
-    store = token_store(state.url, tokens_db)
-    try:
-        secret, token = store.create(account, read_only=read_only, queues=queues)
-    finally:
-        store.close()
-    scope = ", ".join(queues) if queues else "every queue"
-    click.echo(f"token {token.token_id} for account {account} ({'read-only' if read_only else 'read-write'}, {scope})")
+    """Create a token; the secret is printed once, alone on the last line.
+
+    \b
+    conveyor --url sqlite:///var/lib/conveyor tokens create --account acc1
+    conveyor tokens create --account acc1 --queue emails --read-only
+    conveyor tokens create --operator            # for Prometheus: /metrics of every account
+    """
+    if operator and (account or read_only or queues):
+        raise CliError("an operator token answers for no account: give --operator alone")
+    if not operator and not account:
+        raise CliError("give --account ACCOUNT (or --operator for a token that reads every account's metrics)")
+    with deployment_tokens(state.url) as store:
+        if operator:
+            secret, token = store.create_operator()
+        else:
+            assert account is not None
+            secret, token = store.create(account, read_only=read_only, queues=queues)
+    click.echo(f"token {token.token_id} {_scope(token)}")
     click.echo(secret)
 
 
+def _scope(token: Token) -> str:
+    if token.operator:
+        return "(operator: /metrics of every account)"
+    scope = ", ".join(token.queues) if token.queues else "every queue"
+    return f"for account {token.account_id} ({'read-only' if token.read_only else 'read-write'}, {scope})"
+
+
 @tokens_group.command("list")
-@click.option("--tokens-db", type=click.Path(dir_okay=False), help=TOKENS_DB_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_state
-def list_tokens(state: CliState, tokens_db: str | None, as_json: bool) -> None:
+def list_tokens(state: CliState, as_json: bool) -> None:
     """List tokens (ids and scopes; secrets are never stored)."""
-    store = token_store(state.url, tokens_db)
-    try:
+    with deployment_tokens(state.url) as store:
         tokens = store.list()
-    finally:
-        store.close()
     rows: list[dict[str, Any]] = [
         {
             "token_id": t.token_id,
             "account_id": t.account_id,
             "read_only": t.read_only,
             "queues": list(t.queues),
+            "operator": t.operator,
             "created_on": t.created_on,
         }
         for t in tokens
@@ -138,23 +228,18 @@ def list_tokens(state: CliState, tokens_db: str | None, as_json: bool) -> None:
         return
     for r in rows:
         scope = ",".join(r["queues"]) or "*"
-        click.echo(
-            f"{r['token_id']}  {r['account_id']}  {'ro' if r['read_only'] else 'rw'}  {scope}  {r['created_on']}"
-        )
+        kind = "operator" if r["operator"] else ("ro" if r["read_only"] else "rw")
+        click.echo(f"{r['token_id']}  {r['account_id'] or '-'}  {kind}  {scope}  {r['created_on']}")
 
 
 @tokens_group.command("revoke")
 @click.argument("token_id")
-@click.option("--tokens-db", type=click.Path(dir_okay=False), help=TOKENS_DB_HELP)
 @pass_state
-def revoke_token(state: CliState, token_id: str, tokens_db: str | None) -> None:
-    """Revoke a token by its id (see ``conveyor tokens list``)."""
-    store = token_store(state.url, tokens_db)
-    try:
+def revoke_token(state: CliState, token_id: str) -> None:
+    """Revoke a token by its id (see ``conveyor tokens list``); servers refuse it within a second."""
+    with deployment_tokens(state.url) as store:
         if not store.revoke(token_id):
-            raise click.ClickException(f"no token with id {token_id!r}")
-    finally:
-        store.close()
+            raise CliError(f"no token with id {token_id!r}")
     click.echo(f"revoked {token_id}")
 
 

@@ -34,12 +34,12 @@ from conveyor.model import (
     StoredMessage,
 )
 
-ACCOUNT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+ACCOUNT_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # whole: fullmatch, where "$" took "acc\n"
 SEPARATOR = "/"
 
 
 def check_account_id(account_id: str) -> str:
-    if not ACCOUNT_ID_PATTERN.match(account_id):
+    if not ACCOUNT_ID_PATTERN.fullmatch(account_id):
         raise InvalidRequest(
             f"invalid account id {account_id!r}: use 1 to 64 letters, digits, '_' and '-', starting with a letter "
             "or digit"

@@ -1,7 +1,7 @@
 """The ASGI application: the routes, one middleware for request ids, timing and access logs, and
 the translation of every refusal into Cloudflare's envelope.
 
->>> app = build_app(Service(engine, Authenticator(TokenStore(path))))
+>>> app = build_app(Service(engine, Authenticator(open_token_store(engine))))
 >>> uvicorn.run(app, host="127.0.0.1", port=8787)
 """
 
@@ -14,7 +14,7 @@ import uuid
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -29,7 +29,7 @@ from conveyor.server.service import Service, blocking
 log = logging.getLogger("conveyor.server")
 access = logging.getLogger("conveyor.server.access")
 
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 class RequestObserver:
@@ -45,7 +45,7 @@ class RequestObserver:
             await self.app(scope, receive, send)
             return
         given = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
-        rid = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        rid = given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
         token = request_id.set(rid)
         started = time.perf_counter()
         status = 500
@@ -64,8 +64,10 @@ class RequestObserver:
             elapsed = time.perf_counter() - started
             route = scope.get("route")
             template = getattr(route, "path", "unmatched")
-            self.service.requests.observe(scope["method"], template, status, elapsed)
-            access.info(
+            account = scope.get("state", {}).get("account", "")
+            self.service.requests.observe(account, scope["method"], template, status, elapsed)
+            # DEBUG: an idle worker polls several times a second, and INFO would be mostly that.
+            access.debug(
                 "%s %s %d %.2f ms",
                 scope["method"],
                 scope["path"],
@@ -78,8 +80,6 @@ class RequestObserver:
 
 async def conveyor_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ConveyorError)
-    if exc.status >= 500:
-        log.error("request failed: %s", exc)
     return error_response(exc)
 
 
@@ -92,6 +92,13 @@ async def http_error(request: Request, exc: Exception) -> Response:
     )
 
 
+async def client_gone(request: Request, exc: Exception) -> Response:
+    # The connection closed before the request was whole (the client left, or a body deadline of
+    # http_protocol.py closed it): nobody is left to answer.
+    log.debug("client disconnected before its request was complete")
+    return Response(status_code=400)
+
+
 async def internal_error(request: Request, exc: Exception) -> Response:
     log.exception("internal error")
     return JSONResponse(error_body(15000, "internal error"), status_code=500)
@@ -99,13 +106,13 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 
 async def metrics_endpoint(request: Request) -> Response:
     service: Service = request.app.state.service
-    if service.auth.no_auth:
-        accounts = None
+    token = service.auth.token(request)
+    if token is None or token.operator:
+        scope = prometheus.EVERYTHING
     else:
-        token = service.auth.token(request)
-        assert token is not None
-        accounts = [token.account_id]
-    text = await blocking(prometheus.render, service.engine, service.requests, accounts, service.concurrency)
+        queues = frozenset(token.queues) if token.queues else None
+        scope = prometheus.MetricsScope(frozenset([token.account_id]), queues)
+    text = await blocking(prometheus.render, service.engine, service.requests, scope, service.concurrency)
     return Response(text, media_type=prometheus.CONTENT_TYPE)
 
 
@@ -130,6 +137,7 @@ def build_app(service: Service) -> Starlette:
         exception_handlers={
             ConveyorError: conveyor_error,
             HTTPException: http_error,
+            ClientDisconnect: client_gone,
             Exception: internal_error,
         },
     )

@@ -3,7 +3,8 @@
 ``Authorization: Bearer <token>``: no token or an unknown one is 401 (code 10106). A token answers
 for one account: any other account in the path is 403. A read-only token may only read (GET, and
 peek, which reads without leasing). A token limited to some queues sees only those: the others do not
-exist for it (404), so a token never learns what it may not touch.
+exist for it (404, the answer an unknown id gets), so a token never learns what it may not touch. An
+operator token answers for no account's routes; it reads ``/metrics`` of every account.
 """
 
 from __future__ import annotations
@@ -38,9 +39,15 @@ class Principal:
             raise Forbidden("this token is read-only")
 
     def check_queue(self, name: str) -> None:
-        """``QueueNotFound`` for a queue outside the token's scope."""
+        """``QueueNotFound`` for a queue (named by the caller) outside the token's scope."""
         if self.token is not None and not self.token.allows_queue(name):
             raise QueueNotFound(f"queue {name!r} does not exist")
+
+    def check_queue_id(self, queue_id: str, name: str) -> None:
+        """``QueueNotFound`` for the queue ``queue_id`` (named ``name``) outside the token's scope:
+        the very answer an unknown id gets, so the caller learns neither its name nor that it exists."""
+        if self.token is not None and not self.token.allows_queue(name):
+            raise QueueNotFound(f"queue {queue_id!r} does not exist")
 
     def check_create(self, name: str) -> None:
         self.check_write()
@@ -92,6 +99,8 @@ class Authenticator:
 
     def principal(self, request: Request, account_id: str) -> Principal:
         token = self.token(request)
+        if token is not None and token.operator:
+            raise Forbidden("an operator token reads /metrics only; use a token of the account")
         if token is not None and token.account_id != account_id:
             raise Forbidden(f"this token is not valid for account {account_id!r}")
         return Principal(account_id, token)

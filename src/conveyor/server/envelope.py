@@ -9,6 +9,8 @@ header ``x-should-retry: false`` unless retrying can help (the Python SDK would 
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +19,8 @@ from starlette.responses import Response
 
 from conveyor.codec import decode_json, encode_json
 from conveyor.errors import ConveyorError, InvalidRequest, MalformedJSON
+
+log = logging.getLogger("conveyor.server")
 
 # The largest request body read: a full batch (256 KB of bodies) with room for JSON escaping and
 # base64. Larger bodies are refused from their Content-Length, or as soon as the stream passes it.
@@ -51,11 +55,29 @@ def error_body(code: int, message: str) -> dict[str, Any]:
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 507})
 
 
+# An absolute file path (two or more segments) inside a message; a URL's "//host/..." is not one.
+_FILE_PATH = re.compile(r"(?<![\w/:.~-])/(?:[^\s/'\"():,;]+/)+([^\s/'\"():,;]+)")
+
+
+def public_message(exc: ConveyorError) -> str:
+    """``exc``'s message with every absolute file path cut to its last part: where the server keeps
+    its files is the operator's business, not a tenant's."""
+    return _FILE_PATH.sub(r"\1", exc.message)
+
+
 def error_response(exc: ConveyorError) -> JSONResponse:
+    """``exc`` in the envelope: the one place a refusal leaves the server. A server error, or one
+    that names a file (CorruptStorage, StorageFull, ...), is logged here in full; the answer has
+    no paths."""
+    message = public_message(exc)
+    if exc.status >= 500:
+        log.error("request failed: %s", exc)
+    elif message != exc.message:
+        log.warning("request refused: %s", exc)
     headers = {"conveyor-error": type(exc).__name__}
     if exc.status not in RETRYABLE_STATUSES:
         headers["x-should-retry"] = "false"
-    return JSONResponse(error_body(exc.code, exc.message), status_code=exc.status, headers=headers)
+    return JSONResponse(error_body(exc.code, message), status_code=exc.status, headers=headers)
 
 
 async def read_body(request: Request, limit: int = MAX_REQUEST_BYTES) -> bytes:

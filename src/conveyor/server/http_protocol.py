@@ -1,46 +1,205 @@
-"""uvicorn's httptools protocol with a bound on the request head.
+"""uvicorn's httptools protocol with bounds on what one connection may hold and for how long.
 
-httptools keeps a header (and uvicorn the URL) in memory until it is complete, however long: one
-client trickling an endless header could grow the server by megabytes a second. This protocol counts
-the bytes of each request head and answers 431 (and closes) once they pass ``MAX_HEAD_BYTES``; a
-connection then holds at most that much plus one read.
+A client could otherwise keep a server busy without ever finishing a request: trickle an endless
+header (httptools keeps it in memory until it is complete), open a socket and send nothing, stop
+half-way through a head or a body, or open thousands of such sockets until the server runs out of
+file descriptors and every request fails. :class:`BoundedProtocol` enforces
+:class:`ConnectionLimits`:
+
+- a request head (request line and headers, through the blank line) of at most ``max_head_bytes``,
+  else 431 and the connection is closed;
+- a complete head within ``head_seconds`` of a new connection or of a request's first byte, and a
+  complete body within ``body_seconds`` of its head, else 408 and the connection is closed (a body
+  the server itself is not reading yet, under flow control, is not the client's delay);
+- at most ``max_connections`` connections. Past it, the connection that has waited longest for a
+  request (a silent socket, an unfinished head, an idle keep-alive) is closed to make room; only when
+  every connection is in a request (a long-polled one included) is the new one answered 503.
+
+Idle keep-alive connections are closed by uvicorn after ``timeout_keep_alive``.
+
+>>> protocol = bounded_protocol(ConnectionLimits(max_connections=500))
+>>> uvicorn.Config(app, http=protocol)
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import logging
+import resource
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+log = logging.getLogger("conveyor.server")
 
 # Far above any real request head (Cloudflare's own limit on request headers is 32 KB).
 MAX_HEAD_BYTES = 64 * 1024
+HEAD_SECONDS = 10.0
+BODY_SECONDS = 30.0
+MAX_CONNECTIONS = 1000
 
-_REFUSAL = (
-    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
-    b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
-)
-_BODY = (
-    b'{"success":false,"errors":[{"code":10207,"message":"the request head is over %d bytes"}],'
-    b'"messages":[],"result":null}' % MAX_HEAD_BYTES
-)
+_HEAD_END = b"\r\n\r\n"
 
 
-class BoundedHeadProtocol(HttpToolsProtocol):
-    """:class:`HttpToolsProtocol` that refuses request heads over ``MAX_HEAD_BYTES``."""
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """What one server lets each connection hold (see the module docstring)."""
+
+    max_head_bytes: int = MAX_HEAD_BYTES
+    head_seconds: float = HEAD_SECONDS
+    body_seconds: float = BODY_SECONDS
+    max_connections: int = MAX_CONNECTIONS
+
+
+def _refusal(status: bytes, message: str) -> bytes:
+    body = b'{"success":false,"errors":[{"code":10207,"message":"%s"}],"messages":[],"result":null}' % message.encode()
+    return b"HTTP/1.1 %s\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s" % (
+        status,
+        len(body),
+        body,
+    )
+
+
+class BoundedProtocol(HttpToolsProtocol):
+    """:class:`HttpToolsProtocol` under :class:`ConnectionLimits`; make one with :func:`bounded_protocol`."""
+
+    limits: ClassVar[ConnectionLimits] = ConnectionLimits()
+    # The connections of this server waiting for a request, longest-waiting first.
+    waiting: ClassVar[OrderedDict[BoundedProtocol, None]]
 
     _in_head = True
     _head_bytes = 0
+    _tail = b""  # the last bytes of the head so far, to find a blank line split across reads
+    _deadline: asyncio.TimerHandle | None = None
 
-    def data_received(self, data: bytes) -> None:
-        if self._in_head:
-            self._head_bytes += len(data)
-        super().data_received(data)
-        if self._in_head and self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
-            self.transport.write(_REFUSAL % (len(_BODY), _BODY))
+    # -- connections ----------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm(self.limits.head_seconds, self._head_timed_out)
+        self._wait()
+        if len(self.connections) > self.limits.max_connections:
+            self._make_room()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self.waiting.pop(self, None)
+        super().connection_lost(exc)
+
+    def _wait(self) -> None:
+        self.waiting[self] = None
+        self.waiting.move_to_end(self)
+
+    def _make_room(self) -> None:
+        for victim in self.waiting:
+            if victim is not self:
+                self.waiting.pop(victim)
+                victim._disarm()
+                victim.transport.close()
+                return
+        log.warning("refusing a connection: all %d connections are in a request", self.limits.max_connections)
+        self._refuse(b"503 Service Unavailable", f"the server is at its {self.limits.max_connections} connections")
+
+    def _refuse(self, status: bytes, message: str) -> None:
+        self._disarm()
+        self.waiting.pop(self, None)
+        if not self.transport.is_closing():
+            self.transport.write(_refusal(status, message))
             self.transport.close()
+
+    # -- deadlines ------------------------------------------------------------------------------
+    def _arm(self, seconds: float, handler: Callable[[], None]) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(seconds, handler)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _head_timed_out(self) -> None:
+        self._deadline = None
+        self._refuse(b"408 Request Timeout", f"the request head was not complete within {self.limits.head_seconds:g} s")
+
+    def _body_timed_out(self) -> None:
+        self._deadline = None
+        if self.flow.read_paused:  # the server is behind, not the client
+            self._arm(self.limits.body_seconds, self._body_timed_out)
+            return
+        if self.cycle is not None and self.cycle.response_started:
+            self.transport.close()
+            return
+        self._refuse(b"408 Request Timeout", f"the request body was not complete within {self.limits.body_seconds:g} s")
+
+    # -- parsing --------------------------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        if not self._in_head:
+            super().data_received(data)
+            return
+        if self._head_bytes == 0 and self._deadline is None:
+            self._arm(self.limits.head_seconds, self._head_timed_out)
+        end = (self._tail + data).find(_HEAD_END)
+        head = len(data) if end < 0 else end + len(_HEAD_END) - len(self._tail)
+        if self._head_bytes + head > self.limits.max_head_bytes:
+            self._refuse(b"431 Request Header Fields Too Large", self._too_large)
+            return
+        self._head_bytes += head
+        self._tail = (self._tail + data)[-3:]
+        super().data_received(data)
+        # A head that ends in bare newlines has no blank line to find: the parser says where it ends.
+        if self._in_head and self._head_bytes > self.limits.max_head_bytes:
+            self._refuse(b"431 Request Header Fields Too Large", self._too_large)
+
+    @property
+    def _too_large(self) -> str:
+        return f"the request head is over {self.limits.max_head_bytes} bytes"
 
     def on_headers_complete(self) -> None:
         self._in_head = False
+        self.waiting.pop(self, None)
+        self._arm(self.limits.body_seconds, self._body_timed_out)
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
+        self._disarm()
         super().on_message_complete()
-        self._in_head, self._head_bytes = True, 0
+        self._in_head, self._head_bytes, self._tail = True, 0, b""
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.timeout_keep_alive_task is not None:  # idle now, not starting a pipelined request
+            self._wait()
+
+
+def bounded_protocol(limits: ConnectionLimits) -> type[BoundedProtocol]:
+    """A protocol class for one server: its limits, and its own record of waiting connections."""
+    waiting: OrderedDict[BoundedProtocol, None] = OrderedDict()
+    return type("BoundedProtocol", (BoundedProtocol,), {"limits": limits, "waiting": waiting})
+
+
+# File descriptors kept for everything but client connections: database files (three per SQLite
+# shard), PostgreSQL sockets, logs. Under a small open-file limit, half of it.
+RESERVED_FILES = 1024
+
+
+def fit_open_files(limits: ConnectionLimits) -> ConnectionLimits:
+    """``limits``, with the process's open-file limit raised to hold them (up to the hard limit);
+    ``max_connections`` lowered, with a warning, when even the hard limit cannot."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = limits.max_connections + RESERVED_FILES
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        soft = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        fitted = max(soft // 2, soft - RESERVED_FILES)
+        log.warning(
+            "max connections lowered from %d to %d: the open-file limit is %d (the rest is kept for files)",
+            limits.max_connections,
+            fitted,
+            soft,
+        )
+        return dataclasses.replace(limits, max_connections=fitted)
+    return limits

@@ -2,13 +2,18 @@
 
 Per queue (read from the engine at scrape time): backlog, backlog bytes, oldest message age, in
 flight, the lifetime counters (sent, acked, retried, dead-lettered, expired) and the consumer's
-concurrency (running batches when this process runs the worker, else its configured cap). Per route:
-request latency histograms. A scrape with a token sees its own account's queues only.
+concurrency (running batches when this process runs the worker, else its configured cap). Per
+account and route: request latency histograms.
+
+A scrape sees its token's scope (:class:`MetricsScope`): an account's token its account's queues
+and requests; a queue-scoped token those queues only, and no request histograms (they count the
+account's other queues' requests too); an operator token (or a server without auth) everything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -26,6 +31,25 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
 ConcurrencySource = Callable[[str, str], int | None]
 
 
+@dataclass(frozen=True, slots=True)
+class MetricsScope:
+    """What one scrape may see: ``None`` is every account, or every queue of the accounts."""
+
+    accounts: frozenset[str] | None = None
+    queues: frozenset[str] | None = None
+
+    def sees_queue(self, account: str, queue: str) -> bool:
+        in_account = self.accounts is None or account in self.accounts
+        return in_account and (self.queues is None or queue in self.queues)
+
+    @property
+    def sees_requests(self) -> bool:
+        return self.queues is None
+
+
+EVERYTHING = MetricsScope()
+
+
 class RequestMetrics:
     """The server's own metrics, in a registry of its own (so several servers can share a process)."""
 
@@ -33,24 +57,39 @@ class RequestMetrics:
         self.registry = CollectorRegistry()
         self.latency = Histogram(
             "conveyor_http_request_duration_seconds",
-            "Time to answer an HTTP request, by method, route template and status.",
-            ["method", "route", "status"],
+            "Time to answer an HTTP request, by account (empty before authentication), method, route "
+            "template and status.",
+            ["account", "method", "route", "status"],
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
 
-    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        self.latency.labels(method, route, str(status)).observe(seconds)
+    def observe(self, account: str, method: str, route: str, status: int, seconds: float) -> None:
+        self.latency.labels(account, method, route, str(status)).observe(seconds)
+
+
+class ScopedRequests(Collector):
+    """The request histograms' samples of the accounts a scrape may see."""
+
+    def __init__(self, requests: RequestMetrics, scope: MetricsScope) -> None:
+        self.requests = requests
+        self.scope = scope
+
+    def collect(self) -> Iterator[Metric]:
+        if not self.scope.sees_requests:
+            return
+        for family in self.requests.latency.collect():
+            if self.scope.accounts is not None:
+                family.samples = [s for s in family.samples if s.labels.get("account") in self.scope.accounts]
+            yield family
 
 
 class QueueCollector(Collector):
-    """Per-queue metrics of the accounts a scrape may see (``accounts is None``: all of them)."""
+    """Per-queue metrics of the queues a scrape may see."""
 
-    def __init__(
-        self, engine: Engine, accounts: Iterable[str] | None, concurrency: ConcurrencySource | None = None
-    ) -> None:
+    def __init__(self, engine: Engine, scope: MetricsScope, concurrency: ConcurrencySource | None = None) -> None:
         self.engine = engine
-        self.accounts = None if accounts is None else set(accounts)
+        self.scope = scope
         self.concurrency = concurrency
 
     def collect(self) -> Iterator[Metric]:
@@ -77,7 +116,7 @@ class QueueCollector(Collector):
         now_ms = self.engine.clock.now_ms()
         for queue in self.engine.list_queues():
             account, name = split(queue.queue_name)
-            if self.accounts is not None and account not in self.accounts:
+            if not self.scope.sees_queue(account, name):
                 continue
             try:
                 m = self.engine.metrics(queue.queue_id)
@@ -104,10 +143,11 @@ class QueueCollector(Collector):
 def render(
     engine: Engine,
     requests: RequestMetrics,
-    accounts: Iterable[str] | None,
+    scope: MetricsScope,
     concurrency: ConcurrencySource | None = None,
 ) -> bytes:
-    """The exposition text: per-queue metrics for ``accounts``, then the request histograms."""
-    queues = CollectorRegistry()
-    queues.register(QueueCollector(engine, accounts, concurrency))
-    return generate_latest(queues) + generate_latest(requests.registry)
+    """The exposition text: the per-queue metrics and request histograms ``scope`` may see."""
+    registry = CollectorRegistry()
+    registry.register(QueueCollector(engine, scope, concurrency))
+    registry.register(ScopedRequests(requests, scope))
+    return generate_latest(registry)

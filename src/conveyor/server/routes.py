@@ -59,7 +59,8 @@ def _page(request: Request) -> tuple[int, int]:
         raw = request.query_params.get(key)
         if raw is None or raw == "":
             return default
-        if not raw.isdigit() or not 1 <= int(raw) <= high:
+        # ASCII digits only: str.isdigit() also takes '²' (which int() refuses) and '٣' (which it reads as 3).
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= high:
             raise InvalidRequest(f"{key} is {raw!r}; it must be a whole number from 1 to {high}")
         return int(raw)
 

@@ -8,6 +8,7 @@ import ipaddress
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,10 @@ from conveyor.model import ConsumerInfo
 from conveyor.server.accounts import AccountEngine, split
 from conveyor.server.app import build_app
 from conveyor.server.auth import Authenticator
-from conveyor.server.http_protocol import BoundedHeadProtocol
+from conveyor.server.dev_token import dev_token
+from conveyor.server.http_protocol import ConnectionLimits, bounded_protocol, fit_open_files
 from conveyor.server.service import Service
-from conveyor.server.tokens import TokenStore
+from conveyor.server.token_tables import open_token_store
 
 log = logging.getLogger("conveyor.server")
 
@@ -38,17 +40,13 @@ NO_AUTH_WARNING = (
 
 
 def data_directory(url: str | None) -> Path:
-    """Where the deployment keeps local files (``tokens.db``): the SQLite directory, else ``./.conveyor``."""
+    """Where the deployment keeps local files (the dev token): the SQLite directory, else ``./.conveyor``."""
     url = url or os.environ.get("CONVEYOR_URL") or DEFAULT_URL
     if url.startswith("sqlite://"):
         return Path(url[len("sqlite://") :] or ".")
     if "://" not in url:
         return Path(url)
     return Path(DEFAULT_URL[len("sqlite://") :])
-
-
-def token_store(url: str | None, path: str | Path | None = None) -> TokenStore:
-    return TokenStore(Path(path) if path else data_directory(url) / "tokens.db")
 
 
 def is_loopback(host: str) -> bool:
@@ -153,19 +151,28 @@ class Workers:
             app.stop()
 
 
-def uvicorn_config(app: Any, host: str, port: int) -> uvicorn.Config:
-    """How Conveyor runs uvicorn: uvloop where available, httptools with a bounded request head."""
+# Idle keep-alive connections are closed after this long (held long-polls are requests, not idle).
+KEEP_ALIVE_SECONDS = 30
+
+
+def uvicorn_config(
+    app: Any,
+    host: str,
+    port: int,
+    limits: ConnectionLimits | None = None,
+    keep_alive_seconds: int = KEEP_ALIVE_SECONDS,
+) -> uvicorn.Config:
+    """How Conveyor runs uvicorn: uvloop where available, httptools under :class:`ConnectionLimits`."""
     return uvicorn.Config(
         app,
         host=host,
         port=port,
         loop="auto",
-        http=BoundedHeadProtocol,
+        http=bounded_protocol(limits or ConnectionLimits()),
+        ws="none",  # no route speaks WebSocket, and an upgraded connection would escape the limits
         access_log=False,
         log_config=None,
-        # Idle keep-alive connections cost a few KB each and are closed after this long; a slow
-        # client's body arrives under flow control, so it holds only its own request.
-        timeout_keep_alive=30,
+        timeout_keep_alive=keep_alive_seconds,
         backlog=4096,
     )
 
@@ -178,18 +185,30 @@ def serve(
     no_auth: bool = False,
     tokens: str | Path | None = None,
     json_logs: bool = False,
+    log_level: int = logging.INFO,
     worker: bool = False,
-    on_ready: Any = None,
+    dev_token_account: str | None = None,
+    on_ready: Callable[[str | None], None] | None = None,
+    limits: ConnectionLimits | None = None,
+    keep_alive_seconds: int = KEEP_ALIVE_SECONDS,
 ) -> None:
-    """Serve until SIGINT/SIGTERM. ``no_auth`` is refused on anything but a loopback address."""
+    """Serve until SIGINT/SIGTERM. ``no_auth`` is refused on anything but a loopback address.
+
+    ``tokens``: an older Conveyor's tokens file to import into the deployment. ``dev_token_account``:
+    keep the directory's dev token of that account (``dev_token.py``) and pass its secret to
+    ``on_ready``, called once the server listens.
+    """
     from conveyor.server import logs
 
-    logs.configure(json_lines=json_logs)
+    logs.configure(json_lines=json_logs, level=log_level)
     if no_auth and not is_loopback(host):
         raise SystemExit(f"--no-auth is only allowed on a loopback address, not {host!r}")
     client = connect(url)
     engine = client.engine
-    store = None if no_auth else token_store(url, tokens)
+    store = None if no_auth else open_token_store(engine, Path(tokens) if tokens else None)
+    secret = None
+    if store is not None and dev_token_account is not None:
+        secret = dev_token(store, data_directory(url), dev_token_account)
     if no_auth:
         log.warning(NO_AUTH_WARNING.format(where=f"{host}:{port}"))
     workers = Workers(engine)
@@ -198,9 +217,10 @@ def serve(
     coordinator.start()
     if worker:
         workers.start()
-    server = uvicorn.Server(uvicorn_config(build_app(service), host, port))
+    limits = fit_open_files(limits or ConnectionLimits())
+    server = uvicorn.Server(uvicorn_config(build_app(service), host, port, limits, keep_alive_seconds))
     if on_ready is not None:
-        threading.Thread(target=_announce, args=(server, on_ready), daemon=True).start()
+        threading.Thread(target=_announce, args=(server, lambda: on_ready(secret)), daemon=True).start()
     try:
         server.run()
     finally:
@@ -211,7 +231,7 @@ def serve(
             store.close()
 
 
-def _announce(server: uvicorn.Server, on_ready: Any) -> None:
+def _announce(server: uvicorn.Server, on_ready: Callable[[], None]) -> None:
     import time
 
     while not server.started and not server.should_exit:

@@ -72,7 +72,7 @@ class Context:
         if not limits.ID_PATTERN.match(queue_id):
             raise InvalidQueueId(f"queue id {queue_id!r} is malformed: expected 32 lowercase hex characters")
         info = self.client.engine.get_queue_by_id(queue_id)
-        self.principal.check_queue(info.queue_name)
+        self.principal.check_queue_id(queue_id, info.queue_name)
         return Queue(self.client, info), info
 
     def message_lookup_sync(self, queue_id: str) -> tuple[Queue, QueueInfo]:
@@ -84,7 +84,7 @@ class Context:
             self.service.handles[key] = queue
             return queue, info
         info = queue.info(max_age=INFO_SECONDS)
-        self.principal.check_queue(info.queue_name)
+        self.principal.check_queue_id(queue_id, info.queue_name)
         return queue, info
 
     async def lookup(self, queue_id: str) -> tuple[Queue, QueueInfo]:
@@ -98,6 +98,9 @@ def context(request: Request) -> Context:
     service: Service = request.app.state.service
     account_id = request.path_params["account_id"]
     principal = service.auth.principal(request, account_id)
+    client = service.client(account_id)  # refuses a malformed account id
+    # The request-latency histograms count a request under its account only once it is authenticated.
+    request.state.account = account_id
     path = request.url.path
     if request.method not in ("GET", "HEAD"):
         # Peek reads without leasing: a read-only token may do it.
@@ -105,4 +108,4 @@ def context(request: Request) -> Context:
             principal.check_write()
         if not path.endswith(MESSAGE_ROUTES):
             service.handles.clear()
-    return Context(principal, service.client(account_id), service, account_id)
+    return Context(principal, client, service, account_id)

@@ -23,8 +23,9 @@ from conveyor.client.sync import Conveyor
 from conveyor.engine.base import Clock, Engine
 from conveyor.server.app import build_app
 from conveyor.server.auth import Authenticator
-from conveyor.server.serve import token_store, uvicorn_config
+from conveyor.server.serve import uvicorn_config
 from conveyor.server.service import Service
+from conveyor.server.token_tables import open_token_store
 from conveyor.server.tokens import TokenStore
 
 
@@ -89,7 +90,7 @@ def http_client(data: Path, account_id: str = "conformance") -> Conveyor:
 @contextmanager
 def running_server(url: str, *, no_auth: bool = False) -> Iterator[RunningServer]:
     client = connect(url)
-    tokens = token_store(url)
+    tokens = open_token_store(client.engine)
     service = Service(client.engine, Authenticator(tokens, no_auth=no_auth))
     port = free_port()
     server = uvicorn.Server(uvicorn_config(build_app(service), "127.0.0.1", port))

@@ -1,11 +1,15 @@
-"""API tokens: random secrets stored as SHA-256 hashes, each scoped to one account.
+"""API tokens: random secrets stored as SHA-256 hashes in the deployment's catalog.
 
 A token is ``cvt_`` + 43 URL-safe characters (256 random bits). A random secret of that size needs no
-slow password hash: SHA-256 of it cannot be reversed or guessed, so the store holds only hashes and a
-stolen ``tokens.db`` grants nothing. A token may be limited further to some queues (by name) and to
-reading (GET requests and peek).
+slow password hash: SHA-256 of it cannot be reversed or guessed, so the catalog holds only hashes
+and a stolen copy grants nothing. A token answers for one account, and may be limited further to
+some queues (by name) and to reading (GET requests and peek). An operator token answers for no
+account: it reads ``/metrics`` across all of them.
 
->>> store = TokenStore(Path("data/tokens.db"))
+Tokens belong to the deployment, not to a server: every ``conveyor serve`` on one SQLite directory
+or one PostgreSQL database accepts the same tokens (``token_tables.open_token_store``).
+
+>>> store = open_token_store(engine)
 >>> secret, token = store.create("acc1", read_only=True)
 >>> store.verify(secret).account_id
 'acc1'
@@ -17,25 +21,16 @@ import hashlib
 import json
 import secrets
 import sqlite3
-import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
+from conveyor.errors import StorageError
 from conveyor.ids import iso_now
 from conveyor.server.accounts import check_account_id
 
 PREFIX = "cvt_"
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS tokens (
-    token_id   TEXT PRIMARY KEY,
-    hash       TEXT NOT NULL UNIQUE,
-    account_id TEXT NOT NULL,
-    read_only  INTEGER NOT NULL,
-    queues     TEXT NOT NULL,      -- JSON list of queue names; [] means every queue of the account
-    created_on TEXT NOT NULL
-);
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +42,7 @@ class Token:
     read_only: bool = False
     queues: tuple[str, ...] = ()
     created_on: str = ""
+    operator: bool = False
 
     def allows_queue(self, name: str) -> bool:
         return not self.queues or name in self.queues
@@ -56,68 +52,104 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-class TokenStore:
-    """Tokens in one SQLite file; safe to share between threads and processes."""
+class TokenTable(Protocol):
+    """Where a deployment keeps its tokens; rows are ``token_row`` dictionaries."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA busy_timeout=5000")
-        self._conn.executescript(SCHEMA)
-        # Hashes cannot be reversed, but which accounts and queues exist is nobody else's business.
-        path.chmod(0o600)
-        self._lock = threading.Lock()
+    def insert(self, row: Mapping[str, Any]) -> None: ...
+    def find(self, hash: str) -> Token | None: ...
+    def all(self) -> list[Token]: ...
+    def delete(self, token_id: str) -> bool: ...
+    def close(self) -> None: ...
+
+
+def token_row(token: Token, hash: str) -> dict[str, Any]:
+    return {
+        "token_id": token.token_id,
+        "hash": hash,
+        "account_id": token.account_id,
+        "read_only": token.read_only,
+        "queues": json.dumps(list(token.queues)),
+        "operator": token.operator,
+        "created_on": token.created_on,
+    }
+
+
+def token_from_row(row: tuple[Any, ...]) -> Token:
+    """A token from ``(token_id, account_id, read_only, queues, operator, created_on)``."""
+    return Token(row[0], row[1], bool(row[2]), tuple(json.loads(row[3])), row[5], bool(row[4]))
+
+
+class TokenStore:
+    """Creates, verifies, lists and revokes the tokens of one deployment; safe across threads."""
+
+    def __init__(self, table: TokenTable) -> None:
+        self.table = table
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self.table.close()
 
     def create(self, account_id: str, *, read_only: bool = False, queues: tuple[str, ...] = ()) -> tuple[str, Token]:
-        """A new token: ``(secret, token)``. The secret is shown once and never stored."""
+        """A new token of ``account_id``: ``(secret, token)``. The secret is shown once and never stored."""
         from conveyor.client.validation import check_queue_name
 
         check_account_id(account_id)
         for name in queues:
             check_queue_name(name)
+        return self._store(Token(secrets.token_hex(8), account_id, read_only, tuple(queues), iso_now()))
+
+    def create_operator(self) -> tuple[str, Token]:
+        """A new operator token (``/metrics`` of every account): ``(secret, token)``."""
+        return self._store(Token(secrets.token_hex(8), "", True, (), iso_now(), operator=True))
+
+    def _store(self, token: Token) -> tuple[str, Token]:
         secret = PREFIX + secrets.token_urlsafe(32)
-        token = Token(secrets.token_hex(8), account_id, read_only, tuple(queues), iso_now())
-        with self._lock:
-            self._conn.execute(
-                "INSERT INTO tokens VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    token.token_id,
-                    hash_secret(secret),
-                    account_id,
-                    int(read_only),
-                    json.dumps(list(queues)),
-                    token.created_on,
-                ),
-            )
+        self.table.insert(token_row(token, hash_secret(secret)))
         return secret, token
 
     def verify(self, secret: str) -> Token | None:
         """The token whose secret this is, or ``None``."""
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT token_id, account_id, read_only, queues, created_on FROM tokens WHERE hash = ?",
-                (hash_secret(secret),),
-            ).fetchone()
-        return None if row is None else _token(row)
+        return self.table.find(hash_secret(secret))
 
     def list(self) -> list[Token]:
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT token_id, account_id, read_only, queues, created_on FROM tokens ORDER BY created_on"
-            ).fetchall()
-        return [_token(r) for r in rows]
+        return self.table.all()
 
     def revoke(self, token_id: str) -> bool:
         """Delete a token by id; False if there was none."""
-        with self._lock:
-            return self._conn.execute("DELETE FROM tokens WHERE token_id = ?", (token_id,)).rowcount > 0
+        return self.table.delete(token_id)
+
+    def import_file(self, path: Path) -> int:
+        """Bring in the tokens of a ``tokens.db`` of an older Conveyor (one per server), then keep
+        the file aside as ``tokens.db.imported``; returns how many tokens it held. A token already
+        here is left as it is, so importing twice changes nothing."""
+        try:
+            old = sqlite3.connect(path, timeout=60.0)
+            try:
+                rows = old.execute(
+                    "SELECT token_id, hash, account_id, read_only, queues, created_on FROM tokens"
+                ).fetchall()
+            finally:
+                old.close()
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot import the tokens of {path}: {exc}") from None
+        for token_id, hash, account_id, read_only, queues, created_on in rows:
+            token = Token(token_id, account_id, bool(read_only), tuple(json.loads(queues)), created_on)
+            self.table.insert(token_row(token, hash))
+        _keep_aside(path)
+        return len(rows)
 
 
-def _token(row: tuple[str, str, int, str, str]) -> Token:
-    return Token(row[0], row[1], bool(row[2]), tuple(json.loads(row[3])), row[4])
+def _keep_aside(path: Path) -> None:
+    """Rename ``path`` (and any log beside it) to ``NAME.imported`` (``.imported.2``, ... if taken)."""
+    target = path.with_name(path.name + ".imported")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.imported.{n}")
+    try:
+        path.rename(target)
+    except FileNotFoundError:
+        return  # another process imported it at the same moment
+    for suffix in ("-wal", "-shm"):
+        side = Path(f"{path}{suffix}")
+        if side.exists():
+            side.rename(Path(f"{target}{suffix}"))

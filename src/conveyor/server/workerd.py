@@ -28,7 +28,7 @@ from conveyor.client import validation as check
 from conveyor.codec import check_content_type
 from conveyor.errors import BatchTooLarge, ConveyorError, InvalidMessage, InvalidRequest, MalformedJSON
 from conveyor.model import Metrics, NewMessage, QueueInfo
-from conveyor.server.envelope import JSONResponse, error_response, read_body, read_json
+from conveyor.server.envelope import JSONResponse, error_response, public_message, read_body, read_json
 from conveyor.server.service import Context, blocking, context
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -51,7 +51,7 @@ def _binding_errors(handler: Handler) -> Handler:
         except ConveyorError as exc:
             response = error_response(exc)
             response.headers["CF-Queues-Error-Code"] = str(exc.code)
-            response.headers["CF-Queues-Error-Cause"] = exc.message.encode("ascii", "replace").decode()
+            response.headers["CF-Queues-Error-Cause"] = public_message(exc).encode("ascii", "replace").decode()
             return response
 
     return wrapped
