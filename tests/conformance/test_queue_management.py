@@ -181,8 +181,8 @@ def test_pause_and_resume_set_delivery_paused(queue: conveyor.Queue) -> None:
 
 def test_paused_queue_still_accepts_sends(queue: conveyor.Queue) -> None:
     queue.pause_delivery()
-    assert queue.send("a").backlog_count == 1
-    assert queue.send_batch([{"body": "b"}]).backlog_count == 2
+    assert queue.send("a").metrics.backlog_count == 1
+    assert queue.send_batch([{"body": "b"}]).metrics.backlog_count == 2
 
 
 def test_purge_deletes_stored_delayed_and_in_flight_messages(pull_queue: conveyor.Queue, clock: FakeClock) -> None:

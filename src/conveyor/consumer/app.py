@@ -106,8 +106,10 @@ class App:
             self._register(queue.id, spec)
             dispatchers[spec.queue] = Dispatcher(engine, queue.id, spec, runner)
         self._runner, self.dispatchers = runner, dispatchers
-        self._coordinator = Coordinator(engine)
-        self._coordinator.start()
+        deployment = engine.deployment_engine()  # None in a server's account views: it coordinates
+        if deployment is not None:
+            self._coordinator = Coordinator(deployment)
+            self._coordinator.start()
         for dispatcher in dispatchers.values():
             dispatcher.start()
         log.info("worker started: consumers for %s", ", ".join(d.spec.queue for d in dispatchers.values()))

@@ -15,7 +15,7 @@ from typing import Any
 import uvicorn
 
 from conveyor.broker.coordinator import Coordinator
-from conveyor.client.connect import DEFAULT_URL, connect
+from conveyor.client.connect import DEFAULT_URL, open_engine
 from conveyor.client.sync import Conveyor
 from conveyor.consumer.app import App
 from conveyor.engine.base import Engine
@@ -187,8 +187,7 @@ def serve(
     logs.configure(json_lines=json_logs)
     if no_auth and not is_loopback(host):
         raise SystemExit(f"--no-auth is only allowed on a loopback address, not {host!r}")
-    client = connect(url)
-    engine = client.engine
+    engine = open_engine(url)  # every account's queues: the server views it per request's account
     store = None if no_auth else token_store(url, tokens)
     if no_auth:
         log.warning(NO_AUTH_WARNING.format(where=f"{host}:{port}"))
@@ -206,7 +205,7 @@ def serve(
     finally:
         workers.stop()
         coordinator.stop()
-        client.close()
+        engine.close()
         if store is not None:
             store.close()
 
