@@ -134,7 +134,8 @@ def send_lines(q: Queue, source: IO[bytes], content_type: str, delay: int | None
         except ConveyorError as exc:
             if done.sent:
                 # A script must know where to resume: say what was stored before the failure.
-                exc.message += f"; the {plural(done.sent, 'message')} up to line {done.last_line} were sent"
+                verb = "was" if done.sent == 1 else "were"
+                exc.message += f"; the {plural(done.sent, 'message')} up to line {done.last_line} {verb} sent"
             raise
     done.seconds = time.perf_counter() - started
     return done

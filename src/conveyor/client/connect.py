@@ -15,7 +15,8 @@ DEFAULT_URL = "sqlite://.conveyor"
 
 def connect(url: str | None = None, *, token: str | None = None, account_id: str | None = None) -> Conveyor:
     """Open a deployment (``$CONVEYOR_URL``, else SQLite in ``./.conveyor/``) as one account's:
-    ``local`` unless ``account_id`` (over HTTP also ``$CONVEYOR_ACCOUNT_ID``) names another.
+    SQLite and PostgreSQL in account ``local`` unless ``account_id`` names another; a server in
+    the account ``account_id`` (or ``$CONVEYOR_ACCOUNT_ID``) names, which it needs.
 
     >>> cv = conveyor.connect("sqlite:///var/lib/conveyor")   # a directory: catalog + shard files
     >>> cv = conveyor.connect("postgresql://host/db", account_id="acc1")
@@ -26,10 +27,11 @@ def connect(url: str | None = None, *, token: str | None = None, account_id: str
     if url.startswith(("http://", "https://")):
         from conveyor.client.http import RemoteEngine
 
-        # The server keeps accounts apart: the remote engine is already one account's.
+        # The server keeps accounts apart: the remote engine is already one account's, and which
+        # one is the caller's to say (a token names it; the server does not guess).
         token = token or os.environ.get("CONVEYOR_TOKEN")
-        account_id = account_id or os.environ.get("CONVEYOR_ACCOUNT_ID") or LOCAL_ACCOUNT
-        return Conveyor(RemoteEngine(url, token=token, account_id=check_account_id(account_id)), url)
+        account_id = account_id or os.environ.get("CONVEYOR_ACCOUNT_ID") or ""
+        return Conveyor(RemoteEngine(url, token=token, account_id=account_id), url)
     account = check_account_id(account_id or LOCAL_ACCOUNT)
     engine = open_engine(url)
     return Conveyor(AccountEngine(engine, account, owns_engine=True), _canonical(url))
