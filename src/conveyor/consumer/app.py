@@ -173,7 +173,15 @@ class App:
                 signal.signal(sig, handler)
 
     def drain(self, timeout: float = 30.0) -> bool:
-        """Deliver until nothing is deliverable, delayed or in flight; False if ``timeout`` passed first."""
+        """Deliver until nothing is deliverable, delayed or in flight, then stop gracefully.
+
+        Returns ``True`` when every consumer's queue ran empty (no message stored: none
+        deliverable, delayed or leased, and no batch running), ``False`` if ``timeout`` seconds
+        passed first (what is left stays stored, for the next run). A message in a dead letter queue
+        counts for that queue only if this app consumes it.
+
+        >>> assert app.drain(timeout=30), "messages were left after 30 s"
+        """
         self.start()
         deadline = time.monotonic() + timeout
         try:
