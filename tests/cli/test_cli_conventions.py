@@ -17,7 +17,7 @@ def test_json_before_the_command_works_like_after(run: Cli) -> None:
     after = run.json("queues", "list")
     assert [q["queue_name"] for q in before] == [q["queue_name"] for q in after] == ["emails"]
     sent = json.loads(run.ok("--json", "send", "emails", "1").stdout)
-    assert len(sent["message_id"]) == 32
+    assert len(sent["message_ids"][0]) == 32
 
 
 def test_usage_errors_say_error_as_every_other_refusal(run: Cli) -> None:

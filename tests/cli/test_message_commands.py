@@ -16,7 +16,7 @@ def test_send_stores_a_json_body_and_reports_metrics(run: Cli, client: conveyor.
     assert "Sent 1 message to emails" in run.ok("send", "emails", '{"to": "a@b"}').stdout
     data = run.json("send", "emails", "[1, 2]")
     assert data == {
-        "message_id": data["message_id"],
+        "message_ids": data["message_ids"],
         "metadata": {
             "metrics": {
                 "backlog_count": 2,
@@ -27,7 +27,7 @@ def test_send_stores_a_json_body_and_reports_metrics(run: Cli, client: conveyor.
     }
     peeked = client.queue("emails").peek()
     assert [m.body for m in peeked] == [{"to": "a@b"}, [1, 2]]
-    assert peeked[1].id == data["message_id"]
+    assert [peeked[1].id] == data["message_ids"]
 
 
 def test_send_prints_the_message_id(run: Cli, client: conveyor.Conveyor) -> None:
@@ -42,7 +42,7 @@ def test_send_whole_stdin_as_one_bytes_message(run: Cli, client: conveyor.Convey
     blob = b"\x00line one\nline two\n\xff\r\n"
     data = run.json("send", "blobs", "--content-type", "bytes", "--whole", input=blob)
     [m] = client.queue("blobs").peek()
-    assert (m.body, m.id) == (blob, data["message_id"])
+    assert (m.body, [m.id]) == (blob, data["message_ids"])
 
 
 def test_send_whole_file_as_one_json_document(run: Cli, client: conveyor.Conveyor, tmp_path: Path) -> None:

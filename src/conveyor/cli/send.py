@@ -201,7 +201,8 @@ def send(
         )
         emit(
             as_json,
-            {"message_id": result.id, "metadata": {"metrics": metrics_json(result.metrics)}},
+            # The REST API's answer to a push.
+            {"metadata": {"metrics": metrics_json(result.metrics)}, "message_ids": [result.id]},
             lambda: Text(f"Sent 1 message to {queue}: {result.id}"),
         )
         return

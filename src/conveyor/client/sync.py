@@ -216,7 +216,12 @@ class Queue:
         settings: ConsumerSettings | None = None,
         dead_letter_queue: str | None = None,
     ) -> ConsumerInfo:
-        """Register the queue's one consumer; raises ``ConsumerExists`` (11004) if it has one."""
+        """Register the queue's one consumer; raises ``ConsumerExists`` (11004) if it has one. A
+        ``worker`` consumer's ``script_name`` is its handler as ``module:function`` (or, as wrangler
+        registers one, a Worker's name); anything else is ``InvalidRequest`` (10207).
+
+        >>> q.add_consumer("worker", script_name="myapp.consumers:handle")
+        """
         if type == "worker":
             check.check_script_name(script_name)
         settings = check.check_consumer_settings(settings or ConsumerSettings())

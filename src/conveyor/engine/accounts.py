@@ -1,8 +1,8 @@
 """Accounts: every account sees its own queues, and nothing of any other account's.
 
-The storage engines know nothing of accounts. An account's queue ``emails`` is stored under the qualified
-name ``ACCOUNT/emails``: queue names cannot hold ``/``, so no name one account can choose reaches
-another account's queues, and two accounts may both have an ``emails``. :class:`AccountEngine` wraps
+The storage engines know nothing of accounts. An account's queue ``emails`` is stored under the
+qualified name ``ACCOUNT/emails``: queue names cannot hold ``/``, so no name one account can choose
+reaches another account's queues, and two accounts may both have an ``emails``. :class:`AccountEngine` wraps
 an engine for one account: it qualifies names on the way in, strips them on the way out, and answers
 ``QueueNotFound`` for a queue id of another account, exactly as for an id that does not exist.
 
@@ -66,7 +66,8 @@ def qualify(account_id: str, name: str) -> str:
 
 
 def split(qualified: str) -> tuple[str, str]:
-    """``(account_id, queue name)`` of an engine-level name; account ``""`` for an embedded queue."""
+    """``(account_id, queue name)`` of an engine-level name; account ``""`` for a plain name (the
+    raw engine's own, which opening a deployment made before accounts moves into ``local``)."""
     account, sep, name = qualified.rpartition(SEPARATOR)
     return (account, name) if sep else ("", qualified)
 

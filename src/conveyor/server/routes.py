@@ -219,7 +219,7 @@ def _consumer_settings(body: dict[str, Any], kind: str) -> ConsumerSettings:
 
 def _consumer_request(body: dict[str, Any], queue: Queue) -> tuple[str, str, ConsumerSettings, str]:
     known(body, CONSUMER_FIELDS, "the consumer")
-    text(body, "environment_name")
+    text(body, "environment_name")  # wrangler's; checked to be a string, and not used
     kind = text(body, "type", "worker")
     if kind not in ("worker", "http_pull"):
         raise InvalidRequest(f"consumer type is {kind!r}; it must be 'worker' or 'http_pull'")
