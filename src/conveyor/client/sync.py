@@ -34,12 +34,12 @@ def to_pulled(m: StoredMessage) -> PulledMessage:
 
 
 class Conveyor:
-    """The queues of one deployment.
+    """The queues of one account of a deployment (embedded: account ``local`` unless told otherwise).
 
     >>> cv = conveyor.connect("sqlite:///tmp/conveyor")
     >>> q = cv.create_queue("emails")
     >>> q.send({"to": "a@b"})
-    Metrics(backlog_count=1, ...)
+    SendResult(id='6f1c...', metrics=Metrics(backlog_count=1, ...))
     """
 
     def __init__(self, engine: Engine, url: str = "") -> None:
