@@ -133,8 +133,8 @@ def http_group() -> None:
 @retries_option
 @dlq_option
 @visibility_timeout_options(
-    "How long a pulled message stays leased, waiting for an ack, before it is delivered again "
-    f"(default {limits.DEFAULT_VISIBILITY_TIMEOUT_MS // 1000} s)"
+    "How long a pulled message stays leased, waiting for an ack, before it is delivered again",
+    f"{limits.DEFAULT_VISIBILITY_TIMEOUT_MS // 1000} s",
 )
 @retry_delay_option
 @json_option

@@ -108,7 +108,7 @@ def json_option(fn: F) -> F:
     )(command)  # type: ignore[return-value]
 
 
-def visibility_timeout_options(what: str) -> Callable[[F], F]:
+def visibility_timeout_options(what: str, default: str) -> Callable[[F], F]:
     """``--visibility-timeout-secs`` (wrangler's unit) or ``--visibility-timeout-ms`` (the API's),
     passed to the command as ``visibility_timeout_ms`` (``None`` when neither is given)."""
 
@@ -122,9 +122,11 @@ def visibility_timeout_options(what: str) -> Callable[[F], F]:
                 ms = visibility_timeout_secs * 1000
             return fn(*args, visibility_timeout_ms=ms, **kwargs)
 
-        with_ms = click.option("--visibility-timeout-ms", type=int, help=f"{what}, in milliseconds.")(command)
+        with_ms = click.option(
+            "--visibility-timeout-ms", type=int, help=f"{what}, in milliseconds (default: {default})."
+        )(command)
         return click.option(  # type: ignore[return-value]
-            "--visibility-timeout-secs", type=int, help=f"{what}, in seconds (wrangler's unit)."
+            "--visibility-timeout-secs", type=int, help=f"{what}, in seconds, wrangler's unit (default: {default})."
         )(with_ms)
 
     return decorate

@@ -20,9 +20,7 @@ from conveyor.errors import InvalidRequest
 @click.command("pull", short_help="Lease a batch of messages (HTTP pull consumer).")
 @click.argument("queue")
 @click.option("--batch-size", type=int, help="Most messages to lease (default: the consumer's batch size).")
-@visibility_timeout_options(
-    "How long the messages stay leased before they are delivered again (default: the consumer's)"
-)
+@visibility_timeout_options("How long the messages stay leased before they are delivered again", "the consumer's")
 @click.option("--ack", is_flag=True, help="Acknowledge the pulled messages at once (they are deleted).")
 @json_option
 @pass_state
