@@ -44,6 +44,8 @@ from conveyor.model import (
     PulledMessage,
     QueueInfo,
     QueueSettings,
+    SendBatchResult,
+    SendResult,
 )
 
 __all__ = [
@@ -80,6 +82,8 @@ __all__ = [
     "QueueInfo",
     "QueueNotFound",
     "QueueSettings",
+    "SendBatchResult",
+    "SendResult",
     "StorageError",
     "StorageFull",
     "TooManyMessages",

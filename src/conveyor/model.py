@@ -86,13 +86,37 @@ class NewMessage(NamedTuple):
     batch's delay; ``None`` means the queue's ``delivery_delay``, which the engine applies when it
     stores the message (so a producer never acts on a stale copy of the queue's settings).
 
-    (Named tuples, not dataclasses, for the two message types: one is made per message sent or
-    delivered, and a tuple is made in half the time of a frozen dataclass.)
+    (Named tuples, not dataclasses, for the two message types and the send results: one is made
+    per message or send, and a tuple is made in half the time of a frozen dataclass.)
     """
 
     body: bytes
     content_type: ContentType
     delay_seconds: int | None
+
+
+class SendResult(NamedTuple):
+    """What :meth:`Queue.send` stored: the message's ``id`` (as its consumer will see it) and the
+    queue's ``metrics`` just after.
+
+    >>> r = q.send({"to": "a@b"}); r.id, r.metrics.backlog_count
+    ('6f1c...', 1)
+    """
+
+    id: str
+    metrics: Metrics
+
+
+class SendBatchResult(NamedTuple):
+    """What :meth:`Queue.send_batch` (and an engine's ``enqueue``) stored: the messages' ``ids``,
+    in the order given, and the queue's ``metrics`` just after.
+
+    >>> r = q.send_batch([{"body": 1}, {"body": 2}]); len(r.ids), r.metrics.backlog_count
+    (2, 2)
+    """
+
+    ids: list[str]
+    metrics: Metrics
 
 
 class StoredMessage(NamedTuple):

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -52,6 +53,11 @@ class Peer:
     def stop(self) -> None:
         self.process.kill()
         self.process.wait()
+
+
+def sqlite_engine(cv: conveyor.Conveyor) -> SQLiteEngine:
+    """The SQLite engine under the client's account view (its catalog, its snapshot)."""
+    return cast(SQLiteEngine, cv.engine.deployment_engine())
 
 
 @pytest.fixture
@@ -136,12 +142,12 @@ def test_a_snapshot_left_behind_by_a_publisher_that_died_is_republished(
 ) -> None:
     q = cv.queue("jobs")
     assert peer.ask("die-after-commit 77") is None  # killed between the catalog commit and its publish
-    assert published(data_dir).generation == cv.engine.catalog.generation() - 1
+    assert published(data_dir).generation == sqlite_engine(cv).catalog.generation() - 1
     assert cv.engine.queue_settings(q.id).delivery_delay == 0  # the stale snapshot, until repaired
 
     # A process opening the directory republishes at once.
     SQLiteEngine(data_dir).close()
-    assert published(data_dir).generation == cv.engine.catalog.generation()
+    assert published(data_dir).generation == sqlite_engine(cv).catalog.generation()
     assert cv.engine.queue_settings(q.id).delivery_delay == 77
 
     # So does the coordinator, within a few seconds, for processes that are already running.
@@ -149,7 +155,7 @@ def test_a_snapshot_left_behind_by_a_publisher_that_died_is_republished(
     assert dying.ask("die-after-commit 78") is None
     dying.stop()
     assert cv.engine.queue_settings(q.id).delivery_delay == 77
-    coordinator = Coordinator(cv.engine)
+    coordinator = Coordinator(sqlite_engine(cv))
     coordinator.start()
     try:
         deadline = time.monotonic() + 15
@@ -209,7 +215,7 @@ def test_a_snapshot_too_damaged_to_open_is_replaced_and_running_processes_follow
     # A damaged header: processes that mapped the file read on, but none can open it any more.
     scribble(data_dir / "snapshot" / "catalog_state", offset=8, size=8)
     SQLiteEngine(data_dir).close()  # it cannot open the snapshot, so it replaces it
-    assert published(data_dir).generation == cv.engine.catalog.generation()
+    assert published(data_dir).generation == sqlite_engine(cv).catalog.generation()
     # The running processes map the replaced file: within a second they follow the new one.
     time.sleep(1.2)  # past their identity check interval (a wait, not a timing assertion)
     q.update(delivery_delay=HOUR)
@@ -224,7 +230,7 @@ def test_a_publisher_overtaken_by_a_newer_catalog_write_never_replaces_the_newer
     cv: conveyor.Conveyor, data_dir: Path
 ) -> None:
     q = cv.create_queue("jobs")
-    catalog = cv.engine.catalog
+    catalog = sqlite_engine(cv).catalog
     old = catalog.snapshot()  # what a slow publisher read before the next write
 
     class Slow:
@@ -258,5 +264,5 @@ def test_concurrent_writers_in_two_processes_leave_the_latest_catalog_published(
     ]
     assert [w.wait() for w in writers] == [0, 0]
     snapshot = published(data_dir)
-    assert snapshot.generation == cv.engine.catalog.generation()
+    assert snapshot.generation == sqlite_engine(cv).catalog.generation()
     assert snapshot.queues[q.id].settings == q.info().settings

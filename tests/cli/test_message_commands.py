@@ -16,15 +16,47 @@ def test_send_stores_a_json_body_and_reports_metrics(run: Cli, client: conveyor.
     assert "Sent 1 message to emails" in run.ok("send", "emails", '{"to": "a@b"}').stdout
     data = run.json("send", "emails", "[1, 2]")
     assert data == {
+        "message_ids": data["message_ids"],
         "metadata": {
             "metrics": {
                 "backlog_count": 2,
                 "backlog_bytes": len('{"to":"a@b"}') + len("[1,2]"),
                 "oldest_message_timestamp_ms": data["metadata"]["metrics"]["oldest_message_timestamp_ms"],
             }
-        }
+        },
     }
-    assert [m.body for m in client.queue("emails").peek()] == [{"to": "a@b"}, [1, 2]]
+    peeked = client.queue("emails").peek()
+    assert [m.body for m in peeked] == [{"to": "a@b"}, [1, 2]]
+    assert [peeked[1].id] == data["message_ids"]
+
+
+def test_send_prints_the_message_id(run: Cli, client: conveyor.Conveyor) -> None:
+    run.ok("queues", "create", "emails")
+    out = run.ok("send", "emails", '"hi"').stdout
+    [m] = client.queue("emails").peek()
+    assert out == f"Sent 1 message to emails: {m.id}\n"
+
+
+def test_send_whole_stdin_as_one_bytes_message(run: Cli, client: conveyor.Conveyor) -> None:
+    run.ok("queues", "create", "blobs")
+    blob = b"\x00line one\nline two\n\xff\r\n"
+    data = run.json("send", "blobs", "--content-type", "bytes", "--whole", input=blob)
+    [m] = client.queue("blobs").peek()
+    assert (m.body, [m.id]) == (blob, data["message_ids"])
+
+
+def test_send_whole_file_as_one_json_document(run: Cli, client: conveyor.Conveyor, tmp_path: Path) -> None:
+    run.ok("queues", "create", "docs")
+    doc = tmp_path / "doc.json"
+    doc.write_text('{\n  "to": "a@b",\n  "n": [1,\n 2]\n}\n')
+    run.ok("send", "docs", "--file", str(doc), "--whole")
+    assert [m.body for m in client.queue("docs").peek()] == [{"to": "a@b", "n": [1, 2]}]
+
+
+def test_send_whole_with_a_body_is_a_usage_error(run: Cli) -> None:
+    run.ok("queues", "create", "docs")
+    result = run("send", "docs", '"x"', "--whole")
+    assert result.exit_code == 2 and "error: --whole sends a file or stdin as one message" in result.stderr
 
 
 def test_send_text_and_bytes_and_delay(run: Cli, client: conveyor.Conveyor) -> None:

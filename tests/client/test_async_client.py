@@ -15,12 +15,14 @@ def test_async_client_sends_pulls_and_acks(tmp_path: Path) -> None:
         async with await conveyor.connect_async(f"sqlite://{tmp_path / 'data'}") as cv:
             q = await cv.create_queue("jobs", delivery_delay=0)
             await q.add_pull_consumer(batch_size=10)
-            metrics = await q.send({"n": 1})
-            assert metrics.backlog_count == 1
-            await asyncio.gather(*(q.send({"n": n}) for n in range(2, 11)))
-            await q.send_batch([{"body": "text", "content_type": "text"}])
+            first = await q.send({"n": 1})
+            assert first.metrics.backlog_count == 1
+            others = await asyncio.gather(*(q.send({"n": n}) for n in range(2, 11)))
+            batch = await q.send_batch([{"body": "text", "content_type": "text"}])
             pulled = await q.pull(batch_size=20)
             assert len(pulled) == 11
+            # Every send said which id its message got.
+            assert {m.id for m in pulled} == {first.id, *(r.id for r in others), *batch.ids}
             result = await q.ack(acks=[m.lease_id for m in pulled])
             assert (result.ack_count, result.retry_count) == (11, 0)
             assert (await q.metrics()).backlog_count == 0

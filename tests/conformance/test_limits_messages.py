@@ -47,7 +47,7 @@ def test_oversized_message_in_a_batch_refuses_the_whole_batch(queue: conveyor.Qu
 
 
 def test_batch_of_100_messages_is_accepted(queue: conveyor.Queue) -> None:
-    metrics = queue.send_batch([{"body": i} for i in range(100)])
+    metrics = queue.send_batch([{"body": i} for i in range(100)]).metrics
     assert metrics.backlog_count == 100
 
 
@@ -59,7 +59,7 @@ def test_batch_of_101_messages_is_refused_with_10206(queue: conveyor.Queue) -> N
 
 def test_batch_of_exactly_256000_bytes_is_accepted(queue: conveyor.Queue) -> None:
     batch = [{"body": b"\x00" * 128_000, "content_type": "bytes"}] * 2
-    assert queue.send_batch(batch).backlog_bytes == 256_000
+    assert queue.send_batch(batch).metrics.backlog_bytes == 256_000
 
 
 def test_batch_over_256000_bytes_is_refused_with_10205(queue: conveyor.Queue) -> None:

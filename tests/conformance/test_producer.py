@@ -85,10 +85,39 @@ def test_batch_that_is_not_a_list_is_refused(queue: conveyor.Queue) -> None:
 
 def test_send_returns_the_queue_metrics(queue: conveyor.Queue, clock: FakeClock) -> None:
     first = clock.now_ms()
-    assert queue.send("ab", content_type="text") == conveyor.Metrics(1, 2, first)
+    assert queue.send("ab", content_type="text").metrics == conveyor.Metrics(1, 2, first)
     clock.advance(5)
-    assert queue.send_batch([{"body": b"xyz", "content_type": "bytes"}, {"body": 7}]) == conveyor.Metrics(3, 6, first)
+    sent = queue.send_batch([{"body": b"xyz", "content_type": "bytes"}, {"body": 7}])
+    assert sent.metrics == conveyor.Metrics(3, 6, first)
     assert queue.metrics() == conveyor.Metrics(3, 6, first)
+
+
+def test_send_returns_the_id_its_consumer_sees(pull_queue: conveyor.Queue) -> None:
+    sent = pull_queue.send({"to": "a@b"})
+    assert len(sent.id) == 32 and sent.metrics.backlog_count == 1
+    [m] = pull_queue.pull()
+    assert m.id == sent.id
+
+
+def test_send_batch_returns_every_id_in_the_order_given(pull_queue: conveyor.Queue) -> None:
+    sent = pull_queue.send_batch([{"body": n} for n in range(10)])
+    assert len(set(sent.ids)) == 10
+    by_id = {m.id: m.body for m in pull_queue.pull(batch_size=10)}
+    assert [by_id[i] for i in sent.ids] == list(range(10))
+
+
+def test_batch_message_with_an_unknown_field_is_refused_naming_it(queue: conveyor.Queue) -> None:
+    # A misspelt delay must not be ignored: the message would be delivered at once.
+    batch: list[dict[str, object]] = [{"body": 1}, {"body": 2, "delaySeconds": 3600}]
+    text = refused(queue, conveyor.InvalidMessage, 10203, lambda: queue.send_batch(batch))
+    assert "message 1 of the batch has unknown field 'delaySeconds'" in text
+    assert queue.metrics().backlog_count == 0
+
+
+def test_fractional_delay_is_10203(queue: conveyor.Queue) -> None:
+    refused(queue, conveyor.InvalidMessage, 10203, lambda: queue.send(1, delay_seconds=1.5))  # type: ignore[arg-type]
+    refused(queue, conveyor.InvalidMessage, 10203, lambda: queue.send_batch([{"body": 1, "delay_seconds": 0.5}]))
+    refused(queue, conveyor.InvalidBatchDelay, 10202, lambda: queue.send_batch([{"body": 1}], delay_seconds=2.5))  # type: ignore[arg-type]
 
 
 def test_empty_queue_metrics_are_zero(queue: conveyor.Queue) -> None:

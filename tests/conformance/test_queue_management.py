@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import conveyor
-from conformance.support import FakeClock, backlog, bodies
+from conformance.support import FakeClock, backlog, bodies, refused
 from conveyor import limits
 
 
@@ -181,8 +181,8 @@ def test_pause_and_resume_set_delivery_paused(queue: conveyor.Queue) -> None:
 
 def test_paused_queue_still_accepts_sends(queue: conveyor.Queue) -> None:
     queue.pause_delivery()
-    assert queue.send("a").backlog_count == 1
-    assert queue.send_batch([{"body": "b"}]).backlog_count == 2
+    assert queue.send("a").metrics.backlog_count == 1
+    assert queue.send_batch([{"body": "b"}]).metrics.backlog_count == 2
 
 
 def test_purge_deletes_stored_delayed_and_in_flight_messages(pull_queue: conveyor.Queue, clock: FakeClock) -> None:
@@ -250,3 +250,11 @@ def test_malformed_queue_id_is_refused_with_10107(conveyor_client: conveyor.Conv
             conveyor_client.queue_by_id(queue_id)
         assert (excinfo.value.code, excinfo.value.status) == (10107, 400)
         assert repr(queue_id) in str(excinfo.value)
+
+
+def test_a_worker_consumer_must_name_a_handler_or_a_worker(queue: conveyor.Queue) -> None:
+    for script in ("not a script", ".x:y", "x.:y", "", "x:y z"):
+        text = refused(queue, conveyor.InvalidRequest, 10207, queue.add_consumer, "worker", script_name=script)
+        assert "invalid script_name" in text
+    assert queue.consumer() is None
+    assert queue.add_consumer("worker", script_name="myapp.consumers:handle").script_name == "myapp.consumers:handle"

@@ -153,7 +153,7 @@ class EngineModel(RuleBasedStateMachine):
             batch.append(NewMessage(body, "bytes", delay))
             self.messages[body] = Stored(body, self.now(), self.now() + delay * 1000)
         self.counters = counted(self.counters, sent=len(batch))
-        assert self.engines[producer].enqueue(self.queue_id, batch) == metrics_of(self.messages)
+        assert self.engines[producer].enqueue(self.queue_id, batch).metrics == metrics_of(self.messages)
 
     @rule(via=st.integers(0, 1), n=st.integers(1, 4), visibility_s=st.sampled_from([1, 5, 30]))
     def lease(self, via: int, n: int, visibility_s: int) -> None:

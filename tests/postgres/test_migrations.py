@@ -90,3 +90,29 @@ def test_a_version_1_database_keeps_its_messages_through_the_upgrade(pg_url: str
         assert q.metrics() == conveyor.Metrics(1, 3, 5)
         q.add_pull_consumer()
         assert [m.body for m in q.pull()] == ["old"]
+
+
+def test_migration_5_moves_plain_queue_names_into_account_local(pg_url: str) -> None:
+    from conveyor.client.connect import open_engine
+    from conveyor.model import ConsumerSettings, NewMessage, QueueSettings
+
+    # The database as Conveyor left it before accounts: plain names, migration 5 not applied.
+    raw = open_engine(pg_url)
+    try:
+        emails = raw.create_queue("emails", QueueSettings())
+        raw.create_queue("jobs", QueueSettings())
+        raw.create_queue("local/jobs", QueueSettings())  # made through a server before the upgrade
+        raw.add_consumer(emails.queue_id, "http_pull", "", ConsumerSettings(), "emails-dlq")
+        raw.enqueue(emails.queue_id, [NewMessage(b'"kept"', "json", 0)])
+    finally:
+        raw.close()
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("DELETE FROM conveyor_migrations WHERE version = 5")
+    assert migrate(pg_url) == [5]
+    with conveyor.connect(pg_url) as cv:
+        assert [q.queue_name for q in cv.list_queues()] == ["emails", "jobs"]
+        queue = cv.queue("emails")
+        assert [m.body for m in queue.peek()] == ["kept"]
+        assert queue.consumer().dead_letter_queue == "emails-dlq"  # type: ignore[union-attr]
+    with conveyor.connect(pg_url, account_id="unqualified") as aside:
+        assert [q.queue_name for q in aside.list_queues()] == ["jobs"]

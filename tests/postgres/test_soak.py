@@ -93,7 +93,7 @@ def test_a_million_messages_leave_dead_rows_bounded_and_the_table_small(pg_url: 
         "max_dead_rows": max(s["dead"] for s in samples),
         "max_table_bytes": max(s["bytes"] for s in samples),
         "final": final,
-        "vacuums": worker_client.engine.vacuumer.vacuums,  # type: ignore[attr-defined]
+        "vacuums": worker_client.engine.deployment_engine().vacuumer.vacuums,  # type: ignore[union-attr]
         "samples": samples,
     }
     print(json.dumps(report))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -91,14 +92,14 @@ def test_worker_starts_consumers_registered_later_and_stops_removed_ones(
     monkeypatch.syspath_prepend(str(tmp_path))
     import later_handlers  # type: ignore[import-not-found]
 
-    from conveyor.server.accounts import AccountEngine
+    from conveyor.client.connect import open_engine
     from conveyor.server.serve import Workers
 
-    with conveyor.connect(f"sqlite://{tmp_path / 'data'}") as cv:
-        workers = Workers(cv.engine)
+    url = f"sqlite://{tmp_path / 'data'}"
+    with contextlib.closing(open_engine(url)) as engine, conveyor.connect(url, account_id="acc1") as acc:
+        workers = Workers(engine)  # as conveyor serve has it: the raw engine, every account's queues
         workers.refresh()
         assert workers.apps == {}
-        acc = conveyor.Conveyor(AccountEngine(cv.engine, "acc1"))
         q = acc.create_queue("later")
         consumer = q.add_consumer(
             "worker", script_name="later_handlers:handle", settings=conveyor.ConsumerSettings(max_wait_time_ms=50)

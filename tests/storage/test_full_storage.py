@@ -23,7 +23,7 @@ BIG_BATCH = [{"body": {"n": -1 - i, "padding": "f" * 2000}} for i in range(20)]
 
 def writing_connection(cv: conveyor.Conveyor, queue: str) -> sqlite3.Connection:
     """The connection that commits the writes of ``queue``'s (one) shard."""
-    engine = cast(SQLiteEngine, cv.engine)
+    engine = cast(SQLiteEngine, cv.engine.deployment_engine())
     (shard,) = engine.router.all(cv.queue(queue).id)
     return shard._write_conn
 
@@ -88,7 +88,7 @@ def test_concurrent_sends_on_full_disk_each_fail_and_store_nothing(seeded: Seede
 
 def test_full_catalog_refuses_new_queues_naming_it(seeded: SeededDirectory) -> None:
     with conveyor.connect(seeded.url) as cv:
-        engine = cast(SQLiteEngine, cv.engine)
+        engine = cast(SQLiteEngine, cv.engine.deployment_engine())
         fill_up(engine.catalog._conn)
 
         created = 0

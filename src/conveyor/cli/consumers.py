@@ -11,7 +11,7 @@ import click
 from rich.text import Text
 
 from conveyor import limits
-from conveyor.cli.context import CliState, ConveyorGroup, emit, json_option, pass_state
+from conveyor.cli.context import CliState, ConveyorGroup, emit, json_option, pass_state, visibility_timeout_options
 from conveyor.cli.render import consumers_table
 from conveyor.cli.shapes import consumer_json
 from conveyor.errors import InvalidSetting
@@ -84,7 +84,8 @@ def add(
     retry_delay_secs: int,
     as_json: bool,
 ) -> None:
-    """Register SCRIPT (e.g. `module:handler`) as the push consumer of QUEUE."""
+    """Register SCRIPT as the push consumer of QUEUE: the handler as `module:function` (for example
+    `myapp.consumers:handle`), or a Worker's name as wrangler registers one."""
     settings = ConsumerSettings(
         batch_size=limits.DEFAULT_MAX_BATCH_SIZE if batch_size is None else batch_size,
         max_retries=limits.DEFAULT_MAX_RETRIES if message_retries is None else message_retries,
@@ -131,11 +132,9 @@ def http_group() -> None:
 @batch_size_option
 @retries_option
 @dlq_option
-@click.option(
-    "--visibility-timeout-secs",
-    type=int,
-    help="Seconds a pulled message stays leased, waiting for an ack, before it is delivered again "
-    f"(default {limits.DEFAULT_VISIBILITY_TIMEOUT_MS // 1000}).",
+@visibility_timeout_options(
+    "How long a pulled message stays leased, waiting for an ack, before it is delivered again",
+    f"{limits.DEFAULT_VISIBILITY_TIMEOUT_MS // 1000} s",
 )
 @retry_delay_option
 @json_option
@@ -146,7 +145,7 @@ def http_add(
     batch_size: int | None,
     message_retries: int | None,
     dead_letter_queue: str | None,
-    visibility_timeout_secs: int | None,
+    visibility_timeout_ms: int | None,
     retry_delay_secs: int,
     as_json: bool,
 ) -> None:
@@ -159,9 +158,7 @@ def http_add(
             max_retries=limits.DEFAULT_MAX_RETRIES if message_retries is None else message_retries,
             dead_letter_queue=dead_letter_queue,
             visibility_timeout_ms=(
-                limits.DEFAULT_VISIBILITY_TIMEOUT_MS
-                if visibility_timeout_secs is None
-                else visibility_timeout_secs * 1000
+                limits.DEFAULT_VISIBILITY_TIMEOUT_MS if visibility_timeout_ms is None else visibility_timeout_ms
             ),
             retry_delay=retry_delay_secs,
         )

@@ -26,6 +26,7 @@ from conveyor import limits
 from conveyor.cli.context import CliError, console, json_option
 from conveyor.cli.demo_workload import ORDERS, PAYMENTS, PAYMENTS_DLQ, PINGS, Workload, payment
 from conveyor.cli.progress import message_progress, rate_text
+from conveyor.cli.render import plural
 
 DEFAULT_DIR = "./.conveyor-demo"
 # Anything the demo waits for that takes longer than this is a failure, not patience.
@@ -224,7 +225,8 @@ class Demo:
             "charged_after_fix": state.charged - charged_before,
             "dead_letter_backlog": dlq.metrics().backlog_count,
         }
-        self.say(f"   [green]✓[/] redrove {moved} messages; all charged; [cyan]{PAYMENTS_DLQ}[/] is empty again")
+        redrove = plural(moved, "message")
+        self.say(f"   [green]✓[/] redrove {redrove}; all charged; [cyan]{PAYMENTS_DLQ}[/] is empty again")
 
 
 def summary(r: dict[str, Any]) -> Panel:

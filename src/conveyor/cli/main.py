@@ -13,6 +13,7 @@ from conveyor.cli.queues import queues_group
 from conveyor.cli.send import send
 from conveyor.cli.server_commands import COMMANDS as SERVER_COMMANDS
 from conveyor.cli.worker import worker
+from conveyor.engine.accounts import LOCAL_ACCOUNT
 
 
 @click.group(cls=ConveyorGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -27,14 +28,20 @@ from conveyor.cli.worker import worker
     "--token", envvar="CONVEYOR_TOKEN", metavar="TOKEN", help="API token for an http(s) URL. Env: CONVEYOR_TOKEN."
 )
 @click.option(
+    "--account",
     "--account-id",
+    "account_id",
     envvar="CONVEYOR_ACCOUNT_ID",
     metavar="ID",
-    help="Account for an http(s) URL. Env: CONVEYOR_ACCOUNT_ID.",
+    default=LOCAL_ACCOUNT,
+    show_default=True,
+    help="The account whose queues the commands see, on every kind of URL (on a server, the one the "
+    "token is for). Env: CONVEYOR_ACCOUNT_ID.",
 )
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON, as every command's --json.")
 @click.version_option(package_name="conveyor", prog_name="conveyor")
 @click.pass_context
-def cli(ctx: click.Context, url: str | None, token: str | None, account_id: str | None) -> None:
+def cli(ctx: click.Context, url: str | None, token: str | None, account_id: str, as_json: bool) -> None:
     """Conveyor: durable message queues with Cloudflare Queues' semantics.
 
     \b
@@ -43,9 +50,11 @@ def cli(ctx: click.Context, url: str | None, token: str | None, account_id: str 
     conveyor worker myapp:app
     conveyor demo
 
-    Every command takes --json for machine-readable output.
+    Every command takes --json for machine-readable output (before or after the command's name).
+    Queues belong to an account: `local` unless --account says otherwise, for the command line,
+    for conveyor.connect() and for a `conveyor serve` of the same directory alike.
     """
-    ctx.obj = CliState(url, token, account_id)
+    ctx.obj = CliState(url, token, account_id, as_json)
 
 
 for command in (queues_group, send, pull, ack, peek, redrive, worker, demo, migrate, doctor, *SERVER_COMMANDS):

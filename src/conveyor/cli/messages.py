@@ -9,7 +9,7 @@ from typing import Any
 import click
 from rich.text import Text
 
-from conveyor.cli.context import CliState, emit, json_option, pass_state
+from conveyor.cli.context import CliState, emit, json_option, pass_state, visibility_timeout_options
 from conveyor.cli.progress import message_progress, rate_text
 from conveyor.cli.render import messages_table, plural
 from conveyor.cli.shapes import message_json
@@ -20,11 +20,7 @@ from conveyor.errors import InvalidRequest
 @click.command("pull", short_help="Lease a batch of messages (HTTP pull consumer).")
 @click.argument("queue")
 @click.option("--batch-size", type=int, help="Most messages to lease (default: the consumer's batch size).")
-@click.option(
-    "--visibility-timeout-ms",
-    type=int,
-    help="How long the messages stay leased before they are delivered again (default: the consumer's).",
-)
+@visibility_timeout_options("How long the messages stay leased before they are delivered again", "the consumer's")
 @click.option("--ack", is_flag=True, help="Acknowledge the pulled messages at once (they are deleted).")
 @json_option
 @pass_state

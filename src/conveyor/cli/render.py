@@ -85,7 +85,7 @@ def queue_panel(q: QueueInfo, m: Metrics | None = None, c: Counters | None = Non
     ]
     if m is not None:
         rows += [
-            ("backlog", f"{m.backlog_count:,} messages, {m.backlog_bytes:,} bytes"),
+            ("backlog", f"{plural(m.backlog_count, 'message')}, {plural(m.backlog_bytes, 'byte')}"),
             ("oldest message", _ms_time(m.oldest_message_timestamp_ms)),
         ]
     if c is not None:

@@ -1,4 +1,5 @@
-"""``conveyor send``: one message from the command line, or every line of a file or stdin.
+"""``conveyor send``: one message from the command line, every line of a file or stdin, or (with
+``--whole``) the whole of a file or stdin as one message.
 
 Lines go out in batches as large as the limits allow (100 messages, 256 KB), each batch atomic. A
 bad line stops the run with an error that says which line, and how many lines before it were sent.
@@ -78,6 +79,21 @@ def read_chunks(source: IO[bytes], content_type: str) -> Iterator[Chunk]:
         yield Chunk(batch, consumed, last)
 
 
+# A JSON document may shrink when it is stored compactly, so more than a message's limit is read;
+# the send then checks the encoded size. A pipe may be endless: reading stops here.
+WHOLE_READ_LIMIT = 8 * limits.MAX_MESSAGE_BYTES
+
+
+def read_whole(source: IO[bytes]) -> bytes:
+    """All of ``source`` (for ``--whole``), refused once it passes ``WHOLE_READ_LIMIT``."""
+    raw = source.read(WHOLE_READ_LIMIT + 1)
+    if len(raw) > WHOLE_READ_LIMIT:
+        raise MessageTooLarge(
+            f"the input is over {WHOLE_READ_LIMIT} bytes; a message's limit is {limits.MAX_MESSAGE_BYTES}"
+        )
+    return raw
+
+
 def remaining_bytes(source: IO[bytes]) -> int | None:
     """Bytes left to read in ``source``; ``None`` for a pipe, whose length is unknown."""
     try:
@@ -109,7 +125,7 @@ def send_lines(q: Queue, source: IO[bytes], content_type: str, delay: int | None
         task = progress.add_task(f"sending to {q.name}", total=remaining_bytes(source), rate="", sent=0)
         try:
             for chunk in read_chunks(source, content_type):
-                done.metrics = q.send_batch(chunk.messages, delay_seconds=delay)
+                done.metrics = q.send_batch(chunk.messages, delay_seconds=delay).metrics
                 done.sent += len(chunk.messages)
                 done.batches += 1
                 done.last_line = chunk.last_line
@@ -118,7 +134,8 @@ def send_lines(q: Queue, source: IO[bytes], content_type: str, delay: int | None
         except ConveyorError as exc:
             if done.sent:
                 # A script must know where to resume: say what was stored before the failure.
-                exc.message += f"; the {done.sent} messages up to line {done.last_line} were sent"
+                verb = "was" if done.sent == 1 else "were"
+                exc.message += f"; the {plural(done.sent, 'message')} up to line {done.last_line} {verb} sent"
             raise
     done.seconds = time.perf_counter() - started
     return done
@@ -141,6 +158,12 @@ def send_lines(q: Queue, source: IO[bytes], content_type: str, delay: int | None
     type=click.File("rb"),
     help="Send every non-empty line of FILE as one message ('-' reads stdin), in batches of up to 100.",
 )
+@click.option(
+    "--whole",
+    is_flag=True,
+    help="Send the whole of --file (or stdin) as one message instead of one per line: a binary file with "
+    "--content-type bytes, a JSON document spread over lines, a text with newlines.",
+)
 @json_option
 @pass_state
 def send(
@@ -150,26 +173,38 @@ def send(
     content_type: str,
     delay_secs: int | None,
     source: IO[bytes] | None,
+    whole: bool,
     as_json: bool,
 ) -> None:
-    """Send BODY to QUEUE; without BODY, send each line of --file or of stdin as a message.
+    """Send BODY to QUEUE; without BODY, send each line of --file or of stdin as a message (or,
+    with --whole, all of it as one).
 
     \b
     conveyor send emails '{"to": "a@b"}'
     conveyor send logs 'plain words' --content-type text
     conveyor send emails --file messages.jsonl
+    conveyor send images --file photo.png --content-type bytes --whole
     """
     if body is not None and source is not None:
         raise click.UsageError("give either BODY or --file, not both")
+    if body is not None and whole:
+        raise click.UsageError("--whole sends a file or stdin as one message; BODY already is one")
     if body is None and source is None:
         if sys.stdin.isatty():
             raise click.UsageError("give a BODY, --file FILE, or pipe lines on stdin")
         source = sys.stdin.buffer
     q = state.connect().queue(queue)
-    if source is None:
-        assert body is not None
-        metrics = q.send(parse_body(body.encode(), content_type, "BODY"), content_type, delay_secs)
-        emit(as_json, {"metadata": {"metrics": metrics_json(metrics)}}, lambda: Text(f"Sent 1 message to {queue}"))
+    if source is None or whole:
+        raw = read_whole(source) if source is not None else (body or "").encode()
+        result = q.send(
+            parse_body(raw, content_type, "BODY" if source is None else "the input"), content_type, delay_secs
+        )
+        emit(
+            as_json,
+            # The REST API's answer to a push.
+            {"metadata": {"metrics": metrics_json(result.metrics)}, "message_ids": [result.id]},
+            lambda: Text(f"Sent 1 message to {queue}: {result.id}"),
+        )
         return
     done = send_lines(q, source, content_type, delay_secs, quiet=as_json)
     data = {

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from conveyor.cli.context import CliError, CliState, pass_state
-from conveyor.client.connect import DEFAULT_URL, connect
+from conveyor.client.connect import DEFAULT_URL, open_engine
 from conveyor.server.http_protocol import BODY_SECONDS, HEAD_SECONDS, MAX_CONNECTIONS, ConnectionLimits
 from conveyor.server.serve import DEFAULT_PORT, KEEP_ALIVE_SECONDS, serve
 from conveyor.server.token_tables import NOT_A_DEPLOYMENT, open_token_store
@@ -150,15 +150,15 @@ def deployment_tokens(url: str | None) -> Iterator[TokenStore]:
     url = url or DEFAULT_URL
     if url.startswith(("http://", "https://")):
         raise CliError(NOT_A_DEPLOYMENT.format(url=url))
-    client = connect(url)
+    engine = open_engine(url)
     try:
-        store = open_token_store(client.engine)
+        store = open_token_store(engine)
         try:
             yield store
         finally:
             store.close()
     finally:
-        client.close()
+        engine.close()
 
 
 @click.group("tokens")

@@ -26,6 +26,8 @@ from conveyor.model import (
     Metrics,
     PulledMessage,
     QueueInfo,
+    SendBatchResult,
+    SendResult,
 )
 
 
@@ -85,10 +87,14 @@ class AsyncQueue:
     async def info(self, max_age: float = 0.0) -> QueueInfo:
         return await asyncio.to_thread(self.sync.info, max_age)
 
-    async def send(self, body: Any, content_type: str = "json", delay_seconds: int | None = None) -> Metrics:
+    async def send(self, body: Any, content_type: str = "json", delay_seconds: int | None = None) -> SendResult:
+        """:meth:`Queue.send`: the message's ``id`` and the queue's ``metrics``."""
         return await asyncio.to_thread(self.sync.send, body, content_type, delay_seconds)
 
-    async def send_batch(self, messages: Sequence[Mapping[str, Any]], delay_seconds: int | None = None) -> Metrics:
+    async def send_batch(
+        self, messages: Sequence[Mapping[str, Any]], delay_seconds: int | None = None
+    ) -> SendBatchResult:
+        """:meth:`Queue.send_batch`: the messages' ``ids`` and the queue's ``metrics``."""
         return await asyncio.to_thread(self.sync.send_batch, messages, delay_seconds)
 
     async def metrics(self) -> Metrics:

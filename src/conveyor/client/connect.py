@@ -1,4 +1,4 @@
-"""``conveyor.connect(url)``: pick the engine a URL names."""
+"""``conveyor.connect(url)``: pick the engine a URL names, and view it as one account."""
 
 from __future__ import annotations
 
@@ -6,15 +6,20 @@ import os
 
 from conveyor.allocator import keep_freed_memory
 from conveyor.client.sync import Conveyor
+from conveyor.engine.accounts import LOCAL_ACCOUNT, AccountEngine, check_account_id
+from conveyor.engine.base import Engine
 from conveyor.errors import InvalidRequest
 
 DEFAULT_URL = "sqlite://.conveyor"
 
 
 def connect(url: str | None = None, *, token: str | None = None, account_id: str | None = None) -> Conveyor:
-    """Open a deployment: ``$CONVEYOR_URL``, else SQLite in ``./.conveyor/``.
+    """Open a deployment (``$CONVEYOR_URL``, else SQLite in ``./.conveyor/``) as one account's:
+    SQLite and PostgreSQL in account ``local`` unless ``account_id`` names another; a server in
+    the account ``account_id`` (or ``$CONVEYOR_ACCOUNT_ID``) names, which it needs.
 
     >>> cv = conveyor.connect("sqlite:///var/lib/conveyor")   # a directory: catalog + shard files
+    >>> cv = conveyor.connect("postgresql://host/db", account_id="acc1")
     >>> cv = conveyor.connect("http://127.0.0.1:8787", token="cvt_...", account_id="acc1")  # a server
     """
     url = url or os.environ.get("CONVEYOR_URL") or DEFAULT_URL
@@ -22,19 +27,38 @@ def connect(url: str | None = None, *, token: str | None = None, account_id: str
     if url.startswith(("http://", "https://")):
         from conveyor.client.http import RemoteEngine
 
+        # The server keeps accounts apart: the remote engine is already one account's, and which
+        # one is the caller's to say (a token names it; the server does not guess).
         token = token or os.environ.get("CONVEYOR_TOKEN")
         account_id = account_id or os.environ.get("CONVEYOR_ACCOUNT_ID") or ""
         return Conveyor(RemoteEngine(url, token=token, account_id=account_id), url)
+    account = check_account_id(account_id or LOCAL_ACCOUNT)
+    engine = open_engine(url)
+    return Conveyor(AccountEngine(engine, account, owns_engine=True), _canonical(url))
+
+
+def open_engine(url: str | None = None) -> Engine:
+    """The raw engine of a SQLite or PostgreSQL deployment, which sees every account's queues under
+    their qualified names (``acc1/emails``): for deployment-wide duties, as ``conveyor serve`` and
+    the coordinator do. Applications use :func:`connect`.
+
+    >>> engine = open_engine("sqlite:///var/lib/conveyor")
+    """
+    url = url or os.environ.get("CONVEYOR_URL") or DEFAULT_URL
     if url.startswith("sqlite://"):
         from conveyor.engine.sqlite import SQLiteEngine
 
-        return Conveyor(SQLiteEngine(url[len("sqlite://") :] or "."), url)
+        return SQLiteEngine(url[len("sqlite://") :] or ".")
     if url.startswith(("postgresql://", "postgres://")):
         from conveyor.engine.postgres import PostgresEngine
 
-        return Conveyor(PostgresEngine(url), url)
+        return PostgresEngine(url)
     if "://" not in url:
         from conveyor.engine.sqlite import SQLiteEngine
 
-        return Conveyor(SQLiteEngine(url), f"sqlite://{url}")
+        return SQLiteEngine(url)
     raise InvalidRequest(f"unsupported URL {url!r}: use sqlite:///path/to/directory or postgresql://host/db")
+
+
+def _canonical(url: str) -> str:
+    return url if "://" in url else f"sqlite://{url}"

@@ -30,6 +30,7 @@ from conveyor.model import (
     NewMessage,
     QueueInfo,
     QueueSettings,
+    SendBatchResult,
     SettleResult,
     StoredMessage,
 )
@@ -259,7 +260,7 @@ class RemoteEngine(Engine):
         return int(self._result("POST", f"{self._cv}/{queue_id}/shards")["shards"])
 
     # -- messages -----------------------------------------------------------------------------
-    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> Metrics:
+    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> SendBatchResult:
         body = {
             "messages": [
                 {
@@ -270,7 +271,9 @@ class RemoteEngine(Engine):
                 for m in messages
             ]
         }
-        return Metrics(**self._result("POST", f"{self._cv}/{queue_id}/enqueue", body))
+        result = self._result("POST", f"{self._cv}/{queue_id}/enqueue", body)
+        ids = result.pop("message_ids")
+        return SendBatchResult(ids, Metrics(**result))
 
     def lease(
         self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy

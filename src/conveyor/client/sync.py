@@ -23,6 +23,8 @@ from conveyor.model import (
     PulledMessage,
     QueueInfo,
     QueueSettings,
+    SendBatchResult,
+    SendResult,
     StoredMessage,
 )
 
@@ -32,12 +34,12 @@ def to_pulled(m: StoredMessage) -> PulledMessage:
 
 
 class Conveyor:
-    """The queues of one deployment.
+    """The queues of one account of a deployment (embedded: account ``local`` unless told otherwise).
 
     >>> cv = conveyor.connect("sqlite:///tmp/conveyor")
     >>> q = cv.create_queue("emails")
     >>> q.send({"to": "a@b"})
-    Metrics(backlog_count=1, ...)
+    SendResult(id='6f1c...', metrics=Metrics(backlog_count=1, ...))
     """
 
     def __init__(self, engine: Engine, url: str = "") -> None:
@@ -126,18 +128,26 @@ class Queue:
         return self._set_info(self._engine.get_queue_by_id(self.id))
 
     # -- producing ----------------------------------------------------------------------------
-    def send(self, body: Any, content_type: str = "json", delay_seconds: int | None = None) -> Metrics:
-        """Store one message durably; returns the queue's metrics.
+    def send(self, body: Any, content_type: str = "json", delay_seconds: int | None = None) -> SendResult:
+        """Store one message durably (it is on disk when this returns); returns its ``id`` (the one
+        its consumer sees) and the queue's ``metrics`` after it.
 
-        >>> q.send({"n": 1}); q.send("hi", content_type="text", delay_seconds=30)
+        >>> r = q.send({"n": 1}); r.id, r.metrics.backlog_count
+        ('6f1c...', 1)
+        >>> q.send("hi", content_type="text", delay_seconds=30)
         """
         delay = None if delay_seconds is None else check.check_delay(delay_seconds)
-        return self._engine.enqueue(self.id, [check.prepare_message(body, content_type, delay)])
+        ids, metrics = self._engine.enqueue(self.id, [check.prepare_message(body, content_type, delay)])
+        return SendResult(ids[0], metrics)
 
-    def send_batch(self, messages: Sequence[Mapping[str, Any]], delay_seconds: int | None = None) -> Metrics:
-        """Store up to 100 messages atomically: all of them or none.
+    def send_batch(self, messages: Sequence[Mapping[str, Any]], delay_seconds: int | None = None) -> SendBatchResult:
+        """Store up to 100 messages atomically: all of them or none. Each message is a mapping of
+        ``body`` and, optionally, ``content_type`` and ``delay_seconds`` (any other key is refused);
+        returns their ``ids``, in order, and the queue's ``metrics``.
 
-        >>> q.send_batch([{"body": {"n": 1}}, {"body": b"\\x00", "content_type": "bytes", "delay_seconds": 5}])
+        >>> r = q.send_batch([{"body": {"n": 1}}, {"body": b"\\x00", "content_type": "bytes", "delay_seconds": 5}])
+        >>> r.ids
+        ['6f1c...', '0b9e...']
         """
         return self._engine.enqueue(self.id, check.prepare_batch(messages, delay_seconds))
 
@@ -215,7 +225,14 @@ class Queue:
         settings: ConsumerSettings | None = None,
         dead_letter_queue: str | None = None,
     ) -> ConsumerInfo:
-        """Register the queue's one consumer; raises ``ConsumerExists`` (11004) if it has one."""
+        """Register the queue's one consumer; raises ``ConsumerExists`` (11004) if it has one. A
+        ``worker`` consumer's ``script_name`` is its handler as ``module:function`` (or, as wrangler
+        registers one, a Worker's name); anything else is ``InvalidRequest`` (10207).
+
+        >>> q.add_consumer("worker", script_name="myapp.consumers:handle")
+        """
+        if type == "worker":
+            check.check_script_name(script_name)
         settings = check.check_consumer_settings(settings or ConsumerSettings())
         dlq = "" if dead_letter_queue is None else check.check_queue_name(dead_letter_queue)
         if dlq == self.name:

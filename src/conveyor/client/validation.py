@@ -6,7 +6,8 @@ same codes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from conveyor import limits
@@ -23,9 +24,65 @@ from conveyor.errors import (
 )
 from conveyor.model import ConsumerSettings, NewMessage, QueueSettings
 
+# What a message of a batch may say (over REST too): anything else, say ``delaySeconds``, would
+# otherwise be ignored, and the message sent at once.
+MESSAGE_FIELDS = frozenset({"body", "content_type", "delay_seconds"})
+MAX_SCRIPT_NAME_CHARS = 255
+# A Cloudflare Worker's name, which is what wrangler's `queues consumer add QUEUE SCRIPT` sends.
+WORKER_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}\Z")
+# Parts of a function's __qualname__ that are not identifiers (a handler defined in a function).
+_QUALNAME_MARKERS = frozenset({"<locals>", "<lambda>"})
+
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def unknown_fields(given: Iterable[str], allowed: Iterable[str]) -> str:
+    """``"unknown field 'x'"`` or ``"unknown fields 'x', 'y'"``: the keys of ``given`` that
+    ``allowed`` lacks, in order; ``""`` if there are none."""
+    known = set(allowed)
+    unknown = [repr(key) for key in given if key not in known]
+    if not unknown:
+        return ""
+    return f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"
+
+
+def check_message_fields(message: Mapping[str, Any], where: str = "") -> None:
+    unknown = unknown_fields(message, MESSAGE_FIELDS)
+    if unknown:
+        raise InvalidMessage(f"message{where} has {unknown}; a message takes body, content_type and delay_seconds")
+
+
+def _is_handler(name: str) -> bool:
+    module, sep, qualname = name.partition(":")
+    modules, names = module.split("."), qualname.split(".")
+    return (
+        bool(sep)
+        and all(part.isidentifier() for part in modules)
+        and all(part.isidentifier() or part in _QUALNAME_MARKERS for part in names)
+    )
+
+
+def check_script_name(name: object) -> str:
+    """A worker consumer's script: the handler as ``module:function`` (a dotted module of Python
+    identifiers, then a function or ``Class.method``, as ``conveyor worker`` and ``App`` register
+    it), or the name of a Cloudflare Worker, which is what wrangler sends. Nothing runs a name
+    just because it was registered: a worker runs only the handlers its own command line names.
+
+    >>> check_script_name("myapp.consumers:handle"); check_script_name("my-worker")
+    """
+    if (
+        isinstance(name, str)
+        and len(name) <= MAX_SCRIPT_NAME_CHARS
+        and (_is_handler(name) or WORKER_NAME_PATTERN.match(name))
+    ):
+        return name
+    raise InvalidRequest(
+        f"invalid script_name {name!r}: name the handler as module:function (a dotted module of Python "
+        "identifiers, for example myapp.consumers:handle) or, as wrangler does, a Worker (lowercase letters, "
+        f"digits, '-' and '_'); at most {MAX_SCRIPT_NAME_CHARS} characters"
+    )
 
 
 def check_queue_name(name: object) -> str:
@@ -98,7 +155,11 @@ def prepare_batch(messages: Sequence[Mapping[str, Any]], batch_delay: int | None
     largest = limits.MAX_MESSAGE_BYTES
     new = tuple.__new__  # a NewMessage without NamedTuple's keyword handling: this is a hot loop
     for i, message in enumerate(messages):
-        if (type(message) is not dict and not isinstance(message, Mapping)) or "body" not in message:
+        if type(message) is not dict and not isinstance(message, Mapping):
+            raise InvalidMessage(f"message {i} of the batch has no body")
+        if not MESSAGE_FIELDS.issuperset(message):
+            check_message_fields(message, f" {i} of the batch")
+        if "body" not in message:
             raise InvalidMessage(f"message {i} of the batch has no body")
         kind = message.get("content_type", "json")
         # The common case goes straight to the encoder.

@@ -106,8 +106,10 @@ class App:
             self._register(queue.id, spec)
             dispatchers[spec.queue] = Dispatcher(engine, queue.id, spec, runner)
         self._runner, self.dispatchers = runner, dispatchers
-        self._coordinator = Coordinator(engine)
-        self._coordinator.start()
+        deployment = engine.deployment_engine()  # None in a server's account views: it coordinates
+        if deployment is not None:
+            self._coordinator = Coordinator(deployment)
+            self._coordinator.start()
         for dispatcher in dispatchers.values():
             dispatcher.start()
         log.info("worker started: consumers for %s", ", ".join(d.spec.queue for d in dispatchers.values()))
@@ -171,7 +173,15 @@ class App:
                 signal.signal(sig, handler)
 
     def drain(self, timeout: float = 30.0) -> bool:
-        """Deliver until nothing is deliverable, delayed or in flight; False if ``timeout`` passed first."""
+        """Deliver until nothing is deliverable, delayed or in flight, then stop gracefully.
+
+        Returns ``True`` when every consumer's queue ran empty (no message stored: none
+        deliverable, delayed or leased, and no batch running), ``False`` if ``timeout`` seconds
+        passed first (what is left stays stored, for the next run). A message in a dead letter queue
+        counts for that queue only if this app consumes it.
+
+        >>> assert app.drain(timeout=30), "messages were left after 30 s"
+        """
         self.start()
         deadline = time.monotonic() + timeout
         try:

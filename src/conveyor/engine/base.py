@@ -38,6 +38,7 @@ from conveyor.model import (
     NewMessage,
     QueueInfo,
     QueueSettings,
+    SendBatchResult,
     SettleResult,
     StoredMessage,
 )
@@ -120,8 +121,9 @@ class Engine(ABC):
 
     # -- messages -----------------------------------------------------------------------------
     @abstractmethod
-    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> Metrics:
-        """Store ``messages`` atomically and durably, all in one shard; returns the queue's metrics."""
+    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> SendBatchResult:
+        """Store ``messages`` atomically and durably, all in one shard; returns the ids the engine
+        gave them (in order) and the queue's metrics."""
 
     @abstractmethod
     def lease(
@@ -190,6 +192,12 @@ class Engine(ABC):
 
     def wake(self, queue_id: str) -> None:  # noqa: B027 - an engine whose waits are short may ignore it
         """Make this process's :meth:`wait` calls on the queue return now (a dispatcher stopping)."""
+
+    def deployment_engine(self) -> Engine | None:
+        """The engine this process's coordinator runs on: the engine itself, which sees the whole
+        deployment; an account's view gives the engine it opened, or ``None`` if it shares one
+        (the server's views: the server runs the coordinator)."""
+        return self
 
     def acquire_leadership(self) -> bool:
         """Try (without blocking) to become the deployment's coordinator; True if this engine is."""

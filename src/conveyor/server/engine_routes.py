@@ -97,7 +97,8 @@ async def enqueue(request: Request) -> Response:
     total = sum(len(m.body) for m in messages)
     if len(messages) > 1 and total > limits.MAX_BATCH_BYTES:
         raise BatchTooLarge(f"batch is {total} bytes; the limit is {limits.MAX_BATCH_BYTES}")
-    return ok(shapes.metrics(await blocking(ctx.client.engine.enqueue, queue.id, messages)))
+    sent = await blocking(ctx.client.engine.enqueue, queue.id, messages)
+    return ok({**shapes.metrics(sent.metrics), "message_ids": sent.ids})
 
 
 async def lease(request: Request) -> Response:

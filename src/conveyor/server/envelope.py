@@ -17,6 +17,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from conveyor.client.validation import unknown_fields
 from conveyor.codec import decode_json, encode_json
 from conveyor.errors import ConveyorError, InvalidRequest, MalformedJSON
 
@@ -116,6 +117,23 @@ def parse_json(raw: bytes, *, required: bool = True) -> dict[str, Any]:
 
 
 # -- typed fields ---------------------------------------------------------------------------------
+def known(obj: Mapping[str, Any], allowed: frozenset[str], what: str) -> Mapping[str, Any]:
+    """``obj``, if every key is one of ``allowed``: a misspelt or foreign field is refused (10207),
+    never ignored."""
+    if not allowed.issuperset(obj):
+        unknown = unknown_fields(obj, allowed)
+        raise InvalidRequest(f"{what} has {unknown}; it takes {', '.join(sorted(allowed))}")
+    return obj
+
+
+def integral(value: Any) -> Any:
+    """A JSON number that is whole (``5.0``) as an int; anything else as it is, for the check that
+    names the field to refuse with its own code."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 

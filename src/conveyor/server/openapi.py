@@ -97,7 +97,11 @@ RESULT_INFO = _obj(
     {"page": INT, "per_page": INT, "count": INT, "total_count": INT, "total_pages": INT},
     ("page", "per_page", "count", "total_count", "total_pages"),
 )
-SEND_RESULT = _obj({"metadata": _obj({"metrics": _ref("Metrics")}, ("metrics",))}, ("metadata",))
+# Cloudflare's shape, and the ids the messages got, in order (Conveyor's addition).
+SEND_RESULT = _obj(
+    {"metadata": _obj({"metrics": _ref("Metrics")}, ("metrics",)), "message_ids": {"type": "array", "items": ID}},
+    ("metadata", "message_ids"),
+)
 ENGINE_MESSAGE = _obj(
     {
         "id": ID,
@@ -171,39 +175,50 @@ def _op(
     return op
 
 
+def _closed(schema: Schema) -> Schema:
+    """A request body of Cloudflare's API: a field it does not name is refused (10207)."""
+    return {**schema, "additionalProperties": False}
+
+
 def _cloudflare() -> dict[str, dict[str, Any]]:
     p = "/client/v4/accounts/{account_id}/queues"
     q = p + "/{queue_id}"
-    settings_body = _obj({"queue_name": STR, "settings": _ref("QueueSettings")})
-    consumer_body = _obj(
-        {
-            "type": {"enum": ["worker", "http_pull"]},
-            "script_name": STR,
-            "dead_letter_queue": STR,
-            "settings": CONSUMER["properties"]["settings"],
-        }
+    settings_body = _closed(_obj({"queue_name": STR, "settings": _ref("QueueSettings")}))
+    consumer_body = _closed(
+        _obj(
+            {
+                "type": {"enum": ["worker", "http_pull"]},
+                "script_name": STR,
+                "script": STR,
+                "environment_name": STR,
+                "dead_letter_queue": STR,
+                "settings": CONSUMER["properties"]["settings"],
+            }
+        )
     )
-    message_in = _obj(
-        {
-            "body": {},
-            "content_type": {"enum": ["json", "text", "bytes"]},
-            "delay_seconds": {"type": "integer", "minimum": 0, "maximum": limits.MAX_DELAY_SECONDS},
-        },
-        ("body",),
+    message_in = _closed(
+        _obj(
+            {
+                "body": {},
+                "content_type": {"enum": ["json", "text", "bytes"]},
+                "delay_seconds": {"type": "integer", "minimum": 0, "maximum": limits.MAX_DELAY_SECONDS},
+            },
+            ("body",),
+        )
     )
     paging = (
         {"name": "page", "in": "query", "schema": {"type": "integer", "minimum": 1}},
         {"name": "per_page", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
     )
     cid = (ACCOUNT, QUEUE_ID, CONSUMER_ID)
-    lease_list = {"type": "array", "items": _obj({"lease_id": STR}, ("lease_id",))}
+    lease_list = {"type": "array", "items": _closed(_obj({"lease_id": STR}, ("lease_id",)))}
     return {
         p: {
             "post": _op(
                 "Create a queue",
                 _ref("Queue"),
                 params=(ACCOUNT,),
-                body=_obj({"queue_name": STR, "settings": _ref("QueueSettings")}, ("queue_name",)),
+                body=_closed(_obj({"queue_name": STR, "settings": _ref("QueueSettings")}, ("queue_name",))),
             ),
             "get": _op(
                 "List queues",
@@ -225,7 +240,9 @@ def _cloudflare() -> dict[str, dict[str, Any]]:
         },
         q + "/metrics": {"get": _op("A queue's backlog", _ref("Metrics"))},
         q + "/purge": {
-            "post": _op("Purge a queue", _ref("Queue"), body=_obj({"delete_messages_permanently": {"const": True}})),
+            "post": _op(
+                "Purge a queue", _ref("Queue"), body=_closed(_obj({"delete_messages_permanently": {"const": True}}))
+            ),
             "get": _op("Purge status", _obj({"started_at": STR, "completed": BOOL}, ("started_at", "completed"))),
         },
         q + "/consumers": {
@@ -242,12 +259,14 @@ def _cloudflare() -> dict[str, dict[str, Any]]:
             "post": _op(
                 "Send up to 100 messages atomically",
                 _ref("SendResult"),
-                body=_obj(
-                    {
-                        "messages": {"type": "array", "items": message_in, "minItems": 1, "maxItems": 100},
-                        "delay_seconds": {"type": "integer", "minimum": 0, "maximum": limits.MAX_DELAY_SECONDS},
-                    },
-                    ("messages",),
+                body=_closed(
+                    _obj(
+                        {
+                            "messages": {"type": "array", "items": message_in, "minItems": 1, "maxItems": 100},
+                            "delay_seconds": {"type": "integer", "minimum": 0, "maximum": limits.MAX_DELAY_SECONDS},
+                        },
+                        ("messages",),
+                    )
                 ),
             )
         },
@@ -262,7 +281,7 @@ def _cloudflare() -> dict[str, dict[str, Any]]:
                     },
                     ("messages",),
                 ),
-                body=_obj({"batch_size": INT, "visibility_timeout_ms": INT, "visibility_timeout": INT}),
+                body=_closed(_obj({"batch_size": INT, "visibility_timeout_ms": INT, "visibility_timeout": INT})),
             )
         },
         q + "/messages/ack": {
@@ -272,14 +291,16 @@ def _cloudflare() -> dict[str, dict[str, Any]]:
                     {"ackCount": INT, "retryCount": INT, "warnings": {"type": "object"}},
                     ("ackCount", "retryCount", "warnings"),
                 ),
-                body=_obj(
-                    {
-                        "acks": lease_list,
-                        "retries": {
-                            "type": "array",
-                            "items": _obj({"lease_id": STR, "delay_seconds": INT}, ("lease_id",)),
-                        },
-                    }
+                body=_closed(
+                    _obj(
+                        {
+                            "acks": lease_list,
+                            "retries": {
+                                "type": "array",
+                                "items": _closed(_obj({"lease_id": STR, "delay_seconds": INT}, ("lease_id",))),
+                            },
+                        }
+                    )
                 ),
             )
         },
@@ -287,14 +308,14 @@ def _cloudflare() -> dict[str, dict[str, Any]]:
             "post": _op(
                 "Read messages without leasing them",
                 _obj({"messages": {"type": "array", "items": _ref("Message")}}, ("messages",)),
-                body=_obj({"batch_size": INT}),
+                body=_closed(_obj({"batch_size": INT})),
             )
         },
         q + "/messages/purge": {
             "post": _op(
                 "Delete single messages by ref (not supported: every ref gets a warning)",
                 _obj({"errors": {"type": "array"}, "warnings": {"type": "object"}}),
-                body=_obj({"refs": {"type": "array", "items": _obj({"ref": STR}, ("ref",))}}, ("refs",)),
+                body=_closed(_obj({"refs": {"type": "array", "items": _obj({"ref": STR}, ("ref",))}}, ("refs",))),
             )
         },
     }

@@ -19,18 +19,61 @@ from conveyor import limits
 from conveyor.client import validation as check
 from conveyor.client.sync import Queue
 from conveyor.errors import BatchTooLarge, ConsumerNotFound, InvalidMessage, InvalidRequest
-from conveyor.model import ConsumerInfo, ConsumerSettings, Metrics, NewMessage, QueueSettings
+from conveyor.model import ConsumerInfo, ConsumerSettings, NewMessage, QueueSettings, SendBatchResult
 from conveyor.server import shapes
-from conveyor.server.envelope import array, flag, mapping, ok, parse_json, read_body, read_json, text, whole
+from conveyor.server.envelope import (
+    array,
+    flag,
+    integral,
+    known,
+    mapping,
+    ok,
+    parse_json,
+    read_body,
+    read_json,
+    text,
+    whole,
+)
 from conveyor.server.service import Context, blocking, context
 
 DEFAULT_PER_PAGE = 100
 MAX_PER_PAGE = 1000
 
 
+# What Cloudflare's clients send (the `cloudflare` SDK, wrangler, Conveyor's remote engine); any
+# other field is refused by name rather than ignored.
+QUEUE_FIELDS = frozenset({"queue_name", "settings", "jurisdiction"})
+QUEUE_SETTINGS_FIELDS = frozenset({"delivery_delay", "delivery_paused", "message_retention_period"})
+# wrangler's `consumer add` also sends its --env as environment_name ("" without one): accepted, and
+# meaningless here (a Conveyor deployment has no Worker environments).
+CONSUMER_FIELDS = frozenset({"type", "script_name", "script", "environment_name", "dead_letter_queue", "settings"})
+CONSUMER_SETTINGS_FIELDS = frozenset(
+    {"batch_size", "max_retries", "max_wait_time_ms", "max_concurrency", "retry_delay", "visibility_timeout_ms"}
+)
+BATCH_FIELDS = frozenset({"messages", "delay_seconds"})
+PULL_FIELDS = frozenset({"batch_size", "visibility_timeout_ms", "visibility_timeout"})
+ACK_FIELDS = frozenset({"acks", "retries"})
+ACK_ITEM_FIELDS = frozenset({"lease_id"})
+RETRY_ITEM_FIELDS = frozenset({"lease_id", "delay_seconds"})
+PEEK_FIELDS = frozenset({"batch_size"})
+PURGE_FIELDS = frozenset({"delete_messages_permanently"})
+PURGE_MESSAGES_FIELDS = frozenset({"refs"})
+
+
 # -- queues -------------------------------------------------------------------------------------
+def _queue_body(body: dict[str, Any]) -> dict[str, Any]:
+    known(body, QUEUE_FIELDS, "the queue")
+    if body.get("jurisdiction") is not None:
+        # Refused, not ignored: a caller asking for data residency must not believe it got it.
+        raise InvalidRequest(
+            f"jurisdiction {body['jurisdiction']!r} is not supported: a Conveyor deployment keeps its data "
+            "where its storage is"
+        )
+    return body
+
+
 def _settings(body: dict[str, Any], base: QueueSettings) -> QueueSettings:
-    given = mapping(body, "settings")
+    given = known(mapping(body, "settings"), QUEUE_SETTINGS_FIELDS, "settings")
     return QueueSettings(
         delivery_delay=whole(given, "delivery_delay", base.delivery_delay),
         delivery_paused=flag(given, "delivery_paused", base.delivery_paused),
@@ -40,7 +83,7 @@ def _settings(body: dict[str, Any], base: QueueSettings) -> QueueSettings:
 
 async def create_queue(request: Request) -> Response:
     ctx = context(request)
-    body = await read_json(request)
+    body = _queue_body(await read_json(request))
     name = check.check_queue_name(text(body, "queue_name"))
     ctx.principal.check_create(name)
     s = _settings(body, QueueSettings())
@@ -99,7 +142,7 @@ async def get_queue(request: Request) -> Response:
 async def _change_queue(request: Request, *, replace: bool) -> Response:
     ctx = context(request)
     queue, current = await ctx.lookup(request.path_params["queue_id"])
-    body = await read_json(request)
+    body = _queue_body(await read_json(request))
     new_name = text(body, "queue_name")
     if new_name is not None and new_name != queue.name:
         raise InvalidRequest(f"renaming a queue ({queue.name!r} to {new_name!r}) is not supported")
@@ -139,7 +182,7 @@ async def queue_metrics(request: Request) -> Response:
 async def start_purge(request: Request) -> Response:
     ctx = context(request)
     queue = await ctx.queue(request.path_params["queue_id"])
-    body = await read_json(request, required=False)
+    body = known(await read_json(request, required=False), PURGE_FIELDS, "a purge")
     if flag(body, "delete_messages_permanently") is not True:
         raise InvalidRequest("purging deletes every message for good: send delete_messages_permanently: true")
     ctx.service.purges[queue.id] = ctx.client.engine.clock.now_ms()
@@ -160,7 +203,7 @@ async def purge_status(request: Request) -> Response:
 
 # -- consumers ----------------------------------------------------------------------------------
 def _consumer_settings(body: dict[str, Any], kind: str) -> ConsumerSettings:
-    given = mapping(body, "settings")
+    given = known(mapping(body, "settings"), CONSUMER_SETTINGS_FIELDS, "settings")
     default_batch = limits.DEFAULT_PULL_BATCH_SIZE if kind == "http_pull" else limits.DEFAULT_MAX_BATCH_SIZE
     base = ConsumerSettings(batch_size=default_batch)
     if "max_concurrency" in given and given["max_concurrency"] is None:
@@ -180,12 +223,16 @@ def _consumer_settings(body: dict[str, Any], kind: str) -> ConsumerSettings:
 
 
 def _consumer_request(body: dict[str, Any], queue: Queue) -> tuple[str, str, ConsumerSettings, str]:
+    known(body, CONSUMER_FIELDS, "the consumer")
+    text(body, "environment_name")  # wrangler's; checked to be a string, and not used
     kind = text(body, "type", "worker")
     if kind not in ("worker", "http_pull"):
         raise InvalidRequest(f"consumer type is {kind!r}; it must be 'worker' or 'http_pull'")
     script = text(body, "script_name") or text(body, "script") or ""
-    if kind == "worker" and not script:
-        raise InvalidRequest("a worker consumer needs a script_name")
+    if kind == "worker":
+        if not script:
+            raise InvalidRequest("a worker consumer needs a script_name")
+        check.check_script_name(script)
     dlq = text(body, "dead_letter_queue") or ""
     if dlq:
         check.check_queue_name(dlq)
@@ -259,7 +306,11 @@ async def delete_consumer(request: Request) -> Response:
 # -- messages -----------------------------------------------------------------------------------
 def rest_message(message: Any, default_delay: int, where: str = "") -> NewMessage:
     """One message of a push or bulk push, checked like the embedded API checks ``send``."""
-    if not isinstance(message, dict) or "body" not in message:
+    if not isinstance(message, dict):
+        raise InvalidMessage(f"message{where} has no body")
+    if not check.MESSAGE_FIELDS.issuperset(message):
+        check.check_message_fields(message, where)
+    if "body" not in message:
         raise InvalidMessage(f"message{where} has no body")
     content_type = message.get("content_type", "json")
     body = message["body"]
@@ -273,38 +324,44 @@ def rest_message(message: Any, default_delay: int, where: str = "") -> NewMessag
             raise InvalidMessage(f"message{where}: a bytes body must be a base64 string") from None
     delay = message.get("delay_seconds")
     if delay is not None:
-        delay = check.check_delay(whole(message, "delay_seconds"))
+        # The Python API's check and code (10203) for a fractional or out-of-range delay.
+        delay = check.check_delay(integral(delay))
     return check.prepare_message(body, content_type, default_delay if delay is None else delay)
+
+
+def sent(result: SendBatchResult) -> dict[str, Any]:
+    """Cloudflare's answer to a push, and the ids the messages were given (Conveyor's addition)."""
+    return {"metadata": {"metrics": shapes.metrics(result.metrics)}, "message_ids": result.ids}
 
 
 async def push(request: Request) -> Response:
     ctx = context(request)
     body = await read_json(request)
 
-    def send() -> Metrics:
+    def send() -> SendBatchResult:
         queue, info = ctx.message_lookup_sync(request.path_params["queue_id"])
         message = rest_message(body, info.settings.delivery_delay)
         return ctx.client.engine.enqueue(queue.id, [message])
 
-    return ok({"metadata": {"metrics": shapes.metrics(await blocking(send))}})
+    return ok(sent(await blocking(send)))
 
 
 async def bulk_push(request: Request) -> Response:
     ctx = context(request)
     raw = await read_body(request)
 
-    def send() -> Metrics:
+    def send() -> SendBatchResult:
         # Parsed here, on the thread pool: a batch is up to 256 KB of bodies, and the event loop
         # meanwhile reads the other connections' requests.
-        body = parse_json(raw)
+        body = known(parse_json(raw), BATCH_FIELDS, "a batch")
         messages = array(body, "messages")
         if not messages:
             raise InvalidRequest("a batch needs at least one message")
         if len(messages) > limits.MAX_BATCH_MESSAGES:
             check.prepare_batch(messages, None)  # raises TooManyMessages with the standard message
-        batch_delay = whole(body, "delay_seconds")
+        batch_delay = body.get("delay_seconds")
         if batch_delay is not None:
-            check.check_delay(batch_delay, batch=True)
+            batch_delay = check.check_delay(integral(batch_delay), batch=True)
         queue, info = ctx.message_lookup_sync(request.path_params["queue_id"])
         default = info.settings.delivery_delay if batch_delay is None else batch_delay
         prepared = [rest_message(m, default, f" {i} of the batch") for i, m in enumerate(messages)]
@@ -313,12 +370,12 @@ async def bulk_push(request: Request) -> Response:
             raise BatchTooLarge(f"batch is {total} bytes; the limit is {limits.MAX_BATCH_BYTES}")
         return ctx.client.engine.enqueue(queue.id, prepared)
 
-    return ok({"metadata": {"metrics": shapes.metrics(await blocking(send))}})
+    return ok(sent(await blocking(send)))
 
 
 async def pull(request: Request) -> Response:
     ctx = context(request)
-    body = await read_json(request, required=False)
+    body = known(await read_json(request, required=False), PULL_FIELDS, "a pull")
     size = whole(body, "batch_size")
     vt = whole(body, "visibility_timeout_ms")
     if vt is None:
@@ -337,20 +394,22 @@ async def pull(request: Request) -> Response:
     return ok(await blocking(lease))
 
 
-def _lease_ids(items: list[Any], key: str) -> list[dict[str, Any]]:
+def _lease_ids(items: list[Any], key: str, fields: frozenset[str]) -> list[dict[str, Any]]:
     out = []
     for item in items:
         if not isinstance(item, dict) or not isinstance(item.get("lease_id"), str):
             raise InvalidRequest(f"each of {key} must be an object with a string lease_id")
-        out.append(item)
+        out.append(dict(known(item, fields, f"each of {key}")))
     return out
 
 
 async def ack(request: Request) -> Response:
     ctx = context(request)
-    body = await read_json(request, required=False)
-    acks = [a["lease_id"] for a in _lease_ids(array(body, "acks"), "acks")]
-    given = [(r["lease_id"], whole(r, "delay_seconds")) for r in _lease_ids(array(body, "retries"), "retries")]
+    body = known(await read_json(request, required=False), ACK_FIELDS, "an ack")
+    acks = [a["lease_id"] for a in _lease_ids(array(body, "acks"), "acks", ACK_ITEM_FIELDS)]
+    retries = _lease_ids(array(body, "retries"), "retries", RETRY_ITEM_FIELDS)
+    # The delay is checked by Queue.ack, as the Python API's (10203 for a fractional one).
+    given = [(r["lease_id"], integral(r.get("delay_seconds"))) for r in retries]
 
     def settle() -> dict[str, Any]:
         queue, _ = ctx.message_lookup_sync(request.path_params["queue_id"])
@@ -362,7 +421,7 @@ async def ack(request: Request) -> Response:
 
 async def peek(request: Request) -> Response:
     ctx = context(request)
-    body = await read_json(request, required=False)
+    body = known(await read_json(request, required=False), PEEK_FIELDS, "a peek")
     size = whole(body, "batch_size", 1)
     check.check_range("batch_size", size, 1, limits.MAX_BATCH_SIZE, InvalidRequest)
 
@@ -377,7 +436,7 @@ async def purge_messages(request: Request) -> Response:
     """Deleting single messages by ``ref`` is not something Conveyor's engines do: every ref gets a warning."""
     ctx = context(request)
     await ctx.queue(request.path_params["queue_id"])
-    body = await read_json(request)
+    body = known(await read_json(request), PURGE_MESSAGES_FIELDS, "a purge of messages")
     refs = array(body, "refs")
     warnings = {
         str(r.get("ref") if isinstance(r, dict) else r): "deleting single messages is not supported; use purge"

@@ -16,7 +16,7 @@ from typing import Any
 import uvicorn
 
 from conveyor.broker.coordinator import Coordinator
-from conveyor.client.connect import DEFAULT_URL, connect
+from conveyor.client.connect import DEFAULT_URL, open_engine
 from conveyor.client.sync import Conveyor
 from conveyor.consumer.app import App
 from conveyor.engine.base import Engine
@@ -203,8 +203,7 @@ def serve(
     logs.configure(json_lines=json_logs, level=log_level)
     if no_auth and not is_loopback(host):
         raise SystemExit(f"--no-auth is only allowed on a loopback address, not {host!r}")
-    client = connect(url)
-    engine = client.engine
+    engine = open_engine(url)  # every account's queues: the server views it per request's account
     store = None if no_auth else open_token_store(engine, Path(tokens) if tokens else None)
     secret = None
     if store is not None and dev_token_account is not None:
@@ -226,7 +225,7 @@ def serve(
     finally:
         workers.stop()
         coordinator.stop()
-        client.close()
+        engine.close()
         if store is not None:
             store.close()
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import uvicorn
 
-from conveyor.client.connect import connect
+from conveyor.client.connect import connect, open_engine
 from conveyor.client.http import RemoteEngine
 from conveyor.client.sync import Conveyor
 from conveyor.engine.base import Clock, Engine
@@ -38,7 +38,7 @@ def free_port() -> int:
 @dataclass
 class RunningServer:
     url: str
-    client: Conveyor
+    engine: Engine  # the raw engine, every account's queues (as conveyor serve has it)
     service: Service
     tokens: TokenStore
 
@@ -82,16 +82,16 @@ def http_client(data: Path, account_id: str = "conformance") -> Conveyor:
     server = stack.enter_context(running_server(f"sqlite://{data}"))
     secret, _ = server.tokens.create(account_id)
     engine = InProcessRemoteEngine(
-        server.url, token=secret, account_id=account_id, server_engine=server.client.engine, stop=stack
+        server.url, token=secret, account_id=account_id, server_engine=server.engine, stop=stack
     )
     return Conveyor(engine, server.url)
 
 
 @contextmanager
 def running_server(url: str, *, no_auth: bool = False) -> Iterator[RunningServer]:
-    client = connect(url)
-    tokens = open_token_store(client.engine)
-    service = Service(client.engine, Authenticator(tokens, no_auth=no_auth))
+    engine = open_engine(url)
+    tokens = open_token_store(engine)
+    service = Service(engine, Authenticator(tokens, no_auth=no_auth))
     port = free_port()
     server = uvicorn.Server(uvicorn_config(build_app(service), "127.0.0.1", port))
     thread = threading.Thread(target=server.run, name="conveyor-test-server", daemon=True)
@@ -102,9 +102,9 @@ def running_server(url: str, *, no_auth: bool = False) -> Iterator[RunningServer
             raise RuntimeError("the test server did not start")
         time.sleep(0.01)
     try:
-        yield RunningServer(f"http://127.0.0.1:{port}", client, service, tokens)
+        yield RunningServer(f"http://127.0.0.1:{port}", engine, service, tokens)
     finally:
         server.should_exit = True
         thread.join(10)
         tokens.close()
-        client.close()
+        engine.close()

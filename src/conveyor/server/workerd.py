@@ -101,8 +101,8 @@ async def send_message(request: Request) -> Response:
     message = _body(await read_body(request), kind)
     delay = _delay(request.headers.get("x-msg-delay-secs"), info.settings.delivery_delay)
     stored = NewMessage(message.body, message.content_type, delay)
-    metrics = await blocking(ctx.client.engine.enqueue, info.queue_id, [stored])
-    return _ok({"metadata": {"metrics": _camel(metrics)}})
+    sent = await blocking(ctx.client.engine.enqueue, info.queue_id, [stored])
+    return _ok({"metadata": {"metrics": _camel(sent.metrics)}})
 
 
 @_binding_errors
@@ -129,8 +129,8 @@ async def send_batch(request: Request) -> Response:
     total = sum(len(m.body) for m in messages)
     if total > limits.MAX_BATCH_BYTES:
         raise BatchTooLarge(f"batch is {total} bytes; the limit is {limits.MAX_BATCH_BYTES}")
-    metrics = await blocking(ctx.client.engine.enqueue, info.queue_id, messages)
-    return _ok({"metadata": {"metrics": _camel(metrics)}})
+    sent = await blocking(ctx.client.engine.enqueue, info.queue_id, messages)
+    return _ok({"metadata": {"metrics": _camel(sent.metrics)}})
 
 
 @_binding_errors

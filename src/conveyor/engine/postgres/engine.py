@@ -55,6 +55,7 @@ from conveyor.model import (
     NewMessage,
     QueueInfo,
     QueueSettings,
+    SendBatchResult,
     SettleResult,
     StoredMessage,
 )
@@ -244,11 +245,12 @@ class PostgresEngine(Engine):
         return count
 
     # -- messages -----------------------------------------------------------------------------
-    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> Metrics:
+    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> SendBatchResult:
         now = self.clock.now_ms()
+        ids = new_ids(len(messages))
         args = {
             "shard": self._home(queue_id).key,
-            "ids": new_ids(len(messages)),
+            "ids": ids,
             "ts": [now] * len(messages),
             # None: the queue's delivery_delay, read by the statement itself.
             "visible": [None if m.delay_seconds is None else now + m.delay_seconds * 1000 for m in messages],
@@ -270,7 +272,7 @@ class PostgresEngine(Engine):
             raise QueueNotFound("the queue was deleted while this message was being sent")
         metrics = Metrics(int(row[0]), int(row[1]), int(row[2]))
         self._notifier.notify(channel_of(queue_id))
-        return metrics
+        return SendBatchResult(ids, metrics)
 
     def lease(
         self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy

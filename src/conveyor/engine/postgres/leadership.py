@@ -7,6 +7,7 @@ coordinator asks every round, so a former leader notices and stops.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 
@@ -54,5 +55,9 @@ class AdvisoryLeadership:
     def release(self) -> None:
         with self._lock:
             if self._conn is not None:
+                # Unlocked before closing: the server drops a closed session's locks only once its
+                # backend has exited, so a contender asking at once could still be refused.
+                with contextlib.suppress(psycopg.Error):  # a lost connection holds no lock
+                    self._conn.execute("SELECT pg_advisory_unlock(%s, hashtext(current_schema()))", (LOCK_CLASS + 1,))
                 self._conn.close()
                 self._conn = None

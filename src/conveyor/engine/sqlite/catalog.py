@@ -19,6 +19,9 @@ from conveyor.ids import iso_now, new_id
 from conveyor.model import ConsumerInfo, ConsumerSettings, ConsumerType, QueueInfo, QueueSettings
 
 SCHEMA = load_script("conveyor.engine.sqlite", "catalog.sql")
+VERSION = 2
+# From version v to v + 1: 1 -> 2 moves plain queue names into account `local`.
+UPGRADES = {1: load_script("conveyor.engine.sqlite", "catalog_v1_to_v2.sql")}
 T = TypeVar("T")
 
 _QUEUE_COLUMNS = (
@@ -42,7 +45,7 @@ class Catalog:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._conn = open_database(path, SCHEMA)
+        self._conn = open_database(path, SCHEMA, version=VERSION, upgrades=UPGRADES)
         self._lock = threading.Lock()
         self._seen_version = -1
 

@@ -1,6 +1,6 @@
 -- The catalog: queues, consumers and the shard map. Small and transactional, apart from messages.
 PRAGMA application_id = 1131376246;  -- 'Conv': marks the file as Conveyor's
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
 
 CREATE TABLE IF NOT EXISTS queues (
     queue_id        TEXT PRIMARY KEY,

@@ -45,6 +45,7 @@ from conveyor.model import (
     NewMessage,
     QueueInfo,
     QueueSettings,
+    SendBatchResult,
     SettleResult,
     StoredMessage,
 )
@@ -221,7 +222,7 @@ class SQLiteEngine(Engine):
         return count
 
     # -- messages -----------------------------------------------------------------------------
-    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> Metrics:
+    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> SendBatchResult:
         now = self.clock.now_ms()
         delays = {m.delay_seconds for m in messages}
         # A message without a delay of its own takes the queue's, read now (from the snapshot).
@@ -239,8 +240,8 @@ class SQLiteEngine(Engine):
         self.wake(queue_id)
         shards = self.router.all(queue_id)
         if len(shards) == 1:
-            return Metrics(count, nbytes, oldest)
-        return self.metrics(queue_id)
+            return SendBatchResult(ids, Metrics(count, nbytes, oldest))
+        return SendBatchResult(ids, self.metrics(queue_id))
 
     def lease(
         self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy
