@@ -198,16 +198,19 @@ class Dispatcher:
         if not flight.claim():
             return
         failed = error is not None
+        acks, retries, _ = flight.batch.outcome(failed, self.spec.settings.retry_delay)
         if failed:
             kind = "ran past its time limit" if isinstance(error, HandlerTimeout) else "raised"
+            # Messages the handler acked before it failed stay acked: count only what is retried.
             log.error(
-                "queue %s: handler %s; retrying the batch's %d unacked messages",
+                "queue %s: handler %s; retrying %d of the batch's %d messages (%d acked before it failed)",
                 self.spec.queue,
                 kind,
+                len(retries),
                 len(flight.batch.messages),
+                len(acks),
                 exc_info=error,
             )
-        acks, retries, _ = flight.batch.outcome(failed, self.spec.settings.retry_delay)
         try:
             result = self.engine.settle(self.queue_id, acks, retries, self.policy)
             for lease, warning in result.warnings.items():
