@@ -25,6 +25,11 @@ class ServeProcess:
     account_id: str
     process: subprocess.Popen[bytes]
     data: Path
+    log: Path
+
+    def output(self) -> str:
+        """What the server wrote to stdout and stderr so far."""
+        return self.log.read_text()
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
@@ -54,8 +59,11 @@ def create_token(data: Path, account: str, *extra: str, url: str | None = None) 
 
 
 @contextmanager
-def serve_process(data: Path, account: str = "acc1", *args: str, url: str | None = None) -> Iterator[ServeProcess]:
-    """``conveyor serve`` on the SQLite directory ``data`` (or on ``url``, with its tokens in ``data``)."""
+def serve_process(
+    data: Path, account: str = "acc1", *args: str, url: str | None = None, cwd: Path | None = None
+) -> Iterator[ServeProcess]:
+    """``conveyor serve`` on the SQLite directory ``data`` (or on ``url``, with its tokens in ``data``),
+    run in ``cwd`` (default: this process's)."""
     token = create_token(data, account, url=url)
     if url:
         args = ("--tokens-db", str(data / "tokens.db"), *args)
@@ -68,6 +76,7 @@ def serve_process(data: Path, account: str = "acc1", *args: str, url: str | None
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
+        cwd=cwd,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -80,7 +89,7 @@ def serve_process(data: Path, account: str = "acc1", *args: str, url: str | None
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"conveyor serve did not start: {Path(log.name).read_text()}") from None
                 time.sleep(0.05)
-        yield ServeProcess(url, token, account, process, data)
+        yield ServeProcess(url, token, account, process, data, Path(log.name))
     finally:
         process.terminate()
         try:

@@ -59,7 +59,7 @@ def test_serve_with_worker_runs_registered_push_consumers(tmp_path: Path, monkey
         httpx.post(f"{proc.url}{base}/{qid}/messages/batch", json=batch, headers=headers)
 
     monkeypatch.setenv("PYTHONPATH", f"{handlers}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    with serve_process(data, "acc1", "--worker") as proc:
+    with serve_process(data, "acc1", "--handlers", "served_handlers") as proc:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             metrics = httpx.get(f"{proc.url}{base}/{qid}/metrics", headers=headers).json()["result"]
@@ -92,10 +92,10 @@ def test_worker_starts_consumers_registered_later_and_stops_removed_ones(
     import later_handlers  # type: ignore[import-not-found]
 
     from conveyor.server.accounts import AccountEngine
-    from conveyor.server.serve import Workers
+    from conveyor.server.push_workers import HandlerSources, Workers
 
     with conveyor.connect(f"sqlite://{tmp_path / 'data'}") as cv:
-        workers = Workers(cv.engine)
+        workers = Workers(cv.engine, HandlerSources(modules=("later_handlers",)))
         workers.refresh()
         assert workers.apps == {}
         acc = conveyor.Conveyor(AccountEngine(cv.engine, "acc1"))

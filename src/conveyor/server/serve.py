@@ -3,12 +3,11 @@ worker for the registered push consumers, run by uvicorn (uvloop + httptools whe
 
 from __future__ import annotations
 
-import importlib
 import ipaddress
 import logging
 import os
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +15,10 @@ import uvicorn
 
 from conveyor.broker.coordinator import Coordinator
 from conveyor.client.connect import DEFAULT_URL, connect
-from conveyor.client.sync import Conveyor
-from conveyor.consumer.app import App
-from conveyor.engine.base import Engine
-from conveyor.errors import ConveyorError
-from conveyor.model import ConsumerInfo
-from conveyor.server.accounts import AccountEngine, split
 from conveyor.server.app import build_app
 from conveyor.server.auth import Authenticator
 from conveyor.server.http_protocol import BoundedHeadProtocol
+from conveyor.server.push_workers import HandlerSources, Workers
 from conveyor.server.service import Service
 from conveyor.server.tokens import TokenStore
 
@@ -60,99 +54,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _import_handler(script_name: str) -> Any:
-    module, _, qualname = script_name.partition(":")
-    target: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        target = getattr(target, part)
-    return target
-
-
-# How often the worker looks for push consumers registered (or removed) through the API.
-WORKER_REFRESH_SECONDS = 5.0
-
-
-@dataclass
-class Workers:
-    """Runs the push consumers registered through the API whose handler (``script_name``,
-    ``module:function``) imports here: one :class:`App` per queue, started when the consumer appears
-    and stopped when it goes. Queues of embedded users (no account) are left to their own workers."""
-
-    engine: Engine
-    apps: dict[tuple[str, str], tuple[str, App]] = field(default_factory=dict)
-    _failed: set[str] = field(default_factory=set)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self.refresh()
-        self._thread = threading.Thread(target=self._loop, name="conveyor-serve-workers", daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(WORKER_REFRESH_SECONDS):
-            try:
-                self.refresh()
-            except Exception:
-                log.exception("could not refresh the push consumers")
-
-    def refresh(self) -> None:
-        wanted: dict[tuple[str, str], ConsumerInfo] = {}
-        for queue in self.engine.list_queues():
-            account, name = split(queue.queue_name)
-            for consumer in queue.consumers:
-                if account and consumer.type == "worker":
-                    wanted[(account, name)] = consumer
-        gone = [key for key, (cid, _) in self.apps.items() if key not in wanted or wanted[key].consumer_id != cid]
-        for key in gone:
-            log.info("queue %s/%s: its push consumer is gone; stopping it", *key)
-            self.apps.pop(key)[1].stop()
-        for key, consumer in wanted.items():
-            if key in self.apps or consumer.consumer_id in self._failed:
-                continue
-            app = self._app(key[0], key[1], consumer)
-            try:
-                if app is None:
-                    raise ImportError(consumer.script_name)
-                app.start()
-            except (ImportError, ConveyorError) as exc:
-                # Said once per consumer: a handler that does not import now will not import later.
-                log.warning("queue %s/%s: not running push consumer %r: %s", *key, consumer.script_name, exc)
-                self._failed.add(consumer.consumer_id)
-                continue
-            self.apps[key] = (consumer.consumer_id, app)
-
-    def _app(self, account: str, queue: str, consumer: ConsumerInfo) -> App | None:
-        try:
-            handler = _import_handler(consumer.script_name)
-        except (ImportError, AttributeError, ValueError):
-            return None
-        s = consumer.settings
-        app = App(Conveyor(AccountEngine(self.engine, account)))
-        app.consumer(
-            queue,
-            max_batch_size=s.batch_size,
-            max_batch_timeout=s.max_wait_time_ms / 1000,
-            max_retries=s.max_retries,
-            retry_delay=s.retry_delay,
-            dead_letter_queue=consumer.dead_letter_queue or None,
-            max_concurrency=s.max_concurrency,
-            visibility_timeout_ms=s.visibility_timeout_ms,
-        )(handler)
-        return app
-
-    def concurrency(self, account: str, queue: str) -> int | None:
-        entry = self.apps.get((account, queue))
-        return entry[1].concurrency(queue) if entry is not None else None
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        for _, app in self.apps.values():
-            app.stop()
-
-
 def uvicorn_config(app: Any, host: str, port: int) -> uvicorn.Config:
     """How Conveyor runs uvicorn: uvloop where available, httptools with a bounded request head."""
     return uvicorn.Config(
@@ -178,10 +79,15 @@ def serve(
     no_auth: bool = False,
     tokens: str | Path | None = None,
     json_logs: bool = False,
-    worker: bool = False,
+    worker_apps: Sequence[str] = (),
+    handler_modules: Sequence[str] = (),
     on_ready: Any = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM. ``no_auth`` is refused on anything but a loopback address."""
+    """Serve until SIGINT/SIGTERM. ``no_auth`` is refused on anything but a loopback address.
+
+    ``worker_apps`` (``module:attribute`` of a ``conveyor.App``) and ``handler_modules`` are the
+    only code this server runs: push consumers registered through the API run here when their
+    script name is one of those handlers (see ``push_workers``)."""
     from conveyor.server import logs
 
     logs.configure(json_lines=json_logs)
@@ -192,11 +98,20 @@ def serve(
     store = None if no_auth else token_store(url, tokens)
     if no_auth:
         log.warning(NO_AUTH_WARNING.format(where=f"{host}:{port}"))
-    workers = Workers(engine)
+    if url:
+        # App() with no URL connects to $CONVEYOR_URL: the operator's apps run on this deployment.
+        os.environ["CONVEYOR_URL"] = url
+    sources = HandlerSources(tuple(worker_apps), tuple(handler_modules))
+    workers = Workers(engine, sources)
     service = Service(engine, Authenticator(store, no_auth=no_auth), concurrency=workers.concurrency)
     coordinator = Coordinator(engine)
     coordinator.start()
-    if worker:
+    if sources.empty:
+        log.info(
+            "no handlers loaded: push consumers registered through the API show as 'no worker for this "
+            "script'; run them here with --worker module:app or --handlers module"
+        )
+    else:
         workers.start()
     server = uvicorn.Server(uvicorn_config(build_app(service), host, port))
     if on_ready is not None:
