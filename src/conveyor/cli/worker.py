@@ -37,6 +37,8 @@ def configure_logging(level: str, as_json: bool) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # httpx logs each request at INFO; a remote worker's long polls and heartbeats are not news.
+    logging.getLogger("httpx").setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
 
 
 def load_app(target: str) -> App:
@@ -72,9 +74,15 @@ def worker(state: CliState, target: str, grace_period: float | None, log_level: 
     conveyor worker myapp.workers:app
     """
     configure_logging(log_level.upper(), as_json)
-    if state.url:
-        # App() with no URL connects to $CONVEYOR_URL: point it at --url before the module creates it.
-        os.environ["CONVEYOR_URL"] = state.url
+    # App() with no URL connects to $CONVEYOR_URL (with $CONVEYOR_TOKEN and $CONVEYOR_ACCOUNT_ID over
+    # HTTP): point it at the global options before the module creates it.
+    for variable, value in (
+        ("CONVEYOR_URL", state.url),
+        ("CONVEYOR_TOKEN", state.token),
+        ("CONVEYOR_ACCOUNT_ID", state.account_id),
+    ):
+        if value:
+            os.environ[variable] = value
     app = load_app(target)
     if grace_period is not None:
         app.grace_period = grace_period

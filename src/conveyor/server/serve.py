@@ -9,6 +9,7 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -114,6 +115,13 @@ def serve(
     else:
         workers.start()
     server = uvicorn.Server(uvicorn_config(build_app(service), host, port))
+    stop_serving = server.handle_exit
+
+    def handle_exit(sig: int, frame: FrameType | None) -> None:
+        service.holds.release_all()  # held long-poll leases answer now, so the stop does not wait for them
+        stop_serving(sig, frame)
+
+    server.handle_exit = handle_exit  # type: ignore[method-assign]
     if on_ready is not None:
         threading.Thread(target=_announce, args=(server, on_ready), daemon=True).start()
     try:
