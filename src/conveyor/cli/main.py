@@ -12,6 +12,7 @@ from conveyor.cli.queues import queues_group
 from conveyor.cli.send import send
 from conveyor.cli.server_commands import COMMANDS as SERVER_COMMANDS
 from conveyor.cli.worker import worker
+from conveyor.cli.workers import workers_group
 
 
 @click.group(cls=ConveyorGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -47,7 +48,7 @@ def cli(ctx: click.Context, url: str | None, token: str | None, account_id: str 
     ctx.obj = CliState(url, token, account_id)
 
 
-for command in (queues_group, send, pull, ack, peek, redrive, worker, demo, migrate, *SERVER_COMMANDS):
+for command in (queues_group, send, pull, ack, peek, redrive, worker, workers_group, demo, migrate, *SERVER_COMMANDS):
     cli.add_command(command)
 
 

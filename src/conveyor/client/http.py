@@ -34,6 +34,8 @@ from conveyor.model import (
     QueueSettings,
     SettleResult,
     StoredMessage,
+    WorkerEntry,
+    WorkerRun,
 )
 
 # The server answers a wait after at most this long; longer waits are made of several.
@@ -120,6 +122,14 @@ def _consumer_body(type: str, script_name: str, settings: ConsumerSettings, dlq:
     return body
 
 
+def _worker(raw: dict[str, Any]) -> WorkerEntry:
+    runs = tuple(
+        WorkerRun(r["queue_id"], r["queue_name"], r["script_name"], r.get("max_concurrency"), r.get("concurrency", 0))
+        for r in raw.get("runs", [])
+    )
+    return WorkerEntry(raw["worker_id"], raw["host"], raw["pid"], raw["started_ms"], raw["heartbeat_ms"], runs)
+
+
 def _stored(raw: dict[str, Any]) -> StoredMessage:
     return StoredMessage(
         raw["id"],
@@ -148,6 +158,7 @@ class RemoteEngine(Engine):
         )
         self._cf = f"/client/v4/accounts/{account_id}/queues"
         self._cv = f"/conveyor/v1/accounts/{account_id}/queues"
+        self._workers = f"/conveyor/v1/accounts/{account_id}/workers"
         self._consumer_queue: dict[str, str] = {}
         self._lock = threading.Lock()
         # Names this client's held leases, so wake() ends only them: queue id -> leases in flight.
@@ -381,6 +392,31 @@ class RemoteEngine(Engine):
     def acquire_leadership(self) -> bool:
         # Maintenance (retention, shard splits) runs in the server, next to the storage.
         return False
+
+    # -- the worker registry ------------------------------------------------------------------
+    def record_worker(self, entry: WorkerEntry, registered_by: str = "") -> None:
+        """Register (or heartbeat) this worker with the server, for the token's account."""
+        body = {
+            "host": entry.host,
+            "pid": entry.pid,
+            "started_ms": entry.started_ms,
+            "runs": [
+                {
+                    "queue_id": run.queue_id,
+                    "script_name": run.script_name,
+                    "max_concurrency": run.max_concurrency,
+                    "concurrency": run.concurrency,
+                }
+                for run in entry.runs
+            ],
+        }
+        self._result("PUT", f"{self._workers}/{entry.worker_id}", body)
+
+    def remove_worker(self, worker_id: str, registered_by: str = "") -> None:
+        self._result("DELETE", f"{self._workers}/{worker_id}")
+
+    def list_workers(self) -> list[WorkerEntry]:
+        return [_worker(raw) for raw in self._result("GET", self._workers)]
 
     def close(self) -> None:
         self._http.close()

@@ -40,6 +40,7 @@ from conveyor.model import (
     QueueSettings,
     SettleResult,
     StoredMessage,
+    WorkerEntry,
 )
 
 
@@ -212,6 +213,21 @@ class Engine(ABC):
 
     def release_leadership(self) -> None:  # noqa: B027 - engines without leadership have nothing to give up
         """Give coordinator leadership up."""
+
+    # -- the worker registry ------------------------------------------------------------------
+    @abstractmethod
+    def record_worker(self, entry: WorkerEntry, registered_by: str = "") -> None:
+        """Register a worker process or renew its heartbeat (now, by this engine's clock), and
+        forget dead ones. ``registered_by`` is the account whose token registered it ("" for the
+        operator's own processes): an entry of another registrant is refused, not replaced."""
+
+    @abstractmethod
+    def remove_worker(self, worker_id: str, registered_by: str = "") -> None:
+        """Forget a worker that stopped (nothing if there is none of ``registered_by``'s)."""
+
+    @abstractmethod
+    def list_workers(self) -> list[WorkerEntry]:
+        """The live workers (heard of within the expiry), oldest first."""
 
     @abstractmethod
     def close(self) -> None:

@@ -32,6 +32,7 @@ from conveyor.model import (
     QueueSettings,
     SettleResult,
     StoredMessage,
+    WorkerEntry,
 )
 
 ACCOUNT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -263,6 +264,33 @@ class AccountEngine(Engine):
 
     def acquire_leadership(self) -> bool:
         return False
+
+    # -- the worker registry ------------------------------------------------------------------
+    @_unqualified_errors
+    def record_worker(self, entry: WorkerEntry, registered_by: str = "") -> None:
+        """Record a worker of this account: every queue it runs must be the account's, and is
+        named as the catalog names it (not as the worker says)."""
+        runs = tuple(
+            dataclasses.replace(run, queue_name=self.inner.get_queue_by_id(self._own(run.queue_id)).queue_name)
+            for run in entry.runs
+        )
+        self.inner.record_worker(dataclasses.replace(entry, runs=runs), self.account_id)
+
+    def remove_worker(self, worker_id: str, registered_by: str = "") -> None:
+        self.inner.remove_worker(worker_id, self.account_id)
+
+    def list_workers(self) -> list[WorkerEntry]:
+        """The workers that run this account's queues, each with those runs only."""
+        visible = []
+        for entry in self.inner.list_workers():
+            runs = tuple(
+                dataclasses.replace(run, queue_name=self._strip(run.queue_name))
+                for run in entry.runs
+                if self._mine(run.queue_name)
+            )
+            if runs:
+                visible.append(dataclasses.replace(entry, runs=runs))
+        return visible
 
     def close(self) -> None:
         """The shared engine outlives any one account's view of it."""

@@ -24,7 +24,7 @@ from conveyor.client import validation as check
 from conveyor.codec import check_content_type, decode_json
 from conveyor.errors import BatchTooLarge, InvalidMessage, InvalidRequest
 from conveyor.model import DeliveryPolicy, NewMessage, StoredMessage
-from conveyor.server import shapes
+from conveyor.server import shapes, worker_routes
 from conveyor.server.envelope import array, mapping, ok, read_json, text, whole
 from conveyor.server.service import Context, blocking, context
 
@@ -238,4 +238,5 @@ ROUTES = [
     Route(PREFIX + "/redrive", redrive, methods=["POST"]),
     Route(PREFIX + "/purge", purge, methods=["POST"]),
     Route(PREFIX + "/shards", add_shard, methods=["POST"]),
+    *worker_routes.ROUTES,
 ]

@@ -17,6 +17,7 @@ refresh thread or the server.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -26,11 +27,12 @@ from typing import TypeVar
 from conveyor.client.sync import Conveyor
 from conveyor.consumer import loading
 from conveyor.consumer.app import App
+from conveyor.consumer.presence import WorkerPresence
 from conveyor.consumer.runner import Handler
 from conveyor.engine.base import Engine
 from conveyor.errors import ConveyorError
-from conveyor.model import ConsumerInfo
-from conveyor.server.accounts import AccountEngine, split
+from conveyor.model import ConsumerInfo, WorkerRun
+from conveyor.server.accounts import AccountEngine, qualify, split
 
 log = logging.getLogger("conveyor.server.workers")
 
@@ -122,9 +124,12 @@ class Workers:
     _report: Reporter = field(default_factory=Reporter)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _presence: WorkerPresence | None = None
 
     def start(self) -> None:
         """Refresh now and every WORKER_REFRESH_SECONDS, in a thread: nothing here can stop a start."""
+        self._presence = WorkerPresence(self.engine, self.runs)
+        self._presence.start()
         self._thread = threading.Thread(target=self._loop, name="conveyor-serve-workers", daemon=True)
         self._thread.start()
 
@@ -164,6 +169,7 @@ class Workers:
 
     def _start_operator_app(self, app: App) -> None:
         subject = "app " + ", ".join(spec.script_name for spec in app.specs)
+        app.registers_itself = False
         try:
             app.start()
         except Exception as exc:
@@ -196,10 +202,19 @@ class Workers:
         entry = self.apps.get((account, queue))
         return entry[1].concurrency(queue) if entry is not None else None
 
+    def runs(self) -> list[WorkerRun]:
+        """Everything this server runs, named as the catalog names it (account-qualified)."""
+        runs = [run for app in self.operator_apps for run in app.runs()]
+        for (account, _), (_, app) in list(self.apps.items()):
+            runs.extend(dataclasses.replace(r, queue_name=qualify(account, r.queue_name)) for r in app.runs())
+        return runs
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if self._presence is not None:
+            self._presence.stop()
         for app in [*(app for _, app in self.apps.values()), *self.operator_apps]:
             app.stop()
 
@@ -209,6 +224,7 @@ def _consumer_app(engine: Engine, key: tuple[str, str], consumer: ConsumerInfo, 
     account, queue = key
     s = consumer.settings
     app = App(Conveyor(AccountEngine(engine, account)))
+    app.registers_itself = False  # the server's one registry entry lists it
     app.consumer(
         queue,
         max_batch_size=s.batch_size,
