@@ -65,7 +65,7 @@ def _run(raw: Any) -> WorkerRun:
         queue_name="",  # filled in from the catalog, never taken from the worker
         script_name=_short_text(raw, "script_name"),
         max_concurrency=_count(raw, "max_concurrency", 1, limits.MAX_CONCURRENCY, optional=True),
-        concurrency=_count(raw, "concurrency", 0, 100_000) or 0,
+        concurrency=_count(raw, "concurrency", 0, 100_000, optional=True) or 0,
     )
 
 
