@@ -127,7 +127,10 @@ class Workers:
     _presence: WorkerPresence | None = None
 
     def start(self) -> None:
-        """Refresh now and every WORKER_REFRESH_SECONDS, in a thread: nothing here can stop a start."""
+        """Load the operator's code now (in the main thread, as a module may expect), then refresh
+        every WORKER_REFRESH_SECONDS in a thread; nothing here can stop a start."""
+        for app in self.sources.load():
+            self._start_operator_app(app)
         self._presence = WorkerPresence(self.engine, self.runs)
         self._presence.start()
         self._thread = threading.Thread(target=self._loop, name="conveyor-serve-workers", daemon=True)

@@ -115,13 +115,7 @@ def serve(
     else:
         workers.start()
     server = uvicorn.Server(uvicorn_config(build_app(service), host, port))
-    stop_serving = server.handle_exit
-
-    def handle_exit(sig: int, frame: FrameType | None) -> None:
-        service.holds.release_all()  # held long-poll leases answer now, so the stop does not wait for them
-        stop_serving(sig, frame)
-
-    server.handle_exit = handle_exit  # type: ignore[method-assign]
+    _release_holds_on_exit(server, service)
     if on_ready is not None:
         threading.Thread(target=_announce, args=(server, on_ready), daemon=True).start()
     try:
@@ -132,6 +126,17 @@ def serve(
         client.close()
         if store is not None:
             store.close()
+
+
+def _release_holds_on_exit(server: uvicorn.Server, service: Service) -> None:
+    """On SIGINT/SIGTERM, answer held long-poll leases at once: uvicorn waits for running requests."""
+    stop_serving = server.handle_exit
+
+    def handle_exit(sig: int, frame: FrameType | None) -> None:
+        service.holds.release_all()
+        stop_serving(sig, frame)
+
+    server.handle_exit = handle_exit  # type: ignore[method-assign]
 
 
 def _announce(server: uvicorn.Server, on_ready: Any) -> None:
