@@ -122,6 +122,10 @@ def _consumer_body(type: str, script_name: str, settings: ConsumerSettings, dlq:
     return body
 
 
+def _policy(policy: DeliveryPolicy) -> dict[str, Any]:
+    return {"max_retries": policy.max_retries, "dead_letter_queue": policy.dead_letter_queue or ""}
+
+
 def _worker(raw: dict[str, Any]) -> WorkerEntry:
     runs = tuple(
         WorkerRun(r["queue_id"], r["queue_name"], r["script_name"], r.get("max_concurrency"), r.get("concurrency", 0))
@@ -291,11 +295,7 @@ class RemoteEngine(Engine):
     def lease(
         self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy
     ) -> list[StoredMessage]:
-        body = {
-            "max_messages": max_messages,
-            "visibility_ms": visibility_ms,
-            "policy": {"max_retries": policy.max_retries, "dead_letter_queue": policy.dead_letter_queue or ""},
-        }
+        body = {"max_messages": max_messages, "visibility_ms": visibility_ms, "policy": _policy(policy)}
         return [_stored(m) for m in self._result("POST", f"{self._cv}/{queue_id}/lease", body)["messages"]]
 
     idle_wait_seconds = LONG_POLL_SECONDS
@@ -307,7 +307,7 @@ class RemoteEngine(Engine):
         body = {
             "max_messages": max_messages,
             "visibility_ms": visibility_ms,
-            "policy": {"max_retries": policy.max_retries, "dead_letter_queue": policy.dead_letter_queue or ""},
+            "policy": _policy(policy),
             "wait_ms": int(min(wait_seconds, LONG_POLL_SECONDS) * 1000),
             "waiter": self._waiter,
         }
@@ -347,7 +347,7 @@ class RemoteEngine(Engine):
         body = {
             "acks": list(acks),
             "retries": [{"lease_id": lid, "delay_seconds": delay} for lid, delay in retries],
-            "policy": {"max_retries": policy.max_retries, "dead_letter_queue": policy.dead_letter_queue or ""},
+            "policy": _policy(policy),
         }
         r = self._result("POST", f"{self._cv}/{queue_id}/settle", body)
         return SettleResult(r["acked"], r["retried"], r["dead_lettered"], r["dropped"], dict(r["warnings"]))
