@@ -93,7 +93,10 @@ def test_workers_register_and_each_token_sees_only_its_own(tmp_path: Path) -> No
                 text=True,
             ).stdout
             document = json.loads(listed)
-            assert {(r["queue_name"], r["script_name"]) for w in document["workers"] for r in w["runs"]} == expected
+            listed_runs = {
+                (r["account_id"], r["queue_name"], r["script_name"]) for w in document["workers"] for r in w["runs"]
+            }
+            assert listed_runs == {("acc1", *run) for run in expected}
             assert [(m["queue_name"], m["script_name"], m["status"]) for m in document["no_worker"]] == [
                 ("orphan", "nobody:handle", "no worker for this script")
             ]

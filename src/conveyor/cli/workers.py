@@ -32,7 +32,15 @@ def unserved(queues: list[QueueInfo], workers: list[WorkerEntry]) -> list[dict[s
     ]
 
 
-def _document(workers: list[WorkerEntry], missing: list[dict[str, str]], now_ms: int) -> dict[str, Any]:
+def _account(queue_name: str, account_id: str | None) -> str:
+    """The account of a queue as listed: the prefix of an operator's view, else the caller's own."""
+    account = queue_name.rpartition("/")[0]
+    return account or account_id or ""
+
+
+def _document(
+    workers: list[WorkerEntry], missing: list[dict[str, str]], now_ms: int, account_id: str | None
+) -> dict[str, Any]:
     return {
         "workers": [
             {
@@ -43,6 +51,7 @@ def _document(workers: list[WorkerEntry], missing: list[dict[str, str]], now_ms:
                 "last_heartbeat_seconds_ago": round(max(0, now_ms - w.heartbeat_ms) / 1000, 1),
                 "runs": [
                     {
+                        "account_id": _account(r.queue_name, account_id),
                         "queue_name": r.queue_name,
                         "queue_id": r.queue_id,
                         "script_name": r.script_name,
@@ -113,5 +122,5 @@ def list_workers(state: CliState, as_json: bool) -> None:
     """
     cv = state.connect()
     workers = cv.engine.list_workers()
-    document = _document(workers, unserved(cv.list_queues(), workers), cv.engine.clock.now_ms())
+    document = _document(workers, unserved(cv.list_queues(), workers), cv.engine.clock.now_ms(), state.account_id)
     emit(as_json, document, lambda: _tables(document))
