@@ -102,7 +102,7 @@ def serve(
     if url:
         # App() with no URL connects to $CONVEYOR_URL: the operator's apps run on this deployment.
         os.environ["CONVEYOR_URL"] = url
-    sources = HandlerSources(tuple(worker_apps), tuple(handler_modules))
+    sources = HandlerSources(tuple(dict.fromkeys(worker_apps)), tuple(dict.fromkeys(handler_modules)))
     workers = Workers(engine, sources)
     service = Service(engine, Authenticator(store, no_auth=no_auth), concurrency=workers.concurrency)
     coordinator = Coordinator(engine)
