@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+import conveyor
 from conveyor.server.testing import RunningServer
 
 CONVEYOR = str(Path(sys.executable).with_name("conveyor"))
@@ -118,3 +119,29 @@ def test_cloudflare_pull_stays_a_short_poll(server: RunningServer) -> None:
     started = time.monotonic()
     assert q.pull(batch_size=5) == []
     assert time.monotonic() - started < 1.0
+
+
+def test_remote_worker_of_a_paused_queue_looks_at_its_pause_flag_every_two_seconds(server: RunningServer) -> None:
+    cv = server.connect("acc1")
+    q = cv.create_queue("paused")
+    q.pause_delivery()
+    q.send("later", content_type="text")
+    seen: list[str] = []
+    app = conveyor.App(cv)
+    app.consumer("paused", max_batch_timeout=0)(lambda batch: seen.extend(m.body for m in batch.messages))
+    app.start()
+    try:
+        time.sleep(1.0)
+        before = _requests(server)
+        time.sleep(4.0)
+        paused_requests = _requests(server) - before
+        assert paused_requests <= 8, f"{paused_requests} requests in 4 s on a paused queue"  # was ~40
+        assert seen == []
+        q.resume_delivery()
+        deadline = time.monotonic() + 5
+        while not seen:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert seen == ["later"]
+    finally:
+        app.stop()

@@ -299,6 +299,7 @@ class RemoteEngine(Engine):
         return [_stored(m) for m in self._result("POST", f"{self._cv}/{queue_id}/lease", body)["messages"]]
 
     idle_wait_seconds = LONG_POLL_SECONDS
+    paused_poll_seconds = 2.0
 
     def lease_waiting(
         self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy, wait_seconds: float

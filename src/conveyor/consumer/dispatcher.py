@@ -20,8 +20,8 @@ from conveyor.model import ConsumerSettings, DeliveryPolicy, Metrics, StoredMess
 
 log = logging.getLogger("conveyor.consumer")
 
-# How often the queue's metrics are re-read (the pause flag is read on every loop), and how long a
-# paused dispatcher sleeps between looks at it.
+# How often the queue's metrics are re-read (the pause flag is read on every loop; a paused
+# dispatcher looks at it every engine.paused_poll_seconds).
 SETTINGS_REFRESH_SECONDS = 0.2
 
 
@@ -145,7 +145,7 @@ class Dispatcher:
     def _step(self) -> None:
         self._refresh()
         if self._paused:
-            self._stopping.wait(SETTINGS_REFRESH_SECONDS)
+            self._stopping.wait(self.engine.paused_poll_seconds)
             return
         with self._lock:
             while not self.scaler.has_room() and not self._stopping.is_set():

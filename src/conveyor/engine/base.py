@@ -187,6 +187,8 @@ class Engine(ABC):
     # How long an idle consumer's :meth:`lease_waiting` waits at most: short for a local engine,
     # where it is a safety net for a missed wake-up; long over HTTP, where each wait is a request.
     idle_wait_seconds: float = 1.0
+    # How often a consumer of a paused queue looks whether it was resumed (a request over HTTP).
+    paused_poll_seconds: float = 0.2
 
     def lease_waiting(
         self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy, wait_seconds: float
