@@ -6,6 +6,7 @@ a tenant registers them (REST), or stored in the catalog the way an older deploy
 
 from __future__ import annotations
 
+import json
 import textwrap
 import time
 from collections.abc import Callable
@@ -87,8 +88,6 @@ def _eventually(check: Callable[[], bool], timeout: float = 20.0) -> None:
 
 
 def _handled(code: Path) -> list[object]:
-    import json
-
     path = code / "handled.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 

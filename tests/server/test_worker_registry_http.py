@@ -57,7 +57,8 @@ def test_workers_register_and_each_token_sees_only_its_own(tmp_path: Path) -> No
             while _runs(_get(proc, proc.token)) != expected:
                 assert time.monotonic() < deadline, _get(proc, proc.token).text
                 time.sleep(0.2)
-            remote_id = app._presence.worker_id if app._presence else ""
+            remote_id = app.worker_id
+            assert remote_id is not None
             assert _runs(_get(proc, read_only)) == expected
             assert _runs(_get(proc, scoped)) == set()
             # Another account sees nothing, cannot claim a queue of acc1, nor take over acc1's worker.

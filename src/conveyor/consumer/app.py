@@ -196,6 +196,11 @@ class App:
         finally:
             self.stop()
 
+    @property
+    def worker_id(self) -> str | None:
+        """This app's id in the worker registry (``conveyor workers list``) while it runs."""
+        return self._presence.worker_id if self._presence is not None else None
+
     def runs(self) -> list[WorkerRun]:
         """What this app runs now, as the worker registry shows it."""
         return [
