@@ -177,7 +177,7 @@ class Workers:
             app.start()
         except Exception as exc:
             self.sources.loaded_apps = {t: a for t, a in self.sources.loaded_apps.items() if a is not app}
-            self._report.state(subject, f"cannot start: {exc}", exc_info=True)
+            self._report.state(subject, f"cannot start: {exc}", exc_info=not isinstance(exc, ConveyorError))
             return
         self.operator_apps.append(app)
 
