@@ -1,5 +1,6 @@
-# Two entry points: `make run` (`conveyor serve` on the embedded SQLite engine, with a worker for the
-# registered push consumers; it prints where to point a client) and `make test`
+# Two entry points: `make run` (`conveyor serve` on the embedded SQLite engine; it prints where to
+# point a client; `make run APP=myapp:app HANDLERS=myapp.consumers` also runs that code's push
+# consumers, and nothing else) and `make test`
 # (lint, type check, the whole suite). Each bootstraps its own tools: a pinned uv in .tools/,
 # then the locked environment in .venv/.
 PYTHON ?= python3
@@ -18,8 +19,12 @@ $(VENV)/.synced: $(UV) uv.lock pyproject.toml
 	$(UV) sync --frozen --quiet
 	touch $@
 
+# The code the server runs: conveyor.App objects (module:attribute) and handler modules.
+APP ?=
+HANDLERS ?=
+
 run: $(VENV)/.synced
-	$(VENV)/bin/conveyor serve --worker --dev-token local
+	$(VENV)/bin/conveyor serve --dev-token local $(foreach a,$(APP),--worker $(a)) $(foreach m,$(HANDLERS),--handlers $(m))
 
 lint: $(VENV)/.synced
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -168,3 +168,27 @@ class AckResult:
     ack_count: int
     retry_count: int
     warnings: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRun:
+    """One push consumer a worker process runs: its queue, its script, and how many batches it
+    runs at once (``concurrency``) of at most ``max_concurrency`` (``None``: automatic)."""
+
+    queue_id: str
+    queue_name: str
+    script_name: str
+    max_concurrency: int | None = None
+    concurrency: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerEntry:
+    """A worker process in the deployment's registry (``conveyor workers list``)."""
+
+    worker_id: str
+    host: str
+    pid: int
+    started_ms: int
+    heartbeat_ms: int
+    runs: tuple[WorkerRun, ...] = ()

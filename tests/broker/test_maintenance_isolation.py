@@ -80,7 +80,7 @@ def test_shard_split_goes_on_past_a_corrupt_queue(
     ids = two_queues(data_dir, ManualClock())
     garble_header(shard_of(data_dir, ids["kept"]))  # listed first: `victim` comes after it
     monkeypatch.setattr(limits, "SHARD_SPLIT_RATE", 100.0)
-    cv = conveyor.connect(f"sqlite://{data_dir}")
+    cv = conveyor.Conveyor(SQLiteEngine(data_dir))  # the coordinator's view: every account's queues
     split = ShardSplitter(cv.engine)
     split()
     for _ in range(10):

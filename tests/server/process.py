@@ -25,6 +25,11 @@ class ServeProcess:
     account_id: str
     process: subprocess.Popen[bytes]
     data: Path
+    log: Path
+
+    def output(self) -> str:
+        """What the server wrote to stdout and stderr so far."""
+        return self.log.read_text()
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
@@ -47,10 +52,16 @@ def create_token(data: Path, account: str, *extra: str, url: str | None = None) 
 
 @contextmanager
 def serve_process(
-    data: Path, account: str = "acc1", *args: str, url: str | None = None, open_files: int | None = None
+    data: Path,
+    account: str = "acc1",
+    *args: str,
+    url: str | None = None,
+    open_files: int | None = None,
+    cwd: Path | None = None,
 ) -> Iterator[ServeProcess]:
     """``conveyor serve`` on the SQLite directory ``data`` (or on ``url``; its log beside ``data``),
-    with its open-file limit (soft and hard) set to ``open_files`` if given."""
+    with its open-file limit (soft and hard) set to ``open_files`` if given, run in ``cwd`` (default:
+    the directory that holds ``data``, so nothing a server writes by default lands in the repository)."""
     data.mkdir(parents=True, exist_ok=True)
     token = create_token(data, account, url=url)
     port = free_port()
@@ -62,7 +73,7 @@ def serve_process(
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
-        cwd=data.parent,  # nothing a server writes by default lands in the repository
+        cwd=cwd or data.parent,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -75,7 +86,7 @@ def serve_process(
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"conveyor serve did not start: {Path(log.name).read_text()}") from None
                 time.sleep(0.05)
-        yield ServeProcess(url, token, account, process, data)
+        yield ServeProcess(url, token, account, process, data, Path(log.name))
     finally:
         process.terminate()
         try:

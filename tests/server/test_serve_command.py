@@ -60,7 +60,7 @@ def test_serve_with_worker_runs_registered_push_consumers(tmp_path: Path, monkey
         httpx.post(f"{proc.url}{base}/{qid}/messages/batch", json=batch, headers=headers)
 
     monkeypatch.setenv("PYTHONPATH", f"{handlers}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    with serve_process(data, "acc1", "--worker") as proc:
+    with serve_process(data, "acc1", "--handlers", "served_handlers") as proc:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             metrics = httpx.get(f"{proc.url}{base}/{qid}/metrics", headers=headers).json()["result"]
@@ -93,11 +93,12 @@ def test_worker_starts_consumers_registered_later_and_stops_removed_ones(
     import later_handlers  # type: ignore[import-not-found]
 
     from conveyor.client.connect import open_engine
-    from conveyor.server.serve import Workers
+    from conveyor.server.push_workers import HandlerSources, Workers
 
     url = f"sqlite://{tmp_path / 'data'}"
     with contextlib.closing(open_engine(url)) as engine, conveyor.connect(url, account_id="acc1") as acc:
-        workers = Workers(engine)  # as conveyor serve has it: the raw engine, every account's queues
+        # as conveyor serve has it: the raw engine, every account's queues
+        workers = Workers(engine, HandlerSources(modules=("later_handlers",)))
         workers.refresh()
         assert workers.apps == {}
         q = acc.create_queue("later")

@@ -13,6 +13,7 @@ from conveyor.cli.queues import queues_group
 from conveyor.cli.send import send
 from conveyor.cli.server_commands import COMMANDS as SERVER_COMMANDS
 from conveyor.cli.worker import worker
+from conveyor.cli.workers import workers_group
 from conveyor.engine.accounts import LOCAL_ACCOUNT
 
 
@@ -57,7 +58,8 @@ def cli(ctx: click.Context, url: str | None, token: str | None, account_id: str,
     ctx.obj = CliState(url, token, account_id, as_json)
 
 
-for command in (queues_group, send, pull, ack, peek, redrive, worker, demo, migrate, doctor, *SERVER_COMMANDS):
+COMMANDS = (queues_group, send, pull, ack, peek, redrive, worker, workers_group, demo, migrate, doctor)
+for command in (*COMMANDS, *SERVER_COMMANDS):
     cli.add_command(command)
 
 

@@ -39,6 +39,17 @@ def _where(host: str, port: int, secret: str | None, account: str | None) -> str
     )
 
 
+def _check_apps(targets: tuple[str, ...]) -> tuple[str, ...]:
+    for target in targets:
+        if target.startswith("-") or ":" not in target:
+            raise click.BadParameter(
+                f"{target!r} is not module:attribute naming a conveyor.App, e.g. --worker myapp.workers:app "
+                "(for handler functions, use --handlers MODULE)",
+                param_hint="--worker",
+            )
+    return targets
+
+
 @click.command("serve")
 @click.option("--url", "serve_url", metavar="URL", help="The deployment (overrides the global --url / CONVEYOR_URL).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
@@ -53,7 +64,23 @@ def _where(host: str, port: int, secret: str | None, account: str | None) -> str
     show_default=True,
     help="The least severe log lines written (debug: one access line per request too).",
 )
-@click.option("--worker", is_flag=True, help="Also run the registered push consumers whose handlers import here.")
+@click.option(
+    "--worker",
+    "worker_apps",
+    multiple=True,
+    metavar="APP",
+    callback=lambda ctx, param, value: _check_apps(value),
+    help="Run this conveyor.App (module:attribute) here, and push consumers registered through the API "
+    "whose script is one of its handlers (repeatable).",
+)
+@click.option(
+    "--handlers",
+    "handler_modules",
+    multiple=True,
+    metavar="MODULE",
+    help="Run push consumers registered through the API whose script is a function defined in MODULE "
+    "(module:function; repeatable). Nothing else is ever imported.",
+)
 @click.option(
     "--dev-token",
     metavar="ACCOUNT",
@@ -100,7 +127,8 @@ def serve_command(
     tokens_db: str | None,
     log_json: bool,
     log_level: str,
-    worker: bool,
+    worker_apps: tuple[str, ...],
+    handler_modules: tuple[str, ...],
     dev_token: str | None,
     max_connections: int,
     head_timeout: float,
@@ -113,6 +141,13 @@ def serve_command(
     conveyor serve --port 8787
     conveyor serve --url sqlite:///var/lib/conveyor --host 0.0.0.0
     conveyor serve --url postgresql://user@db/conveyor --host 0.0.0.0 --max-connections 5000
+    conveyor serve --worker myapp.workers:app --handlers myapp.consumers
+
+    A push consumer registered through the API (wrangler, REST, `conveyor queues consumer add`) runs
+    here only if its script (module:function) is a handler of a --worker app or a function defined
+    in a --handlers module; any other is kept as data and shows as "no worker for this script".
+    Modules are imported with the current directory on the path; one that cannot load is reported
+    and tried again every few seconds.
     """
     if no_auth:
         click.secho(
@@ -135,7 +170,8 @@ def serve_command(
         tokens=tokens_db,
         json_logs=log_json,
         log_level=getattr(logging, log_level.upper()),
-        worker=worker,
+        worker_apps=worker_apps,
+        handler_modules=handler_modules,
         dev_token_account=None if no_auth else dev_token,
         on_ready=ready,
         limits=ConnectionLimits(head_seconds=head_timeout, body_seconds=body_timeout, max_connections=max_connections),

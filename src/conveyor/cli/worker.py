@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
@@ -11,6 +10,7 @@ import sys
 import click
 
 from conveyor.cli.context import CliState, json_option, pass_state
+from conveyor.consumer import loading
 from conveyor.consumer.app import App
 
 LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
@@ -37,35 +37,16 @@ def configure_logging(level: str, as_json: bool) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # httpx logs each request at INFO; a remote worker's long polls and heartbeats are not news.
+    logging.getLogger("httpx").setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
 
 
 def load_app(target: str) -> App:
     """The ``App`` named by ``module:attribute`` (the module is imported from the current directory too)."""
-    module_name, _, attribute = target.partition(":")
-    if not module_name or not attribute:
-        raise click.BadParameter(f"{target!r} is not module:attribute, e.g. myapp.workers:app", param_hint="APP")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not (module_name == exc.name or module_name.startswith(exc.name + ".")):
-            raise  # the module exists; something it imports is missing: show the real traceback
-        raise click.BadParameter(f"cannot import module {module_name!r}: {exc}", param_hint="APP") from None
-    app: object = module
-    for part in attribute.split("."):
-        try:
-            app = getattr(app, part)
-        except AttributeError:
-            raise click.BadParameter(
-                f"module {module_name!r} has no attribute {attribute!r}", param_hint="APP"
-            ) from None
-    if not isinstance(app, App):
-        raise click.BadParameter(
-            f"{target} is of type {type(app).__name__}, not conveyor.App; create one with app = conveyor.App()",
-            param_hint="APP",
-        )
-    return app
+        return loading.load_app(target)
+    except loading.LoadError as exc:
+        raise click.BadParameter(str(exc), param_hint="APP") from None
 
 
 @click.command("worker", short_help="Run the push consumers of a conveyor.App.")
@@ -93,9 +74,15 @@ def worker(state: CliState, target: str, grace_period: float | None, log_level: 
     conveyor worker myapp.workers:app
     """
     configure_logging(log_level.upper(), as_json)
-    if state.url:
-        # App() with no URL connects to $CONVEYOR_URL: point it at --url before the module creates it.
-        os.environ["CONVEYOR_URL"] = state.url
+    # App() with no URL connects to $CONVEYOR_URL (with $CONVEYOR_TOKEN and $CONVEYOR_ACCOUNT_ID over
+    # HTTP): point it at the global options before the module creates it.
+    for variable, value in (
+        ("CONVEYOR_URL", state.url),
+        ("CONVEYOR_TOKEN", state.token),
+        ("CONVEYOR_ACCOUNT_ID", state.account_id),
+    ):
+        if value:
+            os.environ[variable] = value
     app = load_app(target)
     if grace_period is not None:
         app.grace_period = grace_period

@@ -10,6 +10,7 @@ one, and ``App`` workers consume over HTTP (leases, heartbeats and settles throu
 from __future__ import annotations
 
 import base64
+import contextlib
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +21,7 @@ from conveyor import errors
 from conveyor.codec import decode_json, encode_json
 from conveyor.engine.base import Engine, SystemClock
 from conveyor.errors import ConsumerNotFound, ConveyorError, QueueNotFound
+from conveyor.ids import new_id
 from conveyor.model import (
     ConsumerInfo,
     ConsumerSettings,
@@ -33,10 +35,16 @@ from conveyor.model import (
     SendBatchResult,
     SettleResult,
     StoredMessage,
+    WorkerEntry,
+    WorkerRun,
 )
 
 # The server answers a wait after at most this long; longer waits are made of several.
 MAX_WAIT_SECONDS = 5.0
+# An idle consumer's lease is held by the server until messages arrive or this passes: one request
+# per this long while nothing happens. It stays under the server's idle-connection timeout (30 s)
+# and under this client's read timeout.
+LONG_POLL_SECONDS = 20.0
 _JSON = {"content-type": "application/json"}
 _BY_STATUS: dict[int, type[ConveyorError]] = {
     401: errors.Unauthorized,
@@ -116,6 +124,18 @@ def _consumer_body(type: str, script_name: str, settings: ConsumerSettings, dlq:
     return body
 
 
+def _policy(policy: DeliveryPolicy) -> dict[str, Any]:
+    return {"max_retries": policy.max_retries, "dead_letter_queue": policy.dead_letter_queue or ""}
+
+
+def _worker(raw: dict[str, Any]) -> WorkerEntry:
+    runs = tuple(
+        WorkerRun(r["queue_id"], r["queue_name"], r["script_name"], r.get("max_concurrency"), r.get("concurrency", 0))
+        for r in raw.get("runs", [])
+    )
+    return WorkerEntry(raw["worker_id"], raw["host"], raw["pid"], raw["started_ms"], raw["heartbeat_ms"], runs)
+
+
 def _stored(raw: dict[str, Any]) -> StoredMessage:
     return StoredMessage(
         raw["id"],
@@ -139,13 +159,18 @@ class RemoteEngine(Engine):
         self._http = httpx.Client(
             base_url=url.rstrip("/"),
             headers=headers,
-            timeout=httpx.Timeout(timeout, connect=10.0),
+            timeout=httpx.Timeout(max(timeout, LONG_POLL_SECONDS + 10), connect=10.0),
             limits=httpx.Limits(max_connections=300, max_keepalive_connections=300),
         )
         self._cf = f"/client/v4/accounts/{account_id}/queues"
         self._cv = f"/conveyor/v1/accounts/{account_id}/queues"
+        self._workers = f"/conveyor/v1/accounts/{account_id}/workers"
         self._consumer_queue: dict[str, str] = {}
         self._lock = threading.Lock()
+        # Names this client's held leases, so wake() ends only them: queue id -> leases in flight.
+        self._waiter = new_id()
+        self._holding: dict[str, int] = {}
+        self._woken: set[str] = set()
 
     # -- plumbing -----------------------------------------------------------------------------
     def _call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
@@ -278,12 +303,43 @@ class RemoteEngine(Engine):
     def lease(
         self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy
     ) -> list[StoredMessage]:
+        body = {"max_messages": max_messages, "visibility_ms": visibility_ms, "policy": _policy(policy)}
+        return [_stored(m) for m in self._result("POST", f"{self._cv}/{queue_id}/lease", body)["messages"]]
+
+    idle_wait_seconds = LONG_POLL_SECONDS
+    paused_poll_seconds = 2.0
+
+    def lease_waiting(
+        self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy, wait_seconds: float
+    ) -> list[StoredMessage]:
+        """One long-polled request: the server leases as soon as messages arrive, or answers empty."""
         body = {
             "max_messages": max_messages,
             "visibility_ms": visibility_ms,
-            "policy": {"max_retries": policy.max_retries, "dead_letter_queue": policy.dead_letter_queue or ""},
+            "policy": _policy(policy),
+            "wait_ms": int(min(wait_seconds, LONG_POLL_SECONDS) * 1000),
+            "waiter": self._waiter,
         }
-        return [_stored(m) for m in self._result("POST", f"{self._cv}/{queue_id}/lease", body)["messages"]]
+        with self._lock:
+            self._holding[queue_id] = self._holding.get(queue_id, 0) + 1
+            if queue_id in self._woken:  # woken just before this call: do not hold
+                self._woken.discard(queue_id)
+                body["wait_ms"] = 0
+        try:
+            return [_stored(m) for m in self._result("POST", f"{self._cv}/{queue_id}/lease", body)["messages"]]
+        finally:
+            with self._lock:
+                self._holding[queue_id] -= 1
+
+    def wake(self, queue_id: str) -> None:
+        """End this client's held leases on the queue now (a dispatcher stopping)."""
+        with self._lock:
+            holding = self._holding.get(queue_id, 0)
+            if not holding:
+                self._woken.add(queue_id)
+        if holding:
+            with contextlib.suppress(ConveyorError):  # if it fails, the held lease ends within LONG_POLL_SECONDS
+                self._result("POST", f"{self._cv}/{queue_id}/wake", {"waiter": self._waiter})
 
     def extend(self, queue_id: str, lease_ids: Sequence[str], visibility_ms: int) -> None:
         self._result(
@@ -300,7 +356,7 @@ class RemoteEngine(Engine):
         body = {
             "acks": list(acks),
             "retries": [{"lease_id": lid, "delay_seconds": delay} for lid, delay in retries],
-            "policy": {"max_retries": policy.max_retries, "dead_letter_queue": policy.dead_letter_queue or ""},
+            "policy": _policy(policy),
         }
         r = self._result("POST", f"{self._cv}/{queue_id}/settle", body)
         return SettleResult(r["acked"], r["retried"], r["dead_lettered"], r["dropped"], dict(r["warnings"]))
@@ -345,6 +401,31 @@ class RemoteEngine(Engine):
     def acquire_leadership(self) -> bool:
         # Maintenance (retention, shard splits) runs in the server, next to the storage.
         return False
+
+    # -- the worker registry ------------------------------------------------------------------
+    def record_worker(self, entry: WorkerEntry, registered_by: str = "") -> None:
+        """Register (or heartbeat) this worker with the server, for the token's account."""
+        body = {
+            "host": entry.host,
+            "pid": entry.pid,
+            "started_ms": entry.started_ms,
+            "runs": [
+                {
+                    "queue_id": run.queue_id,
+                    "script_name": run.script_name,
+                    "max_concurrency": run.max_concurrency,
+                    "concurrency": run.concurrency,
+                }
+                for run in entry.runs
+            ],
+        }
+        self._result("PUT", f"{self._workers}/{entry.worker_id}", body)
+
+    def remove_worker(self, worker_id: str, registered_by: str = "") -> None:
+        self._result("DELETE", f"{self._workers}/{worker_id}")
+
+    def list_workers(self) -> list[WorkerEntry]:
+        return [_worker(raw) for raw in self._result("GET", self._workers)]
 
     def close(self) -> None:
         self._http.close()

@@ -15,9 +15,10 @@ from conveyor.broker.coordinator import Coordinator
 from conveyor.client import validation as check
 from conveyor.client.sync import Conveyor
 from conveyor.consumer.dispatcher import ConsumerSpec, Dispatcher
+from conveyor.consumer.presence import WorkerPresence
 from conveyor.consumer.runner import HandlerRunner
 from conveyor.errors import ConsumerExists, InvalidRequest
-from conveyor.model import ConsumerSettings
+from conveyor.model import ConsumerSettings, WorkerRun
 
 log = logging.getLogger("conveyor.worker")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,6 +49,10 @@ class App:
         self._runner: HandlerRunner | None = None
         self._coordinator: Coordinator | None = None
         self._stop = threading.Event()
+        # Whether start() records this process in the worker registry; a host that runs several
+        # apps (conveyor serve) keeps one entry for all of them instead.
+        self.registers_itself = True
+        self._presence: WorkerPresence | None = None
 
     def consumer(
         self,
@@ -112,6 +117,9 @@ class App:
             self._coordinator.start()
         for dispatcher in dispatchers.values():
             dispatcher.start()
+        if self.registers_itself:
+            self._presence = WorkerPresence(engine, self.runs)
+            self._presence.start()
         log.info("worker started: consumers for %s", ", ".join(d.spec.queue for d in dispatchers.values()))
 
     def _register(self, queue_id: str, spec: ConsumerSpec) -> None:
@@ -151,6 +159,9 @@ class App:
             thread.join()
         if self._coordinator is not None:
             self._coordinator.stop()
+        if self._presence is not None:
+            self._presence.stop()
+            self._presence = None
         runner.shutdown()
         self._runner = None
         log.info("worker stopped")
@@ -194,6 +205,18 @@ class App:
             return False
         finally:
             self.stop()
+
+    @property
+    def worker_id(self) -> str | None:
+        """This app's id in the worker registry (``conveyor workers list``) while it runs."""
+        return self._presence.worker_id if self._presence is not None else None
+
+    def runs(self) -> list[WorkerRun]:
+        """What this app runs now, as the worker registry shows it."""
+        return [
+            WorkerRun(d.queue_id, d.spec.queue, d.spec.script_name, d.spec.settings.max_concurrency, d.concurrency)
+            for d in self.dispatchers.values()
+        ]
 
     def concurrency(self, queue: str) -> int:
         """Batches of ``queue`` running right now."""

@@ -20,11 +20,8 @@ from conveyor.model import ConsumerSettings, DeliveryPolicy, Metrics, StoredMess
 
 log = logging.getLogger("conveyor.consumer")
 
-# How long an idle dispatcher sleeps at most before looking again (a safety net: sends, retries
-# and lease expiries wake it sooner).
-IDLE_WAIT_SECONDS = 1.0
-# How often the queue's metrics are re-read (the pause flag is read on every loop), and how long a
-# paused dispatcher sleeps between looks at it.
+# How often the queue's metrics are re-read (the pause flag is read on every loop; a paused
+# dispatcher looks at it every engine.paused_poll_seconds).
 SETTINGS_REFRESH_SECONDS = 0.2
 
 
@@ -148,7 +145,7 @@ class Dispatcher:
     def _step(self) -> None:
         self._refresh()
         if self._paused:
-            self._stopping.wait(SETTINGS_REFRESH_SECONDS)
+            self._stopping.wait(self.engine.paused_poll_seconds)
             return
         with self._lock:
             while not self.scaler.has_room() and not self._stopping.is_set():
@@ -157,7 +154,11 @@ class Dispatcher:
             return
         size = self.spec.settings.batch_size
         need = size - len(self._pending)
-        leased = self.engine.lease(self.queue_id, need, self._vt, self.policy)
+        if self._pending:
+            leased = self.engine.lease(self.queue_id, need, self._vt, self.policy)
+        else:  # idle: wait for messages (over HTTP, the server holds this one request until they come)
+            wait = self.engine.idle_wait_seconds
+            leased = self.engine.lease_waiting(self.queue_id, need, self._vt, self.policy, wait)
         with self._lock:
             if leased and not self._pending:
                 self._pending_since = time.monotonic()
@@ -169,14 +170,6 @@ class Dispatcher:
                 return
         if self._pending:
             self.engine.wait(self.queue_id, self._max_wait - waited)
-        elif not leased:
-            self.engine.wait(self.queue_id, self._idle_timeout())
-
-    def _idle_timeout(self) -> float:
-        next_ms = self.engine.next_visible_ms(self.queue_id)
-        if next_ms is None:
-            return IDLE_WAIT_SECONDS
-        return min(IDLE_WAIT_SECONDS, max(0.0, (next_ms - self.engine.clock.now_ms()) / 1000))
 
     # -- running ------------------------------------------------------------------------------
     def _launch(self, stored: list[StoredMessage]) -> None:
@@ -198,16 +191,19 @@ class Dispatcher:
         if not flight.claim():
             return
         failed = error is not None
+        acks, retries, _ = flight.batch.outcome(failed, self.spec.settings.retry_delay)
         if failed:
             kind = "ran past its time limit" if isinstance(error, HandlerTimeout) else "raised"
+            # Messages the handler acked before it failed stay acked: count only what is retried.
             log.error(
-                "queue %s: handler %s; retrying the batch's %d unacked messages",
+                "queue %s: handler %s; retrying %d of the batch's %d messages (%d acked before it failed)",
                 self.spec.queue,
                 kind,
+                len(retries),
                 len(flight.batch.messages),
+                len(acks),
                 exc_info=error,
             )
-        acks, retries, _ = flight.batch.outcome(failed, self.spec.settings.retry_delay)
         try:
             result = self.engine.settle(self.queue_id, acks, retries, self.policy)
             for lease, warning in result.warnings.items():

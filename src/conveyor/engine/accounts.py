@@ -41,6 +41,7 @@ from conveyor.model import (
     SendBatchResult,
     SettleResult,
     StoredMessage,
+    WorkerEntry,
 )
 
 # \Z, not $: "$" also matches before a final newline, which would let "acc1\n" through.
@@ -306,6 +307,33 @@ class AccountEngine(Engine):
     def release_leadership(self) -> None:
         if self.owns_engine:
             self.inner.release_leadership()
+
+    # -- the worker registry ------------------------------------------------------------------
+    @_unqualified_errors
+    def record_worker(self, entry: WorkerEntry, registered_by: str = "") -> None:
+        """Record a worker of this account: every queue it runs must be the account's, and is
+        named as the catalog names it (not as the worker says)."""
+        runs = tuple(
+            dataclasses.replace(run, queue_name=self.inner.get_queue_by_id(self._own(run.queue_id)).queue_name)
+            for run in entry.runs
+        )
+        self.inner.record_worker(dataclasses.replace(entry, runs=runs), self.account_id)
+
+    def remove_worker(self, worker_id: str, registered_by: str = "") -> None:
+        self.inner.remove_worker(worker_id, self.account_id)
+
+    def list_workers(self) -> list[WorkerEntry]:
+        """The workers that run this account's queues, each with those runs only."""
+        visible = []
+        for entry in self.inner.list_workers():
+            runs = tuple(
+                dataclasses.replace(run, queue_name=self._strip(run.queue_name))
+                for run in entry.runs
+                if self._mine(run.queue_name)
+            )
+            if runs:
+                visible.append(dataclasses.replace(entry, runs=runs))
+        return visible
 
     def close(self) -> None:
         """Closes the engine this view opened; a shared engine outlives any one account's view."""

@@ -41,6 +41,7 @@ from conveyor.model import (
     SendBatchResult,
     SettleResult,
     StoredMessage,
+    WorkerEntry,
 )
 
 
@@ -190,6 +191,28 @@ class Engine(ABC):
     def wait(self, queue_id: str, timeout: float) -> None:
         """Block until messages may have arrived on the queue, or ``timeout`` seconds pass."""
 
+    # How long an idle consumer's :meth:`lease_waiting` waits at most: short for a local engine,
+    # where it is a safety net for a missed wake-up; long over HTTP, where each wait is a request.
+    idle_wait_seconds: float = 1.0
+    # How often a consumer of a paused queue looks whether it was resumed (a request over HTTP).
+    paused_poll_seconds: float = 0.2
+
+    def lease_waiting(
+        self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy, wait_seconds: float
+    ) -> list[StoredMessage]:
+        """:meth:`lease`; when nothing is deliverable, wait up to ``wait_seconds`` (less if a message
+        becomes visible sooner) for messages to arrive. It may return nothing after its wait: the
+        caller leases again. An engine that can lease as messages arrive does both in one call."""
+        leased = self.lease(queue_id, max_messages, visibility_ms, policy)
+        if leased or wait_seconds <= 0:
+            return leased
+        next_ms = self.next_visible_ms(queue_id)
+        if next_ms is not None:
+            wait_seconds = min(wait_seconds, max(0.0, (next_ms - self.clock.now_ms()) / 1000))
+        if wait_seconds > 0:
+            self.wait(queue_id, wait_seconds)
+        return []
+
     def wake(self, queue_id: str) -> None:  # noqa: B027 - an engine whose waits are short may ignore it
         """Make this process's :meth:`wait` calls on the queue return now (a dispatcher stopping)."""
 
@@ -205,6 +228,21 @@ class Engine(ABC):
 
     def release_leadership(self) -> None:  # noqa: B027 - engines without leadership have nothing to give up
         """Give coordinator leadership up."""
+
+    # -- the worker registry ------------------------------------------------------------------
+    @abstractmethod
+    def record_worker(self, entry: WorkerEntry, registered_by: str = "") -> None:
+        """Register a worker process or renew its heartbeat (now, by this engine's clock), and
+        forget dead ones. ``registered_by`` is the account whose token registered it ("" for the
+        operator's own processes): an entry of another registrant is refused, not replaced."""
+
+    @abstractmethod
+    def remove_worker(self, worker_id: str, registered_by: str = "") -> None:
+        """Forget a worker that stopped (nothing if there is none of ``registered_by``'s)."""
+
+    @abstractmethod
+    def list_workers(self) -> list[WorkerEntry]:
+        """The live workers (heard of within the expiry), oldest first."""
 
     @abstractmethod
     def close(self) -> None:

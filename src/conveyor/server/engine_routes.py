@@ -11,6 +11,7 @@ checked.
 from __future__ import annotations
 
 import base64
+import time
 from typing import Any
 
 import anyio
@@ -23,7 +24,7 @@ from conveyor.client import validation as check
 from conveyor.codec import check_content_type, decode_json
 from conveyor.errors import BatchTooLarge, InvalidMessage, InvalidRequest
 from conveyor.model import DeliveryPolicy, NewMessage, StoredMessage
-from conveyor.server import shapes
+from conveyor.server import shapes, worker_routes
 from conveyor.server.envelope import array, mapping, ok, read_json, text, whole
 from conveyor.server.service import Context, blocking, context
 
@@ -31,6 +32,11 @@ from conveyor.server.service import Context, blocking, context
 # workers never starve the pool that answers everyone else.
 MAX_WAIT_SECONDS = 5.0
 _waiters = anyio.CapacityLimiter(64)
+# A held lease (no thread) lasts at most this long: under the 30 s after which the server closes an
+# idle connection, so a held request never looks idle to it, and under the clients' read timeout.
+MAX_HOLD_MS = 25_000
+# A message that is due but not leasable yet (being dead-lettered, say) is looked at this often.
+MIN_HOLD_SECONDS = 0.05
 
 
 def _encoded(m: StoredMessage) -> dict[str, Any]:
@@ -101,13 +107,43 @@ async def enqueue(request: Request) -> Response:
     return ok({**shapes.metrics(sent.metrics), "message_ids": sent.ids})
 
 
+def _waiter(body: dict[str, Any], ctx: Context) -> str | None:
+    """The client's name for its held leases, in its account's namespace (no one else can wake them)."""
+    given = text(body, "waiter") or None
+    if given is not None and not limits.ID_PATTERN.match(given):
+        raise InvalidRequest(f"waiter {given!r} is malformed: expected 32 lowercase hex characters")
+    return None if given is None else f"{ctx.account_id}/{given}"
+
+
 async def lease(request: Request) -> Response:
+    """Lease; with ``wait_ms``, an empty answer waits (held, no thread) until messages arrive or the
+    time passes, so an idle remote worker makes one request per ``wait_ms`` instead of a poll loop."""
     ctx = context(request)
     queue = await ctx.queue(request.path_params["queue_id"])
     body = await read_json(request)
     size = check.check_range("max_messages", whole(body, "max_messages", 1), 1, limits.MAX_BATCH_SIZE, InvalidRequest)
-    leased = await blocking(ctx.client.engine.lease, queue.id, size, _visibility(body), _policy(body, ctx))
+    hold = check.check_range("wait_ms", whole(body, "wait_ms", 0), 0, MAX_HOLD_MS, InvalidRequest) / 1000
+    args = (queue.id, size, _visibility(body), _policy(body, ctx))
+    waiter, engine = _waiter(body, ctx), ctx.client.engine
+    deadline = time.monotonic() + hold
+    while not (leased := await blocking(engine.lease, *args)) and (left := deadline - time.monotonic()) > 0:
+        next_ms = await blocking(engine.next_visible_ms, queue.id)
+        if next_ms is not None:  # a delay or a lease ends before the deadline: lease again then
+            left = min(left, max(MIN_HOLD_SECONDS, (next_ms - engine.clock.now_ms()) / 1000))
+        if await ctx.service.holds.hold(queue.id, left, waiter):
+            break  # its client is stopping
     return ok({"messages": [_encoded(m) for m in leased]})
+
+
+async def wake(request: Request) -> Response:
+    """End the caller's held leases on the queue now (a remote worker stopping)."""
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    waiter = _waiter(await read_json(request), ctx)
+    if waiter is None:
+        raise InvalidRequest("waiter is required: the id the held lease requests were sent with")
+    ctx.service.holds.wake_waiter(queue.id, waiter)
+    return ok(None)
 
 
 async def extend(request: Request) -> Response:
@@ -199,7 +235,9 @@ ROUTES = [
     Route(PREFIX + "/counters", counters, methods=["GET"]),
     Route(PREFIX + "/next-visible", next_visible, methods=["GET"]),
     Route(PREFIX + "/wait", wait, methods=["POST"]),
+    Route(PREFIX + "/wake", wake, methods=["POST"]),
     Route(PREFIX + "/redrive", redrive, methods=["POST"]),
     Route(PREFIX + "/purge", purge, methods=["POST"]),
     Route(PREFIX + "/shards", add_shard, methods=["POST"]),
+    *worker_routes.ROUTES,
 ]

@@ -350,9 +350,24 @@ def _engine() -> dict[str, dict[str, Any]]:
         },
         e + "/lease": {
             "post": _op(
-                "Lease messages under a delivery policy",
+                "Lease messages under a delivery policy; with wait_ms, held until messages arrive (long poll)",
                 _obj({"messages": {"type": "array", "items": _ref("EngineMessage")}}, ("messages",)),
-                body=_obj({"max_messages": INT, "visibility_ms": INT, "policy": _ref("DeliveryPolicy")}),
+                body=_obj(
+                    {
+                        "max_messages": INT,
+                        "visibility_ms": INT,
+                        "policy": _ref("DeliveryPolicy"),
+                        "wait_ms": {"type": "integer", "minimum": 0, "maximum": 25000},
+                        "waiter": STR,
+                    }
+                ),
+            )
+        },
+        e + "/wake": {
+            "post": _op(
+                "End the held leases sent with this waiter id now (a worker stopping)",
+                nothing,
+                body=_obj({"waiter": STR}, ("waiter",)),
             )
         },
         e + "/extend": {
@@ -414,6 +429,59 @@ def _engine() -> dict[str, dict[str, Any]]:
         },
         e + "/purge": {"post": _op("Delete every message; returns how many", _obj({"purged": INT}, ("purged",)))},
         e + "/shards": {"post": _op("Add a storage shard", _obj({"shards": INT}, ("shards",)))},
+        **_workers(),
+    }
+
+
+def _workers() -> dict[str, dict[str, Any]]:
+    w = "/conveyor/v1/accounts/{account_id}/workers"
+    nullable_int: Schema = {"type": ["integer", "null"]}
+    run = _obj(
+        {"queue_id": STR, "script_name": STR, "max_concurrency": nullable_int, "concurrency": INT},
+        ("queue_id", "script_name"),
+    )
+    listed_run = _obj(
+        {
+            "queue_id": STR,
+            "queue_name": STR,
+            "script_name": STR,
+            "max_concurrency": nullable_int,
+            "concurrency": INT,
+        },
+        ("queue_id", "queue_name", "script_name", "max_concurrency", "concurrency"),
+    )
+    entry = _obj(
+        {
+            "worker_id": STR,
+            "host": STR,
+            "pid": INT,
+            "started_ms": INT,
+            "heartbeat_ms": INT,
+            "runs": {"type": "array", "items": listed_run},
+        },
+        ("worker_id", "host", "pid", "started_ms", "heartbeat_ms", "runs"),
+    )
+    worker_id = {"name": "worker_id", "in": "path", "required": True, "schema": STR}
+    return {
+        w: {
+            "get": _op(
+                "The live workers that run this account's queues",
+                {"type": "array", "items": entry},
+                params=(ACCOUNT,),
+            )
+        },
+        w + "/{worker_id}": {
+            "put": _op(
+                "Register or heartbeat a worker",
+                {"type": "null"},
+                params=(ACCOUNT, worker_id),
+                body=_obj(
+                    {"host": STR, "pid": INT, "started_ms": INT, "runs": {"type": "array", "items": run}},
+                    ("host", "pid", "started_ms"),
+                ),
+            ),
+            "delete": _op("Remove a worker that stopped", {"type": "null"}, params=(ACCOUNT, worker_id)),
+        },
     }
 
 

@@ -18,6 +18,7 @@ from conveyor.errors import InvalidQueueId
 from conveyor.model import QueueInfo
 from conveyor.server.accounts import AccountEngine, check_account_id
 from conveyor.server.auth import Authenticator, Principal
+from conveyor.server.lease_holds import LeaseHolds
 from conveyor.server.prometheus import ConcurrencySource, RequestMetrics
 
 T = TypeVar("T")
@@ -47,6 +48,11 @@ class Service:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # (account, queue id) -> a handle on the queue, for MESSAGE_ROUTES.
     handles: dict[tuple[str, str], Queue] = field(default_factory=dict)
+    # Idle remote workers' long-polled leases (engine_routes.lease).
+    holds: LeaseHolds = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.holds = LeaseHolds(self.engine)
 
     def client(self, account_id: str) -> Conveyor:
         """The account's view of the deployment, with the embedded API's own checks."""

@@ -104,6 +104,7 @@ def running_server(url: str, *, no_auth: bool = False) -> Iterator[RunningServer
     try:
         yield RunningServer(f"http://127.0.0.1:{port}", engine, service, tokens)
     finally:
+        service.holds.release_all()
         server.should_exit = True
         thread.join(10)
         tokens.close()

@@ -40,6 +40,7 @@ from conveyor.engine.postgres.listener import Listener, Notifier, channel_of
 from conveyor.engine.postgres.migrate import migrate
 from conveyor.engine.postgres.settings_cache import SettingsCache
 from conveyor.engine.postgres.vacuum import Vacuumer
+from conveyor.engine.postgres.worker_registry import WorkerRegistry
 from conveyor.engine.queue_faults import QueueFaults
 from conveyor.engine.sqlfile import load_queries
 from conveyor.engine.sqlite.shard import MISSING, SUPERSEDED
@@ -58,6 +59,7 @@ from conveyor.model import (
     SendBatchResult,
     SettleResult,
     StoredMessage,
+    WorkerEntry,
 )
 
 log = logging.getLogger("conveyor.engine")
@@ -123,6 +125,7 @@ class PostgresEngine(Engine):
         migrate(url)
         self._pool = ReadPool(url)
         self.catalog = Catalog(self._pool)
+        self._workers = WorkerRegistry(self._pool)
         self._writer = WriteLanes(url, WRITE_LANES, LEASE_LANES)
         self._listener = Listener(url)
         self._notifier = Notifier(url)
@@ -513,6 +516,16 @@ class PostgresEngine(Engine):
     def release_leadership(self) -> None:
         self.vacuumer.stop()
         self._leadership.release()
+
+    # -- the worker registry ------------------------------------------------------------------
+    def record_worker(self, entry: WorkerEntry, registered_by: str = "") -> None:
+        self._workers.record(entry, registered_by, self.clock.now_ms())
+
+    def remove_worker(self, worker_id: str, registered_by: str = "") -> None:
+        self._workers.remove(worker_id, registered_by)
+
+    def list_workers(self) -> list[WorkerEntry]:
+        return self._workers.list(self.clock.now_ms())
 
     def close(self) -> None:
         self.release_leadership()

@@ -33,6 +33,7 @@ from conveyor.engine.sqlite.router import ShardRouter
 from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
 from conveyor.engine.sqlite.snapshot_store import SnapshotStore
 from conveyor.engine.sqlite.storage import ensure_directory
+from conveyor.engine.sqlite.worker_registry import WorkerRegistry
 from conveyor.errors import CorruptStorage, InvalidRequest, QueueNotFound, StorageError, StorageFull
 from conveyor.ids import new_id, new_ids
 from conveyor.model import (
@@ -48,6 +49,7 @@ from conveyor.model import (
     SendBatchResult,
     SettleResult,
     StoredMessage,
+    WorkerEntry,
 )
 
 log = logging.getLogger("conveyor.engine")
@@ -75,6 +77,7 @@ class SQLiteEngine(Engine):
         ensure_directory(self.directory / "shards")
         self.catalog = Catalog(self.directory / "catalog.db")
         self.reserve.restore()
+        self._workers = WorkerRegistry(self.directory / "catalog.db")
         self._wake: dict[str, threading.Condition] = defaultdict(threading.Condition)
         # Wake-ups are counted, so one that comes while no one waits is kept for the next wait.
         self._woken: dict[str, int] = defaultdict(int)
@@ -473,8 +476,19 @@ class SQLiteEngine(Engine):
             self._leader_file.close()
             self._leader_file = None
 
+    # -- the worker registry ------------------------------------------------------------------
+    def record_worker(self, entry: WorkerEntry, registered_by: str = "") -> None:
+        self._workers.record(entry, registered_by, self.clock.now_ms())
+
+    def remove_worker(self, worker_id: str, registered_by: str = "") -> None:
+        self._workers.remove(worker_id, registered_by)
+
+    def list_workers(self) -> list[WorkerEntry]:
+        return self._workers.list(self.clock.now_ms())
+
     def close(self) -> None:
         self.release_leadership()
+        self._workers.close()
         self.router.close()
         self.snapshots.close()
         self.catalog.close()
