@@ -6,6 +6,7 @@ a tenant registers them (REST), or stored in the catalog the way an older deploy
 
 from __future__ import annotations
 
+import contextlib
 import json
 import textwrap
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 import httpx
 
 import conveyor
+from conveyor.client.connect import open_engine
 from conveyor.server.accounts import AccountEngine
 
 from .process import ServeProcess, create_token, serve_process
@@ -138,8 +140,8 @@ def test_bad_stored_registrations_affect_only_their_own_queue_and_never_the_serv
     data = tmp_path / "data"
     create_token(data, "acc1")
     # Rows as an older server stored them, unchecked: they are data, whatever they say.
-    with conveyor.connect(f"sqlite://{data}") as cv:
-        engine = AccountEngine(cv.engine, "acc1")
+    with contextlib.closing(open_engine(f"sqlite://{data}")) as raw:
+        engine = AccountEngine(raw, "acc1")
         bad = {
             "dotted": (".x:y", conveyor.ConsumerSettings(), ""),
             "exits": ("unittest.__main__:x", conveyor.ConsumerSettings(), ""),
@@ -209,4 +211,14 @@ def test_serve_worker_runs_the_operators_app(tmp_path: Path) -> None:
         qid = _queue_with_consumer(proc, "api", "served:handle")
         _send(proc, qid, {"api": True})
         _eventually(lambda: _backlog(proc, qid) == 0)
+        # The registry names both runs as each account knows them: the app's (account local) and the API's.
+        with (
+            conveyor.connect(f"sqlite://{data}") as local,
+            conveyor.connect(f"sqlite://{data}", account_id="acc1") as acc,
+        ):
+            _eventually(lambda: _runs(local) == [("own", "served:handle")] and _runs(acc) == [("api", "served:handle")])
     assert _handled(code) == [{"own": True}, {"api": True}]
+
+
+def _runs(cv: conveyor.Conveyor) -> list[tuple[str, str]]:
+    return [(run.queue_name, run.script_name) for entry in cv.engine.list_workers() for run in entry.runs]

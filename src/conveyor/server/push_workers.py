@@ -30,9 +30,9 @@ from conveyor.consumer.app import App
 from conveyor.consumer.presence import WorkerPresence
 from conveyor.consumer.runner import Handler
 from conveyor.engine.base import Engine
-from conveyor.errors import ConveyorError
+from conveyor.errors import ConveyorError, QueueNotFound
 from conveyor.model import ConsumerInfo, WorkerRun
-from conveyor.server.accounts import AccountEngine, qualify, split
+from conveyor.server.accounts import AccountEngine, split
 
 log = logging.getLogger("conveyor.server.workers")
 
@@ -209,10 +209,15 @@ class Workers:
         return entry[1].concurrency(queue) if entry is not None else None
 
     def runs(self) -> list[WorkerRun]:
-        """Everything this server runs, named as the catalog names it (account-qualified)."""
-        runs = [run for app in self.operator_apps for run in app.runs()]
-        for (account, _), (_, app) in list(self.apps.items()):
-            runs.extend(dataclasses.replace(r, queue_name=qualify(account, r.queue_name)) for r in app.runs())
+        """Everything this server runs, named as the catalog names it (account-qualified): each app
+        names its queues as its own account's view does, so the name is looked up by queue id."""
+        apps = [*self.operator_apps, *(app for _, app in list(self.apps.values()))]
+        runs = []
+        for run in (run for app in apps for run in app.runs()):
+            try:
+                runs.append(dataclasses.replace(run, queue_name=self.engine.get_queue_by_id(run.queue_id).queue_name))
+            except QueueNotFound:  # deleted since: the next refresh stops its app
+                continue
         return runs
 
     def stop(self) -> None:
