@@ -57,3 +57,14 @@ def second_client(engine_name: str, tmp_path: Path) -> Iterator[conveyor.Conveyo
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture(autouse=True)
+def environment_of_its_own() -> Iterator[None]:
+    """Each test starts with the suite's environment: a command run in-process (click's runner)
+    hands its options to ``App()`` through ``CONVEYOR_*`` variables, as it does in a real process,
+    and those must not reach the next test."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
