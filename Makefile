@@ -27,8 +27,8 @@ run: $(VENV)/.synced
 	$(VENV)/bin/conveyor serve --dev-token local $(foreach a,$(APP),--worker $(a)) $(foreach m,$(HANDLERS),--handlers $(m))
 
 lint: $(VENV)/.synced
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
 
 typecheck: $(VENV)/.synced
 	$(VENV)/bin/mypy
