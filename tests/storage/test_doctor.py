@@ -1,5 +1,6 @@
 """``conveyor doctor`` on real damaged files: it names each damaged file and the queue it belongs
-to, says what to do, exits 1 when anything is wrong and 0 when nothing is, and changes nothing."""
+to (with its account), says what to do, exits 1 when anything is wrong and 0 when nothing is, and
+changes nothing."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import shutil
 import sqlite3
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,9 @@ from seeded_storage import SeededDirectory
 
 from conveyor.cli.main import cli
 from conveyor.engine.sqlite import SQLiteEngine
-from conveyor.model import QueueSettings
+from conveyor.engine.sqlite.catalog import VERSION as CATALOG_VERSION
+from conveyor.engine.sqlite.shard import SCHEMA_VERSION as SHARD_VERSION
+from conveyor.model import NewMessage, QueueSettings, WorkerEntry
 
 PAGE = 8192
 
@@ -29,6 +33,10 @@ def doctor(url: str, *args: str) -> Result:
 def doctor_json(url: str) -> tuple[int, dict[str, Any]]:
     result = doctor(url, "--json")
     return result.exit_code, json.loads(result.stdout)
+
+
+def by_account_and_name(report: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(q["account_id"], q["queue_name"]): q for q in report["queues"]}
 
 
 def garble_header(path: Path) -> None:
@@ -73,12 +81,14 @@ def test_doctor_on_a_healthy_deployment_says_all_good_and_writes_nothing(seeded:
 
     code, report = doctor_json(seeded.url)
     assert code == 0 and report["ok"] is True
-    assert [(q["queue_name"], q["ok"], q["backlog"]) for q in report["queues"]] == [
-        ("kept", True, 100),
-        ("victim", True, 100),
+    assert [(q["account_id"], q["queue_name"], q["ok"], q["backlog"]) for q in report["queues"]] == [
+        ("local", "kept", True, 100),
+        ("local", "victim", True, 100),
     ]
+    assert report["upgrades"] == [] and report["catalog"] == []
     table = doctor(seeded.url)
     assert table.exit_code == 0 and "All good." in table.stdout
+    assert "schema version" not in table.stdout
 
     assert seeded.files() == before
     assert not list(seeded.data_dir.rglob("*-wal")), "doctor left a write-ahead log behind"
@@ -93,18 +103,19 @@ def test_doctor_names_the_damaged_shard_its_queue_and_what_to_do(seeded: SeededD
 
     code, report = doctor_json(seeded.url)
     assert code == 1 and report["ok"] is False
-    queues = {q["queue_name"]: q for q in report["queues"]}
-    assert queues["kept"]["ok"] is True and queues["kept"]["backlog"] == 100
-    victim = queues["victim"]
+    queues = by_account_and_name(report)
+    assert queues["local", "kept"]["ok"] is True and queues["local", "kept"]["backlog"] == 100
+    victim = queues["local", "victim"]
     assert victim["ok"] is False and victim["backlog"] is None
     (problem,) = victim["problems"]
     assert problem["file"] == f"shards/{seeded.victim_id}.0.db"
     assert any(text in problem["problem"] for text in expected.split("|")), problem["problem"]
-    assert "conveyor queues delete --force victim" in victim["advice"]
+    assert "`conveyor --account local queues delete --force victim`" in victim["advice"]
 
     table = doctor(seeded.url)
     assert table.exit_code == 1
     assert "damaged" in table.stdout and "what to do" in table.stdout
+    assert "victim (account local):" in table.stdout
     assert seeded.files() == before
 
 
@@ -158,5 +169,112 @@ def test_doctor_advice_for_a_served_queue_names_its_account(data_dir: Path) -> N
     code, report = doctor_json(f"sqlite://{data_dir}")
     assert code == 1
     (queue,) = report["queues"]
-    assert queue["queue_name"] == "acc1/orders"
+    assert (queue["account_id"], queue["queue_name"]) == ("acc1", "orders")
     assert "`conveyor --account acc1 queues delete --force orders`" in queue["advice"]
+
+
+def test_doctor_advice_for_a_queue_without_an_account_names_the_raw_engine(data_dir: Path) -> None:
+    engine = SQLiteEngine(data_dir)
+    queue_id = engine.create_queue("orders", QueueSettings()).queue_id  # only the raw engine makes these
+    engine.close()
+    os.truncate(data_dir / "shards" / f"{queue_id}.0.db", 0)
+
+    code, report = doctor_json(f"sqlite://{data_dir}")
+    assert code == 1
+    (queue,) = report["queues"]
+    assert (queue["account_id"], queue["queue_name"]) == ("", "orders")
+    assert f"`conveyor.client.connect.open_engine(URL).delete_queue('{queue_id}', force=True)`" in queue["advice"]
+    assert "conveyor --account" not in queue["advice"]
+
+
+def test_doctor_does_not_flag_the_catalogs_tokens_and_workers(seeded: SeededDirectory) -> None:
+    created = CliRunner().invoke(cli, ["--url", seeded.url, "tokens", "create", "--account", "acc1"])
+    assert created.exit_code == 0, created.output
+    engine = SQLiteEngine(seeded.data_dir)
+    engine.record_worker(WorkerEntry("f" * 32, "host", 1, engine.clock.now_ms(), engine.clock.now_ms()))
+    engine.close()
+    with closing(sqlite3.connect(seeded.catalog)) as conn:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+        assert {"tokens", "workers"} <= tables
+        assert conn.execute("SELECT count(*) FROM workers").fetchone()[0] == 1
+
+    code, report = doctor_json(seeded.url)
+    assert code == 0 and report["ok"] is True, report
+    assert [(q["account_id"], q["queue_name"]) for q in report["queues"]] == [("local", "kept"), ("local", "victim")]
+
+
+def make_version_1_directory(data: Path) -> dict[str, str]:
+    """A directory as Conveyor wrote it before accounts (catalog schema 1: plain queue names), with
+    account local's own ``jobs`` made through a server before the upgrade; the queues' ids by name."""
+    raw = SQLiteEngine(data)
+    try:
+        ids = {name: raw.create_queue(name, QueueSettings()).queue_id for name in ("emails", "jobs", "local/jobs")}
+        raw.enqueue(ids["emails"], [NewMessage(b'"kept"', "json", 0)])
+    finally:
+        raw.close()
+    conn = sqlite3.connect(data / "catalog.db")
+    conn.execute("PRAGMA user_version = 1")
+    conn.close()  # before the test notes the files: closing removes the write-ahead log
+    return ids
+
+
+def test_doctor_reads_a_version_1_catalog_as_opening_it_will_upgrade_it(data_dir: Path) -> None:
+    make_version_1_directory(data_dir)
+    url = f"sqlite://{data_dir}"
+    before = {p: p.read_bytes() for p in sorted(data_dir.rglob("*")) if p.is_file()}
+
+    code, report = doctor_json(url)
+    assert code == 0 and report["ok"] is True, report
+    assert report["upgrades"] == [{"file": "catalog.db", "version": 1, "upgraded_to": CATALOG_VERSION}]
+    # Named as the upgrade names them: plain names move into account local, or aside into
+    # `unqualified` when local has a queue of that name already.
+    assert [(q["account_id"], q["queue_name"], q["backlog"]) for q in report["queues"]] == [
+        ("local", "emails", 1),
+        ("local", "jobs", 0),
+        ("unqualified", "jobs", 0),
+    ]
+    table = doctor(url)
+    assert table.exit_code == 0 and "All good." in table.stdout
+    assert f"opening the deployment upgrades it to {CATALOG_VERSION}" in table.stdout
+
+    assert {p: p.read_bytes() for p in sorted(data_dir.rglob("*")) if p.is_file()} == before
+    with closing(sqlite3.connect(data_dir / "catalog.db")) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+
+
+def test_doctor_advice_for_a_damaged_queue_of_a_version_1_catalog_names_it_as_upgraded(data_dir: Path) -> None:
+    ids = make_version_1_directory(data_dir)
+    os.truncate(data_dir / "shards" / f"{ids['jobs']}.0.db", 0)
+
+    code, report = doctor_json(f"sqlite://{data_dir}")
+    assert code == 1
+    queues = by_account_and_name(report)
+    assert queues["local", "emails"]["ok"] and queues["local", "jobs"]["ok"]
+    moved_aside = queues["unqualified", "jobs"]
+    assert moved_aside["queue_id"] == ids["jobs"] and moved_aside["ok"] is False
+    assert "`conveyor --account unqualified queues delete --force jobs`" in moved_aside["advice"]
+
+
+def test_doctor_reports_a_catalog_of_a_version_it_cannot_upgrade(seeded: SeededDirectory) -> None:
+    conn = sqlite3.connect(seeded.catalog)
+    conn.execute("PRAGMA user_version = 0")
+    conn.close()
+
+    code, report = doctor_json(seeded.url)
+    assert code == 1
+    (problem,) = report["catalog"]
+    assert "catalog.db has schema version 0, which this Conveyor cannot upgrade" in problem["problem"]
+
+
+def test_doctor_notes_a_version_1_shard_as_upgraded_on_open_not_damaged(seeded: SeededDirectory) -> None:
+    shard = seeded.shard(seeded.kept_id)
+    shard.unlink()
+    old = sqlite3.connect(shard, isolation_level=None)
+    old.executescript((Path(__file__).parent / "shard_v1.sql").read_text())
+    old.execute("UPDATE stats SET backlog_count = 3")
+    old.close()
+
+    code, report = doctor_json(seeded.url)
+    assert code == 0 and report["ok"] is True, report
+    assert report["upgrades"] == [{"file": f"shards/{seeded.kept_id}.0.db", "version": 1, "upgraded_to": SHARD_VERSION}]
+    assert by_account_and_name(report)["local", "kept"]["backlog"] == 3

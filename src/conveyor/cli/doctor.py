@@ -15,7 +15,7 @@ from rich.text import Text
 from conveyor.cli.context import CliError, CliState, console, json_option, pass_state
 from conveyor.cli.render import plural
 from conveyor.client.connect import DEFAULT_URL
-from conveyor.engine.sqlite.doctor import RESTORE_CATALOG, DoctorReport, examine
+from conveyor.engine.sqlite.doctor import RESTORE_CATALOG, DoctorReport, QueueHealth, examine
 
 
 def deployment_directory(url: str | None) -> Path:
@@ -71,23 +71,38 @@ def report_view(report: DoctorReport) -> RenderableType:
         parts.append(Text(f"  what to do: {RESTORE_CATALOG}", style="yellow"))
     if report.queues:
         table = Table(title="Queues", title_justify="left")
-        for column in ("name", "shards", "backlog", "state"):
+        for column in ("account", "name", "shards", "backlog", "state"):
             table.add_column(column, justify="right" if column in ("shards", "backlog") else "left")
         for q in report.queues:
             state = Text("damaged", style="bold red") if q.problems else Text("ok", style="green")
             backlog = "-" if q.backlog is None else f"{q.backlog:,}"
-            table.add_row(Text(q.queue_name, style="bold cyan"), str(q.shards), backlog, state)
+            table.add_row(q.account_id or "-", Text(q.queue_name, style="bold cyan"), str(q.shards), backlog, state)
         parts.append(table)
     for q in report.queues:
         for problem in q.problems:
-            parts.append(Text.assemble((f"{q.queue_name}: ", "bold red"), problem.problem))
+            parts.append(Text.assemble((f"{_named(q)}: ", "bold red"), problem.problem))
         if q.advice:
             parts.append(Text(f"  what to do: {q.advice}", style="yellow"))
     for problem in [*report.stray_files, *report.snapshot]:
         parts.append(Text.assemble((f"{problem.file}: ", "bold yellow"), problem.problem))
+    for upgrade in report.upgrades:
+        parts.append(
+            Text(
+                f"{upgrade.file}: schema version {upgrade.version}; opening the deployment upgrades it to "
+                f"{upgrade.upgraded_to} (nothing to do)",
+                style="dim",
+            )
+        )
     if report.kept_aside:
         parts.append(
             Text(f"kept aside for inspection: {plural(len(report.kept_aside), 'file')} in damaged/", style="dim")
         )
     parts.append(Text("All good." if report.ok else "Problems found.", style="green" if report.ok else "bold red"))
     return Group(*parts)
+
+
+def _named(queue: QueueHealth) -> str:
+    """The queue as its account knows it, with the account."""
+    return (
+        f"{queue.queue_name} (account {queue.account_id})" if queue.account_id else f"{queue.queue_name} (no account)"
+    )

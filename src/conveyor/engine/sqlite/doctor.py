@@ -2,31 +2,44 @@
 is wrong and what to do.
 
 It checks the catalog and every shard in the shard map (the file is there once the map says it was
-made; not cut short; Conveyor's application_id and a schema version this Conveyor reads; SQLite's
-``quick_check``, or ``integrity_check`` when thorough; its counters readable), files in ``shards/``
-that no queue owns, and the catalog snapshot. Nothing is written: files are opened read-only
-(``immutable`` when no write-ahead log lies beside them, so not even an empty log is left behind).
+made; not cut short; Conveyor's application_id and a schema version this Conveyor reads or
+upgrades; SQLite's ``quick_check``, or ``integrity_check`` when thorough; its counters readable),
+files in ``shards/`` that no queue owns, and the catalog snapshot. Nothing is written: files are
+opened read-only (``immutable`` when no write-ahead log lies beside them, so not even an empty log is
+left behind). Queues are named as their account knows them (catalog name ``ACCOUNT/NAME``); a catalog
+of an older schema is read as opening it will upgrade it, so a version 1 catalog's plain names show
+in account ``local``, where the upgrade moves them.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conveyor.engine.accounts import split
+from conveyor.engine.sqlite.catalog import UPGRADES as CATALOG_UPGRADES
+from conveyor.engine.sqlite.catalog import VERSION as CATALOG_VERSION
 from conveyor.engine.sqlite.damaged import DAMAGED_DIR
 from conveyor.engine.sqlite.shard import SCHEMA_VERSION as SHARD_VERSION
+from conveyor.engine.sqlite.shard import UPGRADES as SHARD_UPGRADES
 from conveyor.engine.sqlite.snapshot import decode
 from conveyor.engine.sqlite.storage import APPLICATION_ID, check_size_and_log, translate_error
 from conveyor.errors import ConveyorError
 
-CATALOG_VERSION = 1
 # How many lines of a failed quick_check are reported.
 CHECK_LINES = 5
 
 RESTORE_OR_DELETE = (
     "restore the shard file (with its -wal) from a backup, or delete the queue with "
-    "`conveyor {account}queues delete --force {name}` (its damaged files are kept in damaged/)"
+    "`conveyor --account {account} queues delete --force {name}` (its damaged files are kept in damaged/)"
+)
+# A plain catalog name (no account) is made only through the raw engine, which alone reaches it.
+RESTORE_OR_DELETE_RAW = (
+    "restore the shard file (with its -wal) from a backup, or delete the queue, which belongs to no account, "
+    "through the raw engine: `conveyor.client.connect.open_engine(URL).delete_queue({queue_id!r}, force=True)` "
+    "(its damaged files are kept in damaged/)"
 )
 RESTORE_CATALOG = (
     "restore catalog.db (with its -wal) from a backup; the shard files hold the messages and are left as they are"
@@ -42,8 +55,18 @@ class Problem:
 
 
 @dataclass
+class Upgrade:
+    """A file of an older schema, which the engine upgrades when it opens it: not damage."""
+
+    file: str  # relative to the deployment directory
+    version: int
+    upgraded_to: int
+
+
+@dataclass
 class QueueHealth:
-    queue_name: str
+    account_id: str  # "" for a queue the raw engine made without one
+    queue_name: str  # as its account knows it
     queue_id: str
     shards: int
     backlog: int | None = None  # None when a shard cannot be read
@@ -53,8 +76,9 @@ class QueueHealth:
     def advice(self) -> str | None:
         if not self.problems:
             return None
-        account, _, name = self.queue_name.rpartition("/")  # a served queue's name is ACCOUNT/NAME
-        return RESTORE_OR_DELETE.format(account=f"--account {account} " if account else "", name=name)
+        if not self.account_id:
+            return RESTORE_OR_DELETE_RAW.format(queue_id=self.queue_id)
+        return RESTORE_OR_DELETE.format(account=self.account_id, name=self.queue_name)
 
 
 @dataclass
@@ -67,6 +91,7 @@ class DoctorReport:
     snapshot: list[Problem] = field(default_factory=list)
     stray_files: list[Problem] = field(default_factory=list)
     kept_aside: list[str] = field(default_factory=list)
+    upgrades: list[Upgrade] = field(default_factory=list)  # not problems: opening the deployment makes them
 
     @property
     def ok(self) -> bool:
@@ -77,26 +102,13 @@ def examine(directory: Path, *, thorough: bool = False) -> DoctorReport:
     """Check every file of the deployment in ``directory``.
 
     >>> report = examine(Path("/var/lib/conveyor"))
-    >>> report.ok, [(q.queue_name, q.advice) for q in report.queues if q.problems]
-    (False, [('emails', 'restore the shard file (with its -wal) from a backup, or delete ...')])
+    >>> report.ok, [(q.account_id, q.queue_name, q.advice) for q in report.queues if q.problems]
+    (False, [('local', 'emails', 'restore the shard file (with its -wal) from a backup, or delete ...')])
     """
     report = DoctorReport(str(directory))
     catalog = directory / "catalog.db"
-    shard_map: list[tuple[str, str, int, bool]] = []  # queue id, name, shard number, materialized
-    generation = -1
     try:
-        conn = _open_read_only(catalog, CATALOG_VERSION, thorough)
-        try:
-            rows = conn.execute(
-                "SELECT q.queue_id, q.name, s.shard_no, s.materialized FROM queues q "
-                "JOIN shards s USING (queue_id) ORDER BY q.name, s.shard_no"
-            ).fetchall()
-            shard_map = [(qid, name, number, bool(made)) for qid, name, number, made in rows]
-            generation = conn.execute(
-                "SELECT coalesce((SELECT value FROM sequences WHERE name = 'catalog_generation'), 0)"
-            ).fetchone()[0]
-        finally:
-            conn.close()
+        shard_map, generation = _read_catalog(catalog, thorough, report)
     except (ConveyorError, sqlite3.Error) as exc:
         report.catalog.append(Problem("catalog.db", _relative(_message(exc, catalog), directory)))
         return report  # without the shard map, the shards cannot be told apart from strays
@@ -106,43 +118,94 @@ def examine(directory: Path, *, thorough: bool = False) -> DoctorReport:
     return report
 
 
-def _examine_queues(
-    directory: Path, shard_map: list[tuple[str, str, int, bool]], report: DoctorReport, thorough: bool
-) -> None:
+_SHARD_MAP = (
+    "SELECT q.queue_id, q.name, s.shard_no, s.materialized FROM queues q "
+    "JOIN shards s USING (queue_id) ORDER BY q.name, s.shard_no"
+)
+_GENERATION = "SELECT coalesce((SELECT value FROM sequences WHERE name = 'catalog_generation'), 0)"
+# queue id, catalog name (ACCOUNT/NAME), shard number, materialized
+ShardEntry = tuple[str, str, int, bool]
+
+
+def _read_catalog(path: Path, thorough: bool, report: DoctorReport) -> tuple[list[ShardEntry], int]:
+    """The shard map, named as after the upgrade on open, and the catalog's generation (the file's
+    own: the snapshot beside it was published from the file as it is)."""
+    conn, found = _open_read_only(path, CATALOG_VERSION, CATALOG_UPGRADES, thorough)
+    try:
+        generation = int(conn.execute(_GENERATION).fetchone()[0])
+        if found < CATALOG_VERSION:
+            report.upgrades.append(Upgrade(path.name, found, CATALOG_VERSION))
+            upgraded = _upgraded_copy(conn, found, CATALOG_VERSION, CATALOG_UPGRADES)
+            conn.close()
+            conn = upgraded
+        rows = conn.execute(_SHARD_MAP).fetchall()
+    finally:
+        conn.close()
+    return [(qid, name, number, bool(made)) for qid, name, number, made in rows], generation
+
+
+def _upgraded_copy(
+    conn: sqlite3.Connection, found: int, version: int, upgrades: Mapping[int, str]
+) -> sqlite3.Connection:
+    """An in-memory copy of ``conn``'s file brought to ``version`` by the engine's own upgrade
+    scripts, so the report shows what opening the deployment will find; the file is not written."""
+    copy = sqlite3.connect(":memory:")
+    try:
+        conn.backup(copy)
+        for step in range(found, version):
+            copy.executescript(upgrades[step])
+    except BaseException:
+        copy.close()
+        raise
+    return copy
+
+
+def _examine_queues(directory: Path, shard_map: list[ShardEntry], report: DoctorReport, thorough: bool) -> None:
     by_id: dict[str, QueueHealth] = {}
-    for queue_id, name, number, made in shard_map:
+    for queue_id, qualified, number, made in shard_map:
         health = by_id.get(queue_id)
         if health is None:
-            health = by_id[queue_id] = QueueHealth(name, queue_id, 0, 0)
+            account_id, name = split(qualified)
+            health = by_id[queue_id] = QueueHealth(account_id, name, queue_id, 0, 0)
             report.queues.append(health)
         health.shards += 1
         path = directory / "shards" / f"{queue_id}.{number}.db"
         relative = str(path.relative_to(directory))
         try:
-            backlog = _examine_shard(path, made, thorough)
+            backlog, found = _examine_shard(path, made, thorough)
         except (ConveyorError, sqlite3.Error) as exc:
             health.problems.append(Problem(relative, _relative(_message(exc, path), directory)))
             health.backlog = None
             continue
+        if 0 < found < SHARD_VERSION:
+            report.upgrades.append(Upgrade(relative, found, SHARD_VERSION))
         if health.backlog is not None:
             health.backlog += backlog
 
 
-def _examine_shard(path: Path, made: bool, thorough: bool) -> int:
-    """The shard's backlog; raises what is wrong with it."""
+def _examine_shard(path: Path, made: bool, thorough: bool) -> tuple[int, int]:
+    """The shard's backlog and schema version (0 while its maker has not made it); raises what is
+    wrong with it."""
     if not path.exists():
         if made:
             raise ConveyorError(f"{path} is missing: it was deleted or moved, and its messages with it")
-        return 0  # its maker has not made it yet
-    conn = _open_read_only(path, SHARD_VERSION, thorough, must_hold_data=made)
+        return 0, 0  # its maker has not made it yet
+    conn, found = _open_read_only(path, SHARD_VERSION, SHARD_UPGRADES, thorough, must_hold_data=made)
     try:
-        return int(conn.execute("SELECT backlog_count FROM stats").fetchone()[0])
+        if not found:
+            return 0, 0  # empty: its maker has not initialised it yet
+        # Every schema version keeps the counters in `stats`.
+        return int(conn.execute("SELECT backlog_count FROM stats").fetchone()[0]), found
     finally:
         conn.close()
 
 
-def _open_read_only(path: Path, version: int, thorough: bool, *, must_hold_data: bool = True) -> sqlite3.Connection:
-    """A read-only connection to one of Conveyor's files, after every check; raises what is wrong."""
+def _open_read_only(
+    path: Path, version: int, upgrades: Mapping[int, str], thorough: bool, *, must_hold_data: bool = True
+) -> tuple[sqlite3.Connection, int]:
+    """A read-only connection to one of Conveyor's files, after every check, and the file's schema
+    version (older than ``version`` only when ``upgrades`` bring it up, as opening it will); raises
+    what is wrong."""
     if not path.exists():
         raise ConveyorError(f"{path} is missing")
     check_size_and_log(path)
@@ -161,13 +224,15 @@ def _open_read_only(path: Path, version: int, thorough: bool, *, must_hold_data:
             raise ConveyorError(f"{path} is a database of another program, not Conveyor's")
         elif found > version:
             raise ConveyorError(f"{path} has schema version {found}; this Conveyor reads {version} (upgrade Conveyor)")
+        elif tables and any(step not in upgrades for step in range(found, version)):
+            raise ConveyorError(f"{path} has schema version {found}, which this Conveyor cannot upgrade to {version}")
         lines = [line for (line,) in conn.execute(f"PRAGMA {'integrity_check' if thorough else 'quick_check'}")]
         if lines != ["ok"]:
             raise ConveyorError(f"{path} fails SQLite's check: " + "; ".join(lines[:CHECK_LINES]))
     except BaseException:
         conn.close()
         raise
-    return conn
+    return conn, int(found)
 
 
 def _examine_strays(directory: Path, owned: set[str], report: DoctorReport) -> None:
