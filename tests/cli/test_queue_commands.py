@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 import conveyor
 from conveyor.cli.main import cli
+from conveyor.model import WorkerEntry, WorkerRun
 
 from .support import QUEUE_KEYS, Cli
 
@@ -59,6 +60,20 @@ def test_info_adds_metrics_and_counters_to_the_queue(run: Cli, client: conveyor.
     assert QUEUE_KEYS | {"metrics", "counters"} <= set(data)
     assert data["metrics"]["backlog_count"] == 1 and data["metrics"]["backlog_bytes"] == len('{"to":"a@b"}')
     assert data["counters"]["sent"] == 1
+
+
+def test_info_says_when_no_worker_runs_the_push_consumers_script(run: Cli, client: conveyor.Conveyor) -> None:
+    q = client.create_queue("emails")
+    q.add_consumer("worker", script_name="myapp.consumers:send_email")
+    assert "no worker for this script" in run.ok("queues", "info", "emails").stdout
+    (missing,) = run.json("queues", "info", "emails")["unserved"]
+    assert missing["script_name"] == "myapp.consumers:send_email" and missing["status"] == "no worker for this script"
+
+    # A live worker that runs the script on this queue serves it.
+    running = WorkerRun(q.id, "emails", "myapp.consumers:send_email")
+    client.engine.record_worker(WorkerEntry("w" * 32, "host", 1, client.engine.clock.now_ms(), 0, (running,)))
+    assert "no worker" not in run.ok("queues", "info", "emails").stdout
+    assert run.json("queues", "info", "emails")["unserved"] == []
 
 
 def test_info_of_a_missing_queue_is_error_10104(run: Cli) -> None:

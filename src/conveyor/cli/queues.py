@@ -10,6 +10,7 @@ from conveyor.cli.consumers import consumer_group
 from conveyor.cli.context import CliError, CliState, ConveyorGroup, emit, json_option, pass_state
 from conveyor.cli.render import plural, queue_panel, queues_table
 from conveyor.cli.shapes import counters_json, metrics_json, queue_json
+from conveyor.cli.workers import unserved
 from conveyor.errors import StorageError
 from conveyor.model import QueueInfo
 
@@ -88,10 +89,16 @@ def list_(state: CliState, as_json: bool) -> None:
 @pass_state
 def info(state: CliState, name: str, as_json: bool) -> None:
     """Show the queue NAME: settings, consumer, backlog and lifetime counters."""
-    q = state.connect().queue(name)
+    cv = state.connect()
+    q = cv.queue(name)
     queue, metrics, counters = q.info(), q.metrics(), q.counters()
-    data = queue_json(queue) | {"metrics": metrics_json(metrics), "counters": counters_json(counters)}
-    emit(as_json, data, lambda: queue_panel(queue, metrics, counters))
+    missing = unserved([queue], cv.engine.list_workers())
+    data = queue_json(queue) | {
+        "metrics": metrics_json(metrics),
+        "counters": counters_json(counters),
+        "unserved": missing,
+    }
+    emit(as_json, data, lambda: queue_panel(queue, metrics, counters, unserved=bool(missing)))
 
 
 @queues_group.command("update", short_help="Change a queue's settings.")

@@ -69,7 +69,11 @@ def queues_table(queues: Sequence[QueueInfo], metrics: Sequence[Metrics | None])
     return Group(table, *damaged, advice)
 
 
-def queue_panel(q: QueueInfo, m: Metrics | None = None, c: Counters | None = None) -> RenderableType:
+def queue_panel(
+    q: QueueInfo, m: Metrics | None = None, c: Counters | None = None, *, unserved: bool = False
+) -> RenderableType:
+    """A queue's settings, figures and consumer; ``unserved``: its push consumer's script runs in no
+    live worker (``conveyor workers list``)."""
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
@@ -102,6 +106,14 @@ def queue_panel(q: QueueInfo, m: Metrics | None = None, c: Counters | None = Non
     parts: list[RenderableType] = [table]
     if q.consumers:
         parts += [Text(""), consumers_table(q.consumers)]
+        if unserved:
+            parts.append(
+                Text(
+                    "no worker for this script: run it with `conveyor worker APP`, or in a server with "
+                    "`conveyor serve --worker APP` / `--handlers MODULE`",
+                    style="yellow",
+                )
+            )
     else:
         parts.append(Text("no consumer", style="dim"))
     return Group(*parts)
