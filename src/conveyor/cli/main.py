@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from conveyor.allocator import keep_freed_memory
 from conveyor.cli.context import CliError, CliState, ConveyorGroup
 from conveyor.cli.demo import demo
 from conveyor.cli.doctor import doctor
@@ -55,6 +56,7 @@ def cli(ctx: click.Context, url: str | None, token: str | None, account_id: str,
     Queues belong to an account: `local` unless --account says otherwise, for the command line,
     for conveyor.connect() and for a `conveyor serve` of the same directory alike.
     """
+    keep_freed_memory()  # a Conveyor process: batches allocate and free ~100 KB each (conveyor.allocator)
     ctx.obj = CliState(url, token, account_id, as_json)
 
 
