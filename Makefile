@@ -2,7 +2,7 @@
 # point a client; `make run APP=myapp:app HANDLERS=myapp.consumers` also runs that code's push
 # consumers, and nothing else) and `make test`
 # (lint, type check, the whole suite). Each bootstraps its own tools: a pinned uv in .tools/,
-# then the locked environment in .venv/.
+# then the locked environment in .venv/, with every extra (server, postgres, features).
 PYTHON ?= python3
 UV_VERSION := 0.13.9
 UV := .tools/bin/uv
@@ -16,7 +16,7 @@ $(UV):
 	.tools/bin/pip install --quiet "uv==$(UV_VERSION)"
 
 $(VENV)/.synced: $(UV) uv.lock pyproject.toml
-	$(UV) sync --frozen --quiet
+	$(UV) sync --frozen --quiet --all-extras
 	touch $@
 
 # The code the server runs: conveyor.App objects (module:attribute) and handler modules.
@@ -41,7 +41,7 @@ test: lint typecheck pytest
 # The benchmarks' peers (lmdb, redis) and py-spy live in the `bench` group, which the plain sync
 # behind .synced would uninstall: bench syncs with it instead.
 bench: $(UV)
-	$(UV) sync --frozen --quiet --group bench
+	$(UV) sync --frozen --quiet --all-extras --group bench
 	$(VENV)/bin/python benchmarks/run_all.py
 
 clean:

@@ -27,9 +27,9 @@ try:
 except ImportError:  # a peer's own environment, without Conveyor: see peer_process_environment
     pass
 else:
-    # The raw baselines run in a process with the allocator setting Conveyor gives every process
-    # that opens a deployment, from the first round on: the ratios compare the work, not glibc's
-    # handing memory back to the kernel.
+    # A benchmark is a Conveyor process, and opts in to its allocator setting as `conveyor worker`
+    # and `conveyor serve` do; the raw baselines run under it too, from the first round on: the
+    # ratios compare the work, not glibc's handing memory back to the kernel.
     allocator.keep_freed_memory()
 
 BODY_BYTES = 1024

@@ -4,8 +4,10 @@
 >>> cv = conveyor.connect()                 # $CONVEYOR_URL, else SQLite in ./.conveyor/
 >>> q = cv.create_queue("emails")
 >>> q.send({"to": "a@b"})
+>>> conveyor.keep_freed_memory()            # opt in to Conveyor's malloc setting (see conveyor.allocator)
 """
 
+from conveyor.allocator import keep_freed_memory
 from conveyor.client.aio import AsyncConveyor, AsyncQueue, connect_async
 from conveyor.client.connect import connect
 from conveyor.client.sync import Conveyor, Queue
@@ -90,4 +92,5 @@ __all__ = [
     "Unauthorized",
     "connect",
     "connect_async",
+    "keep_freed_memory",
 ]

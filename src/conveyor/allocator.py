@@ -4,10 +4,15 @@ glibc's malloc returns the free memory at the top of its heap to the kernel when
 ``M_TRIM_THRESHOLD`` (128 KiB) lies there. Conveyor's hot paths allocate and free about that much per
 batch: a hundred 1 KB bodies encoded for a ``send_batch``, or fetched for a delivery. So every batch
 gave its memory back and page-faulted it in again on the next one; encoding a 1 KB JSON body took
-3.3 µs where it takes 0.17 µs with the memory kept. Opening a deployment (:func:`conveyor.connect`)
-raises the threshold to 32 MiB for the process, once, and keeps blocks under 4 MiB on the heap
-(setting a threshold switches off glibc's own adjustment of where ``mmap`` begins). Elsewhere than
-glibc, or with ``CONVEYOR_MALLOC=default`` in the environment, nothing is changed.
+3.3 µs where it takes 0.17 µs with the memory kept. :func:`keep_freed_memory` raises the threshold
+to 32 MiB for the process, once, and keeps blocks under 4 MiB on the heap (setting a threshold
+switches off glibc's own adjustment of where ``mmap`` begins). Elsewhere than glibc, or with
+``CONVEYOR_MALLOC=default`` in the environment, nothing is changed.
+
+That is a setting of the whole process, so it is an opt-in: Conveyor's own processes take it (every
+``conveyor`` command, ``conveyor worker`` and ``conveyor serve`` among them, and the benchmarks);
+:func:`conveyor.connect` does not, and an application that embeds Conveyor calls
+``conveyor.keep_freed_memory()`` itself if it wants the same.
 """
 
 from __future__ import annotations
@@ -25,7 +30,14 @@ _tuned: bool | None = None
 
 
 def keep_freed_memory() -> bool:
-    """Tune glibc's malloc as the module says (once per process); whether it is tuned."""
+    """Keep freed memory in this process instead of returning it to the kernel after every batch
+    (glibc's trim and mmap thresholds, see :mod:`conveyor.allocator`); whether malloc is now tuned.
+    Once per process; later calls change nothing.
+
+    >>> import conveyor
+    >>> conveyor.keep_freed_memory()   # at start-up, before sending or consuming in bulk
+    True
+    """
     global _tuned
     if _tuned is None:
         _tuned = False
@@ -36,3 +48,8 @@ def keep_freed_memory() -> bool:
                 and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) == 1
             )
     return _tuned
+
+
+def is_tuned() -> bool:
+    """Whether this process opted in (:func:`keep_freed_memory`) and glibc's malloc was tuned."""
+    return bool(_tuned)

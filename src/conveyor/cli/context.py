@@ -13,6 +13,7 @@ from rich.console import Console, RenderableType
 
 import conveyor
 from conveyor.errors import ConveyorError
+from conveyor.extras import MissingExtra
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,7 +58,7 @@ class ConveyorGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except ConveyorError as exc:
+        except (ConveyorError, MissingExtra) as exc:  # MissingExtra: e.g. a postgresql:// URL without psycopg
             click.echo(f"error: {exc}", err=True)
             ctx.exit(1)
         except click.ClickException as exc:

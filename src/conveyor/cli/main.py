@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import click
 
-from conveyor.cli.context import CliState, ConveyorGroup
+from conveyor.allocator import keep_freed_memory
+from conveyor.cli.context import CliError, CliState, ConveyorGroup
 from conveyor.cli.demo import demo
 from conveyor.cli.doctor import doctor
 from conveyor.cli.messages import ack, peek, pull, redrive
 from conveyor.cli.migrate import migrate
 from conveyor.cli.queues import queues_group
 from conveyor.cli.send import send
-from conveyor.cli.server_commands import COMMANDS as SERVER_COMMANDS
 from conveyor.cli.worker import worker
 from conveyor.cli.workers import workers_group
 from conveyor.engine.accounts import LOCAL_ACCOUNT
+from conveyor.extras import MissingExtra
 
 
 @click.group(cls=ConveyorGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -55,11 +56,35 @@ def cli(ctx: click.Context, url: str | None, token: str | None, account_id: str,
     Queues belong to an account: `local` unless --account says otherwise, for the command line,
     for conveyor.connect() and for a `conveyor serve` of the same directory alike.
     """
+    keep_freed_memory()  # a Conveyor process: batches allocate and free ~100 KB each (conveyor.allocator)
     ctx.obj = CliState(url, token, account_id, as_json)
 
 
+def needs_extra(name: str, extra: str) -> click.Command:
+    """A stand-in for a command whose extra is not installed: it says which one, whatever it is given."""
+
+    def refuse() -> None:
+        raise CliError(f"conveyor {name} needs the {extra!r} extra: pip install 'conveyor[{extra}]'")
+
+    return click.Command(
+        name,
+        callback=refuse,
+        help=f"(needs the {extra!r} extra: pip install 'conveyor[{extra}]')",
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+    )
+
+
+def server_commands() -> tuple[click.Command, ...]:
+    """``conveyor serve`` and ``conveyor tokens``, or their stand-ins where the server extra is missing."""
+    try:
+        from conveyor.cli.server_commands import COMMANDS
+    except MissingExtra as missing:
+        return (needs_extra("serve", missing.extra), needs_extra("tokens", missing.extra))
+    return COMMANDS
+
+
 COMMANDS = (queues_group, send, pull, ack, peek, redrive, worker, workers_group, demo, migrate, doctor)
-for command in (*COMMANDS, *SERVER_COMMANDS):
+for command in (*COMMANDS, *server_commands()):
     cli.add_command(command)
 
 

@@ -1,5 +1,5 @@
 """The JSON the CLI prints: Cloudflare's object shapes, the very ones the REST API answers with
-(:mod:`conveyor.server.shapes`), so scripts written against ``wrangler`` or the API read the same keys.
+(:mod:`conveyor.shapes`), so scripts written against ``wrangler`` or the API read the same keys.
 
 One deliberate difference: a message ``body`` is its decoded value (a JSON value for ``json``, a
 string for ``text``, base64 for ``bytes``), not Cloudflare's base64 wire string — it is for scripts.
@@ -11,10 +11,10 @@ import base64
 from typing import Any
 
 from conveyor.model import PulledMessage
-from conveyor.server.shapes import consumer as consumer_json
-from conveyor.server.shapes import counters as counters_json
-from conveyor.server.shapes import metrics as metrics_json
-from conveyor.server.shapes import queue as queue_json
+from conveyor.shapes import consumer as consumer_json
+from conveyor.shapes import counters as counters_json
+from conveyor.shapes import metrics as metrics_json
+from conveyor.shapes import queue as queue_json
 
 __all__ = ["consumer_json", "counters_json", "message_json", "metrics_json", "queue_json"]
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-from conveyor.allocator import keep_freed_memory
 from conveyor.client.sync import Conveyor
 from conveyor.engine.accounts import LOCAL_ACCOUNT, AccountEngine, check_account_id
 from conveyor.engine.base import Engine
@@ -23,7 +22,6 @@ def connect(url: str | None = None, *, token: str | None = None, account_id: str
     >>> cv = conveyor.connect("http://127.0.0.1:8787", token="cvt_...", account_id="acc1")  # a server
     """
     url = url or os.environ.get("CONVEYOR_URL") or DEFAULT_URL
-    keep_freed_memory()  # batches allocate and free ~100 KB each: see conveyor.allocator
     if url.startswith(("http://", "https://")):
         from conveyor.client.http import RemoteEngine
 

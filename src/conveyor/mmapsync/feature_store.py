@@ -25,8 +25,15 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Final, SupportsIndex
 
-import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from conveyor.extras import MissingExtra
+
+try:
+    import numpy as np
+    from numpy.typing import ArrayLike, NDArray
+except ModuleNotFoundError as missing:
+    if missing.name != "numpy":
+        raise
+    raise MissingExtra("conveyor.mmapsync.FeatureStore", "features", ["numpy"]) from None
 
 from conveyor.mmapsync import _native  # noqa: F401  (builds and registers _atomics)
 from conveyor.mmapsync._atomics import Table, build_table

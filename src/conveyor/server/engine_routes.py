@@ -19,12 +19,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from conveyor import limits
+from conveyor import limits, shapes
 from conveyor.client import validation as check
 from conveyor.codec import check_content_type, decode_json
 from conveyor.errors import BatchTooLarge, InvalidMessage, InvalidRequest
 from conveyor.model import DeliveryPolicy, NewMessage, StoredMessage
-from conveyor.server import shapes, worker_routes
+from conveyor.server import worker_routes
 from conveyor.server.envelope import array, mapping, ok, read_json, text, whole
 from conveyor.server.service import Context, blocking, context
 

@@ -17,6 +17,9 @@ file descriptors and every request fails. :class:`BoundedProtocol` enforces
 
 Idle keep-alive connections are closed by uvicorn after ``timeout_keep_alive``.
 
+``HttpToolsProtocol`` is uvicorn's internal class, not its API: pyproject.toml allows only the minor
+release of uvicorn this is tested with, and a new one is taken by relocking and running the suite.
+
 >>> protocol = bounded_protocol(ConnectionLimits(max_connections=500))
 >>> uvicorn.Config(app, http=protocol)
 """

@@ -15,12 +15,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from conveyor import limits
+from conveyor import limits, shapes
 from conveyor.client import validation as check
 from conveyor.client.sync import Queue
 from conveyor.errors import BatchTooLarge, ConsumerNotFound, InvalidMessage, InvalidRequest
 from conveyor.model import ConsumerInfo, ConsumerSettings, NewMessage, QueueSettings, SendBatchResult
-from conveyor.server import shapes
 from conveyor.server.envelope import (
     array,
     flag,

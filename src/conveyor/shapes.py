@@ -1,4 +1,8 @@
-"""Cloudflare's object shapes: Queue, Consumer, messages and metrics as the v4 API writes them."""
+"""Cloudflare's object shapes: Queue, Consumer, messages and metrics as the v4 API writes them.
+
+The server answers with them and the CLI's ``--json`` prints them, so they live outside
+``conveyor.server``: the CLI runs without the ``server`` extra.
+"""
 
 from __future__ import annotations
 
