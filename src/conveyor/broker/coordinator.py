@@ -105,6 +105,8 @@ class Coordinator:
         try:
             service()
         except Exception as exc:
+            # Deliberately broad: the isolation boundary between services, so one failing service
+            # does not stop the others; the error is logged with its traceback when it changes.
             error = f"{type(exc).__name__}: {exc}"
             if self._failing.get(name) != error:
                 self._failing[name] = error

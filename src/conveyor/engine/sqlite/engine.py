@@ -34,7 +34,7 @@ from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
 from conveyor.engine.sqlite.snapshot_store import SnapshotStore
 from conveyor.engine.sqlite.storage import ensure_directory
 from conveyor.engine.sqlite.worker_registry import WorkerRegistry
-from conveyor.errors import CorruptStorage, InvalidRequest, QueueNotFound, StorageError, StorageFull
+from conveyor.errors import CorruptStorage, InvalidRequest, QueueExists, QueueNotFound, StorageError, StorageFull
 from conveyor.ids import new_id, new_ids
 from conveyor.model import (
     ConsumerInfo,
@@ -366,7 +366,7 @@ class SQLiteEngine(Engine):
         except QueueNotFound:
             try:
                 return self.create_queue(name, QueueSettings()).queue_id
-            except Exception:
+            except QueueExists:  # another process made it meanwhile; any other error is the caller's
                 return self.catalog.get_queue(name).queue_id
 
     def purge(self, queue_id: str) -> int:
