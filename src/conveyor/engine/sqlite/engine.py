@@ -26,6 +26,7 @@ from typing import BinaryIO
 from conveyor.engine.base import Clock, Engine, SystemClock
 from conveyor.engine.lease_ids import MALFORMED, lease_id, lease_id_parts, parse_lease_id
 from conveyor.engine.queue_faults import QueueFaults
+from conveyor.engine.rotation import Rotation
 from conveyor.engine.sqlite.catalog import Catalog
 from conveyor.engine.sqlite.damaged import DAMAGED_DIR, SHARD_FILE_SUFFIXES, keep_aside
 from conveyor.engine.sqlite.reserve import SpaceReserve, reserve_size
@@ -82,7 +83,7 @@ class SQLiteEngine(Engine):
         # Wake-ups are counted, so one that comes while no one waits is kept for the next wait.
         self._woken: dict[str, int] = defaultdict(int)
         self._seen_woken: dict[str, int] = defaultdict(int)
-        self._rotation = 0
+        self._rotation = Rotation()
         self._leader_file: BinaryIO | None = None
         self.snapshots = SnapshotStore(self.directory / "snapshot" / "catalog", self.catalog)
         self.snapshots.refresh()  # a process may have died between a catalog commit and its publish
@@ -250,10 +251,8 @@ class SQLiteEngine(Engine):
         self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy
     ) -> list[StoredMessage]:
         shards = self.router.all(queue_id)
-        self._rotation += 1
-        start = self._rotation % len(shards)
         out: list[StoredMessage] = []
-        for shard in shards[start:] + shards[:start]:
+        for shard in self._rotation.turn(shards):
             need = max_messages - len(out)
             if need <= 0:
                 break
