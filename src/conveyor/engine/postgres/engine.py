@@ -212,8 +212,8 @@ class PostgresEngine(Engine):
         self._settings.remember(queue_id, settings, now)
         return settings
 
-    def list_queues(self) -> list[QueueInfo]:
-        return self.catalog.list_queues()
+    def list_queues(self, prefix: str = "") -> list[QueueInfo]:
+        return self.catalog.list_queues(prefix)
 
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         info = self.catalog.update_queue(queue_id, settings)

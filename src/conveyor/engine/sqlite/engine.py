@@ -137,9 +137,10 @@ class SQLiteEngine(Engine):
             self.snapshots.publish()
         return settings
 
-    def list_queues(self) -> list[QueueInfo]:
+    def list_queues(self, prefix: str = "") -> list[QueueInfo]:
         return [
-            dataclasses.replace(q, storage_error=self.storage_error(q.queue_id)) for q in self.catalog.list_queues()
+            dataclasses.replace(q, storage_error=self.storage_error(q.queue_id))
+            for q in self.catalog.list_queues(prefix)
         ]
 
     def storage_error(self, queue_id: str) -> str | None:
