@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import time
@@ -139,3 +140,32 @@ def test_worker_processes_of_one_app_starting_together_all_register(data_dir: Pa
     consumer = cv.queue("work").consumer()
     assert consumer is not None and consumer.script_name == "jobs:handle"
     cv.close()
+
+
+def test_a_coordinator_that_cannot_contest_leadership_says_so_once_and_leads_when_it_can(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(coordinator_module, "LEADERSHIP_RETRY", 0.02)
+    caplog.set_level(logging.INFO, logger="conveyor.coordinator")
+    engine = SQLiteEngine(data_dir)
+    lock = data_dir / "coordinator.lock"
+    lock.mkdir()  # the lock file cannot be opened
+    coordinator = Coordinator(engine)
+    coordinator.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not caplog.records and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # some ten more rounds, none of them logged
+        assert not coordinator.leader
+        lock.rmdir()
+        deadline = time.monotonic() + 5
+        while not coordinator.leader and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert coordinator.leader
+    finally:
+        coordinator.stop()
+        engine.close()
+    messages = [r.getMessage() for r in caplog.records]
+    assert len([m for m in messages if m.startswith("contesting coordinator leadership failed")]) == 1
+    assert "this process is the coordinator" in messages

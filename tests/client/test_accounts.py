@@ -12,6 +12,12 @@ import pytest
 import conveyor
 from conformance.support import FakeClock
 from conveyor.client.connect import open_engine
+from conveyor.engine.accounts import AccountEngine
+from conveyor.engine.base import Engine, prefix_range
+from conveyor.engine.postgres import PostgresEngine
+from conveyor.engine.postgres.catalog import Q as POSTGRES_QUERIES
+from conveyor.engine.sqlite import SQLiteEngine
+from conveyor.engine.sqlite.catalog import Q as SQLITE_QUERIES
 from conveyor.model import ConsumerSettings, QueueSettings
 
 
@@ -96,3 +102,64 @@ def test_an_old_directory_upgrades_its_plain_names_into_account_local(tmp_path: 
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
         names = sorted(name for (name,) in conn.execute("SELECT name FROM queues"))
         assert names == ["local/emails", "local/jobs", "unqualified/jobs"]
+
+
+def raw_engine(client: conveyor.Conveyor) -> Engine:
+    engine = client.engine
+    return engine.inner if isinstance(engine, AccountEngine) else engine
+
+
+@pytest.mark.parametrize("engine_name", ["sqlite", "postgres"])
+def test_an_account_lists_its_own_queues_and_not_those_of_accounts_whose_ids_it_begins(
+    conveyor_client: conveyor.Conveyor,
+) -> None:
+    raw = raw_engine(conveyor_client)
+    # Neighbours in name order: "acc1-b/..." sorts before "acc1/...", "acc10/..." after it.
+    for account in ("acc1", "acc1-b", "acc10", "acc1_"):
+        for name in ("b-jobs", "a-emails"):
+            AccountEngine(raw, account).create_queue(name, QueueSettings())
+    raw.create_queue("acc1", QueueSettings())  # a plain name equal to the account id
+
+    assert [q.queue_name for q in AccountEngine(raw, "acc1").list_queues()] == ["a-emails", "b-jobs"]
+    assert [q.queue_name for q in raw.list_queues("acc1/")] == ["acc1/a-emails", "acc1/b-jobs"]
+    assert [q.queue_name for q in AccountEngine(raw, "acc1").list_queues("b-")] == ["b-jobs"]
+    assert len(raw.list_queues()) == 9
+
+
+def test_listing_an_account_does_not_read_another_accounts_damaged_queue(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'data'}"
+    with conveyor.connect(url, account_id="acc1") as mine, conveyor.connect(url, account_id="acc2") as theirs:
+        mine.create_queue("emails")
+        broken = theirs.create_queue("broken")
+        (tmp_path / "data" / "shards" / f"{broken.id}.0.db").write_bytes(b"not a database" * 512)
+    raw = open_engine(url)
+    try:
+        assert [(q.queue_name, q.storage_error is None) for q in raw.list_queues()] == [
+            ("acc1/emails", True),
+            ("acc2/broken", False),
+        ]
+        with conveyor.connect(url, account_id="acc1") as mine:
+            assert [(q.queue_name, q.storage_error) for q in mine.list_queues()] == [("emails", None)]
+    finally:
+        raw.close()
+
+
+@pytest.mark.parametrize("engine_name", ["sqlite", "postgres"])
+def test_the_prefix_listing_is_an_index_range_on_queue_names(conveyor_client: conveyor.Conveyor) -> None:
+    raw = raw_engine(conveyor_client)
+    raw.create_queue("acc1/emails", QueueSettings())
+    low, high = prefix_range("acc1/")
+    if isinstance(raw, PostgresEngine):
+        import psycopg
+
+        with psycopg.connect(raw.url) as db:
+            db.execute("SET enable_seqscan = off")  # a tiny table: show the index can answer the range
+            plan = db.execute("EXPLAIN " + POSTGRES_QUERIES["queue_ids_in_range"], {"low": low, "high": high})
+            text = "\n".join(row[0] for row in plan)
+            assert "on queues_name_bytewise" in text and "Seq Scan" not in text
+    else:
+        assert isinstance(raw, SQLiteEngine)
+        with sqlite3.connect(raw.directory / "catalog.db") as db:
+            query = "EXPLAIN QUERY PLAN " + SQLITE_QUERIES["queue_ids_in_range"]
+            plan = db.execute(query, {"low": low, "high": high}).fetchall()
+            assert "USING INDEX" in plan[0][3] and "(name>? AND name<?)" in plan[0][3]

@@ -3,6 +3,8 @@ drain every shard."""
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,33 @@ def test_purge_empties_every_shard(
     sent = fill_both_shards(conveyor_client, second_client)
     assert sharded.purge() == len(sent)
     assert sharded.metrics() == conveyor.Metrics(0, 0, 0)
+
+
+def test_leases_from_many_threads_take_turns_over_every_shard(
+    conveyor_client: conveyor.Conveyor,
+    second_client: conveyor.Conveyor,
+    sharded: conveyor.Queue,
+) -> None:
+    threads, leases_each = 8, 25
+    for client in (conveyor_client, second_client):  # two producers: both home shards filled
+        for _ in range(threads * leases_each // 100):
+            client.queue("q").send_batch([{"body": n} for n in range(100)])
+    sharded.add_pull_consumer()
+    shards: Counter[str] = Counter()
+    lock = threading.Lock()
+    start = threading.Barrier(threads)
+
+    def pull_one_at_a_time() -> None:
+        start.wait()
+        for _ in range(leases_each):
+            (message,) = sharded.pull(batch_size=1)
+            with lock:
+                shards[message.lease_id.split("-")[0]] += 1
+
+    workers = [threading.Thread(target=pull_one_at_a_time) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    # Each lease starts at the next shard: consecutive leases, from whichever thread, alternate.
+    assert shards == {"0": threads * leases_each // 2, "1": threads * leases_each // 2}

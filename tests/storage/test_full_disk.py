@@ -155,3 +155,24 @@ def test_the_reserve_size_comes_from_the_environment_and_a_bad_one_is_refused(
     monkeypatch.setenv(RESERVE_ENV, "65536")
     conveyor.connect(f"sqlite://{data_dir}").close()
     assert (data_dir / "reserve").stat().st_size == 65536
+
+
+def test_a_dead_letter_queue_that_cannot_be_made_on_a_full_disk_says_storage_full(small_disk: Path) -> None:
+    data = small_disk / "data"
+    with conveyor.connect(f"sqlite://{data}") as cv:
+        work = cv.create_queue("work")
+        work.add_pull_consumer(max_retries=0, dead_letter_queue="dead")
+        work.send("last try", content_type="text")
+        (message,) = work.pull()
+        filled = cv.create_queue("filled")
+        fill(filled)
+
+        with pytest.raises(conveyor.StorageFull, match="queue 'dead' was not created"):
+            work.ack(retries=[message.lease_id])
+        assert work.metrics().backlog_count == 1  # still held: copied to the dead letter queue first
+
+        filled.purge()
+        work.ack(retries=[message.lease_id])  # its lease still holds
+        assert [m.body for m in cv.queue("dead").peek()] == ["last try"]
+        assert work.metrics().backlog_count == 0
+    assert examine(data).ok

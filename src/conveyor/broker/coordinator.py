@@ -31,6 +31,8 @@ from typing import Protocol, runtime_checkable
 from conveyor import limits
 from conveyor.engine.base import Engine
 from conveyor.engine.queue_faults import QueueFaults
+from conveyor.engine.reconnecting_loop import Backoff, ReconnectingLoop
+from conveyor.errors import ConveyorError
 from conveyor.model import QueueInfo
 
 log = logging.getLogger("conveyor.coordinator")
@@ -88,6 +90,7 @@ class Coordinator:
         # Services whose last run failed, with the error: reported when they fail and when they work
         # again, not every round.
         self._failing: dict[str, str] = {}
+        self._due: dict[str, float] = {}  # monotonic time of each service's next run
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="conveyor-coordinator", daemon=True)
@@ -105,6 +108,8 @@ class Coordinator:
         try:
             service()
         except Exception as exc:
+            # Deliberately broad: the isolation boundary between services, so one failing service
+            # does not stop the others; the error is logged with its traceback when it changes.
             error = f"{type(exc).__name__}: {exc}"
             if self._failing.get(name) != error:
                 self._failing[name] = error
@@ -114,22 +119,33 @@ class Coordinator:
                 log.warning("coordinator service %s works again", name)
 
     def _loop(self) -> None:
-        due = {name: 0.0 for name, _, _ in self.services}
-        while not self._stop.is_set():
-            # Asked every round, not only until granted: leadership can be lost (PostgreSQL's lock
-            # goes with its connection, e.g. when the server restarts) and another process may
-            # hold it by now.
-            was_leader, self.leader = self.leader, self.engine.acquire_leadership()
-            if self.leader and not was_leader:
-                log.info("this process is the coordinator")
-            elif was_leader and not self.leader:
-                log.warning("this process lost coordinator leadership")
-            if not self.leader:
-                self._stop.wait(LEADERSHIP_RETRY)
-                continue
-            now = time.monotonic()
-            for name, interval, service in self.services:
-                if now >= due[name]:
-                    due[name] = now + interval
-                    self._run(name, service)
-            self._stop.wait(max(0.05, min(due.values()) - time.monotonic()))
+        self._due = {name: 0.0 for name, _, _ in self.services}
+        # Contesting leadership can fail (the lock file cannot be opened, the database is away):
+        # tried again as if it had been refused.
+        ReconnectingLoop(
+            "contesting coordinator leadership",
+            self._round,
+            stop=self._stop,
+            transient=(OSError, ConveyorError),
+            log=log,
+            backoff=Backoff(LEADERSHIP_RETRY, LEADERSHIP_RETRY),
+        ).run()
+
+    def _round(self) -> float:
+        """Run the services that are due if this process leads; the seconds until the next round."""
+        # Asked every round, not only until granted: leadership can be lost (PostgreSQL's lock
+        # goes with its connection, e.g. when the server restarts) and another process may
+        # hold it by now.
+        was_leader, self.leader = self.leader, self.engine.acquire_leadership()
+        if self.leader and not was_leader:
+            log.info("this process is the coordinator")
+        elif was_leader and not self.leader:
+            log.warning("this process lost coordinator leadership")
+        if not self.leader:
+            return LEADERSHIP_RETRY
+        now = time.monotonic()
+        for name, interval, service in self.services:
+            if now >= self._due[name]:
+                self._due[name] = now + interval
+                self._run(name, service)
+        return max(0.05, min(self._due.values()) - time.monotonic())

@@ -227,12 +227,13 @@ class RemoteEngine(Engine):
     def get_queue_by_id(self, queue_id: str) -> QueueInfo:
         return self._remember(_queue(self._result("GET", f"{self._cf}/{queue_id}")))
 
-    def list_queues(self) -> list[QueueInfo]:
+    def list_queues(self, prefix: str = "") -> list[QueueInfo]:
+        """The account's queues (the server lists one account's only); ``prefix`` is matched here."""
         out: list[QueueInfo] = []
         page = 1
         while True:
             answer = self._call("GET", self._cf, params={"page": page, "per_page": 1000})
-            out.extend(self._remember(_queue(q)) for q in answer["result"])
+            out.extend(self._remember(_queue(q)) for q in answer["result"] if q["queue_name"].startswith(prefix))
             if page >= answer["result_info"]["total_pages"]:
                 return out
             page += 1

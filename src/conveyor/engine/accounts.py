@@ -182,8 +182,8 @@ class AccountEngine(Engine):
         return self.inner.queue_settings(self._own(queue_id))
 
     @_unqualified_errors
-    def list_queues(self) -> list[QueueInfo]:
-        return [self._queue(q) for q in self.inner.list_queues() if self._mine(q.queue_name)]
+    def list_queues(self, prefix: str = "") -> list[QueueInfo]:
+        return [self._queue(q) for q in self.inner.list_queues(self._qualify(prefix))]
 
     @_unqualified_errors
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:

@@ -45,6 +45,17 @@ from conveyor.model import (
 )
 
 
+def prefix_range(prefix: str) -> tuple[str, str]:
+    """``(low, high)``: the names that start with a non-empty ``prefix`` are those with
+    ``low <= name < high`` in code point order, the form of a prefix match an index on the names
+    answers (a ``LIKE`` would need escaping and, on PostgreSQL, a special index).
+
+    >>> prefix_range("acc1/")
+    ('acc1/', 'acc10')
+    """
+    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
 class Clock(Protocol):
     def now_ms(self) -> int: ...
 
@@ -81,9 +92,10 @@ class Engine(ABC):
         return self.get_queue_by_id(queue_id).settings
 
     @abstractmethod
-    def list_queues(self) -> list[QueueInfo]:
-        """Every queue, ordered by name; one whose storage is damaged is listed too, with its
-        ``storage_error``."""
+    def list_queues(self, prefix: str = "") -> list[QueueInfo]:
+        """Every queue whose name starts with ``prefix``, ordered by name; one whose storage is
+        damaged is listed too, with its ``storage_error``. Only those queues are read (an account's
+        view lists ``ACCOUNT/``: no other account's queue is looked at)."""
 
     @abstractmethod
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:

@@ -39,6 +39,8 @@ class QueueFaults:
         except ConveyorError as exc:
             self._failed(queue, str(exc), traceback=False)
         except Exception as exc:
+            # Deliberately broad: this is the isolation boundary between queues. An unexpected error
+            # (a bug, a driver's own exception) is logged with its traceback, not hidden.
             self._failed(queue, f"{type(exc).__name__}: {exc}", traceback=True)
         else:
             if self._failing.pop(queue.queue_id, None) is not None:

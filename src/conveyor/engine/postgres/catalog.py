@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from conveyor.engine.base import prefix_range
 from conveyor.engine.catalog_rows import consumer_from_row
 from conveyor.engine.postgres.database import ReadPool
 from conveyor.engine.sqlfile import load_queries
@@ -94,9 +95,13 @@ class Catalog:
             raise QueueNotFound(f"queue {queue_id!r} does not exist")
         return QueueSettings(delivery_delay=row[0], delivery_paused=row[1], message_retention_period=row[2])
 
-    def list_queues(self) -> list[QueueInfo]:
+    def list_queues(self, prefix: str = "") -> list[QueueInfo]:
         def fn(conn: Connection) -> list[QueueInfo]:
-            ids = conn.execute(Q["queue_ids"]).fetchall()
+            if prefix:
+                low, high = prefix_range(prefix)
+                ids = conn.execute(Q["queue_ids_in_range"], {"low": low, "high": high}).fetchall()
+            else:
+                ids = conn.execute(Q["queue_ids"]).fetchall()
             return [_queue(conn, "queue_by_id", qid) for (qid,) in ids]
 
         return self._pool.transaction(fn, "list queues")

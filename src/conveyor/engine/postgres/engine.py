@@ -42,6 +42,7 @@ from conveyor.engine.postgres.settings_cache import SettingsCache
 from conveyor.engine.postgres.vacuum import Vacuumer
 from conveyor.engine.postgres.worker_registry import WorkerRegistry
 from conveyor.engine.queue_faults import QueueFaults
+from conveyor.engine.rotation import Rotation
 from conveyor.engine.sqlfile import load_queries
 from conveyor.engine.sqlite.shard import MISSING, SUPERSEDED
 from conveyor.errors import InvalidRequest, QueueExists, QueueNotFound
@@ -134,7 +135,7 @@ class PostgresEngine(Engine):
         self._maps: dict[str, tuple[float, list[ShardRef]]] = {}
         self._settings = SettingsCache()
         self._lock = threading.Lock()
-        self._rotation = 0
+        self._rotation = Rotation()
         self._leadership = AdvisoryLeadership(url)
         self.vacuumer = Vacuumer(url)
         self.expiry_faults = QueueFaults("retention expiry", log)
@@ -211,8 +212,8 @@ class PostgresEngine(Engine):
         self._settings.remember(queue_id, settings, now)
         return settings
 
-    def list_queues(self) -> list[QueueInfo]:
-        return self.catalog.list_queues()
+    def list_queues(self, prefix: str = "") -> list[QueueInfo]:
+        return self.catalog.list_queues(prefix)
 
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         info = self.catalog.update_queue(queue_id, settings)
@@ -281,10 +282,8 @@ class PostgresEngine(Engine):
         self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy
     ) -> list[StoredMessage]:
         shards = self._shards(queue_id)
-        self._rotation += 1
-        start = self._rotation % len(shards)
         out: list[StoredMessage] = []
-        for shard in shards[start:] + shards[:start]:
+        for shard in self._rotation.turn(shards):
             need = max_messages - len(out)
             if need <= 0:
                 break

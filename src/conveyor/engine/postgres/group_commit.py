@@ -113,6 +113,8 @@ class GroupCommitter:
         try:
             finishers = with_retries(lambda: self._attempt(group), "group commit")
         except BaseException as exc:
+            # Not swallowed: each error is handed to the thread that waits for its operation, which
+            # raises it; no operation may be left undecided (its waiter would take that for success).
             if len(group) == 1:
                 group[0].error = exc
                 group[0].done = True

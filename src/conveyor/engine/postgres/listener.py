@@ -19,7 +19,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from conveyor.engine.postgres.database import MAX_PAUSE_SECONDS, connect
+from conveyor.engine.postgres.database import FIRST_PAUSE_SECONDS, MAX_PAUSE_SECONDS, connect
+from conveyor.engine.reconnecting_loop import Backoff, ReconnectingLoop
 
 log = logging.getLogger("conveyor.engine.postgres")
 
@@ -28,6 +29,8 @@ LISTEN_POLL_SECONDS = 0.25
 # The notifier sends at most one NOTIFY transaction per this interval; channels asked for meanwhile
 # go out together. It bounds the extra transactions sends cost the server, for at most this latency.
 NOTIFY_INTERVAL_SECONDS = 0.002
+RECONNECT_BACKOFF = Backoff(FIRST_PAUSE_SECONDS, MAX_PAUSE_SECONDS)
+Connection = psycopg.Connection[tuple[Any, ...]]
 
 
 def channel_of(queue_id: str) -> str:
@@ -48,8 +51,10 @@ class Listener:
         self._versions: dict[str, int] = defaultdict(int)
         self._seen: dict[str, int] = {}
         self._wanted: set[str] = set()
+        self._listening: set[str] = set()  # kept through a reconnect, to wake their waiters then
+        self._conn: Connection | None = None
         self._thread: threading.Thread | None = None
-        self._stopping = False
+        self._stop = threading.Event()
 
     def wait(self, channel: str, timeout: float) -> None:
         """Return when ``channel`` was notified since the last wait on it, or after ``timeout`` s.
@@ -67,7 +72,7 @@ class Listener:
                 self._seen[channel] = current
                 if current:
                     return
-            while self._versions[channel] == current and not self._stopping:
+            while self._versions[channel] == current and not self._stop.is_set():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
@@ -91,40 +96,46 @@ class Listener:
             self._cond.notify_all()
 
     def _run(self) -> None:
-        conn: psycopg.Connection[tuple[Any, ...]] | None = None
-        listening: set[str] = set()
-        pause = 0.05
-        while not self._stopping:
-            try:
-                if conn is None:
-                    conn = connect(self._conninfo, autocommit=True)
-                    if listening:
-                        # Reconnected: notifications may have been lost meanwhile, so wake everyone.
-                        self._bump(listening)
-                    listening = set()
-                with self._cond:
-                    new = self._wanted - listening
-                for channel in sorted(new):
-                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-                if new:
-                    listening |= new
-                    self._bump(new)
-                for note in conn.notifies(timeout=LISTEN_POLL_SECONDS):
-                    self._bump([note.channel])
-                pause = 0.05
-            except psycopg.Error as exc:
-                log.warning("listening for notifications failed (%s); reconnecting", exc)
-                if conn is not None:
-                    conn.close()
-                conn = None
-                time.sleep(pause)
-                pause = min(pause * 2, MAX_PAUSE_SECONDS)
-        if conn is not None:
-            conn.close()
+        loop = ReconnectingLoop(
+            "listening for notifications",
+            self._listen_once,
+            stop=self._stop,
+            transient=(psycopg.Error,),
+            log=log,
+            backoff=RECONNECT_BACKOFF,
+            on_error=self._disconnect,
+        )
+        try:
+            loop.run()
+        finally:
+            self._disconnect()
+
+    def _listen_once(self) -> None:
+        """LISTEN on the channels newly waited on, then relay notifications for a while."""
+        if self._conn is None:
+            self._conn = connect(self._conninfo, autocommit=True)
+            if self._listening:
+                # Reconnected: notifications may have been lost meanwhile, so wake everyone.
+                self._bump(self._listening)
+            self._listening = set()
+        with self._cond:
+            new = self._wanted - self._listening
+        for channel in sorted(new):
+            self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+        if new:
+            self._listening |= new
+            self._bump(new)
+        for note in self._conn.notifies(timeout=LISTEN_POLL_SECONDS):
+            self._bump([note.channel])
+
+    def _disconnect(self, _error: Exception | None = None) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def close(self) -> None:
+        self._stop.set()
         with self._cond:
-            self._stopping = True
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join()
@@ -144,8 +155,11 @@ class Notifier:
         self._conninfo = conninfo
         self._cond = threading.Condition()
         self._pending: set[str] = set()
+        self._sending: list[str] = []
+        self._conn: Connection | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._done = threading.Event()  # stopping, and nothing left to send (or no way to send it)
 
     def notify(self, channel: str) -> None:
         """Notify ``channel`` soon (after the caller's commit, which has already happened)."""
@@ -157,34 +171,45 @@ class Notifier:
             self._cond.notify()
 
     def _run(self) -> None:
-        conn: psycopg.Connection[tuple[Any, ...]] | None = None
-        pause = 0.05
-        while True:
-            with self._cond:
-                while not self._pending and not self._stopping:
-                    self._cond.wait()
-                if not self._pending:
-                    break
-                channels, self._pending = sorted(self._pending), set()
-            try:
-                if conn is None:
-                    conn = connect(self._conninfo, autocommit=True)
-                conn.execute("SELECT pg_notify(c, '') FROM unnest(%s::text[]) AS c", (channels,))
-                pause = 0.05
-                time.sleep(NOTIFY_INTERVAL_SECONDS)
-            except psycopg.Error as exc:
-                log.warning("sending notifications failed (%s); retrying", exc)
-                if conn is not None:
-                    conn.close()
-                conn = None
-                with self._cond:
-                    self._pending.update(channels)
-                if self._stopping:
-                    break
-                time.sleep(pause)
-                pause = min(pause * 2, MAX_PAUSE_SECONDS)
-        if conn is not None:
-            conn.close()
+        loop = ReconnectingLoop(
+            "sending notifications",
+            self._send_pending,
+            stop=self._done,
+            transient=(psycopg.Error,),
+            log=log,
+            backoff=RECONNECT_BACKOFF,
+            on_error=self._put_back,
+        )
+        try:
+            loop.run()
+        finally:
+            if self._conn is not None:
+                self._conn.close()
+
+    def _send_pending(self) -> float:
+        """Wait for channels to notify and send them in one transaction; then a pause, so the
+        channels asked for meanwhile go out together in the next."""
+        with self._cond:
+            while not self._pending and not self._stopping:
+                self._cond.wait()
+            if not self._pending:
+                self._done.set()
+                return 0.0
+            self._sending, self._pending = sorted(self._pending), set()
+        if self._conn is None:
+            self._conn = connect(self._conninfo, autocommit=True)
+        self._conn.execute("SELECT pg_notify(c, '') FROM unnest(%s::text[]) AS c", (self._sending,))
+        return NOTIFY_INTERVAL_SECONDS
+
+    def _put_back(self, _error: Exception) -> None:
+        """After a failed send: reconnect next time and send those channels again, unless closing."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        with self._cond:
+            self._pending.update(self._sending)
+            if self._stopping:
+                self._done.set()
 
     def close(self) -> None:
         """Send what is pending, then stop."""

@@ -23,6 +23,14 @@ SELECT delivery_delay, delivery_paused, retention FROM queues WHERE queue_id = %
 -- name: queue_ids
 SELECT queue_id FROM queues ORDER BY name;
 
+-- name: queue_ids_in_range
+-- The queues whose names start with a prefix (base.prefix_range). Compared byte-wise (COLLATE "C"):
+-- under a database's linguistic collation 'acc1/q' sorts after 'acc10'. Migration 6's index on
+-- names in that collation answers the range, so listing one account's queues reads only its own.
+SELECT queue_id FROM queues
+WHERE name COLLATE "C" >= %(low)s AND name COLLATE "C" < %(high)s
+ORDER BY name;
+
 -- name: consumer
 SELECT c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings
 FROM consumers c JOIN queues q USING (queue_id) WHERE c.consumer_id = %(consumer)s;

@@ -20,6 +20,7 @@ import psycopg
 from psycopg import sql
 
 from conveyor.engine.postgres.database import connect
+from conveyor.engine.reconnecting_loop import Backoff, ReconnectingLoop
 
 log = logging.getLogger("conveyor.engine.postgres")
 
@@ -27,6 +28,8 @@ VACUUM_INTERVAL_SECONDS = 2.0
 VACUUM_DEAD_ROWS = 20_000
 # The counter rows are few but updated on every commit: vacuum them on a lower count.
 VACUUM_DEAD_COUNTER_ROWS = 2_000
+# After a failure, the next try comes about one interval later, as a round would.
+RETRY_BACKOFF = Backoff(VACUUM_INTERVAL_SECONDS, VACUUM_INTERVAL_SECONDS)
 
 DEAD_ROWS = """
 SELECT relname, n_dead_tup FROM pg_stat_user_tables
@@ -43,6 +46,7 @@ class Vacuumer:
         self._conninfo = conninfo
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
         self.vacuums = 0
 
     def start(self) -> None:
@@ -58,19 +62,31 @@ class Vacuumer:
             self._thread = None
 
     def _run(self) -> None:
-        conn: psycopg.Connection[tuple[Any, ...]] | None = None
-        while not self._stop.wait(VACUUM_INTERVAL_SECONDS):
-            try:
-                if conn is None:
-                    conn = connect(self._conninfo, autocommit=True)
-                self.vacuum_once(conn)
-            except psycopg.Error as exc:
-                log.warning("vacuuming queue tables failed (%s); trying again later", exc)
-                if conn is not None:
-                    conn.close()
-                conn = None
-        if conn is not None:
-            conn.close()
+        loop = ReconnectingLoop(
+            "vacuuming queue tables",
+            self._round,
+            stop=self._stop,
+            transient=(psycopg.Error,),
+            log=log,
+            backoff=RETRY_BACKOFF,
+            on_error=self._disconnect,
+            start_after=VACUUM_INTERVAL_SECONDS,
+        )
+        try:
+            loop.run()
+        finally:
+            self._disconnect()
+
+    def _round(self) -> float:
+        if self._conn is None:
+            self._conn = connect(self._conninfo, autocommit=True)
+        self.vacuum_once(self._conn)
+        return VACUUM_INTERVAL_SECONDS
+
+    def _disconnect(self, _error: Exception | None = None) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def vacuum_once(self, conn: psycopg.Connection[tuple[Any, ...]]) -> list[str]:
         """Vacuum every table past its dead-row threshold; returns their names."""

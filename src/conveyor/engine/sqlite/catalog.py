@@ -10,8 +10,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TypeVar
 
+from conveyor.engine.base import prefix_range
 from conveyor.engine.catalog_rows import consumer_from_row
-from conveyor.engine.sqlfile import load_script
+from conveyor.engine.sqlfile import load_queries, load_script
 from conveyor.engine.sqlite.snapshot import CatalogSnapshot, QueueEntry
 from conveyor.engine.sqlite.storage import open_database, translate_error
 from conveyor.errors import ConsumerExists, ConsumerNotFound, QueueExists, QueueNotFound
@@ -22,6 +23,7 @@ SCHEMA = load_script("conveyor.engine.sqlite", "catalog.sql")
 VERSION = 2
 # From version v to v + 1: 1 -> 2 moves plain queue names into account `local`.
 UPGRADES = {1: load_script("conveyor.engine.sqlite", "catalog_v1_to_v2.sql")}
+Q = load_queries("conveyor.engine.sqlite", "catalog_queries.sql")
 T = TypeVar("T")
 
 _QUEUE_COLUMNS = (
@@ -139,9 +141,13 @@ class Catalog:
     def get_queue_by_id(self, queue_id: str) -> QueueInfo:
         return self._tx(lambda c: self._queue(c, "queue_id", queue_id), write=False)
 
-    def list_queues(self) -> list[QueueInfo]:
+    def list_queues(self, prefix: str = "") -> list[QueueInfo]:
         def fn(conn: sqlite3.Connection) -> list[QueueInfo]:
-            ids = conn.execute("SELECT queue_id FROM queues ORDER BY name").fetchall()
+            if prefix:
+                low, high = prefix_range(prefix)
+                ids = conn.execute(Q["queue_ids_in_range"], {"low": low, "high": high}).fetchall()
+            else:
+                ids = conn.execute(Q["queue_ids"]).fetchall()
             return [self._queue(conn, "queue_id", qid) for (qid,) in ids]
 
         return self._tx(fn, write=False)

@@ -26,6 +26,7 @@ from typing import BinaryIO
 from conveyor.engine.base import Clock, Engine, SystemClock
 from conveyor.engine.lease_ids import MALFORMED, lease_id, lease_id_parts, parse_lease_id
 from conveyor.engine.queue_faults import QueueFaults
+from conveyor.engine.rotation import Rotation
 from conveyor.engine.sqlite.catalog import Catalog
 from conveyor.engine.sqlite.damaged import DAMAGED_DIR, SHARD_FILE_SUFFIXES, keep_aside
 from conveyor.engine.sqlite.reserve import SpaceReserve, reserve_size
@@ -34,7 +35,7 @@ from conveyor.engine.sqlite.shard import InsertRow, Row, Shard
 from conveyor.engine.sqlite.snapshot_store import SnapshotStore
 from conveyor.engine.sqlite.storage import ensure_directory
 from conveyor.engine.sqlite.worker_registry import WorkerRegistry
-from conveyor.errors import CorruptStorage, InvalidRequest, QueueNotFound, StorageError, StorageFull
+from conveyor.errors import CorruptStorage, InvalidRequest, QueueExists, QueueNotFound, StorageError, StorageFull
 from conveyor.ids import new_id, new_ids
 from conveyor.model import (
     ConsumerInfo,
@@ -82,7 +83,7 @@ class SQLiteEngine(Engine):
         # Wake-ups are counted, so one that comes while no one waits is kept for the next wait.
         self._woken: dict[str, int] = defaultdict(int)
         self._seen_woken: dict[str, int] = defaultdict(int)
-        self._rotation = 0
+        self._rotation = Rotation()
         self._leader_file: BinaryIO | None = None
         self.snapshots = SnapshotStore(self.directory / "snapshot" / "catalog", self.catalog)
         self.snapshots.refresh()  # a process may have died between a catalog commit and its publish
@@ -136,9 +137,10 @@ class SQLiteEngine(Engine):
             self.snapshots.publish()
         return settings
 
-    def list_queues(self) -> list[QueueInfo]:
+    def list_queues(self, prefix: str = "") -> list[QueueInfo]:
         return [
-            dataclasses.replace(q, storage_error=self.storage_error(q.queue_id)) for q in self.catalog.list_queues()
+            dataclasses.replace(q, storage_error=self.storage_error(q.queue_id))
+            for q in self.catalog.list_queues(prefix)
         ]
 
     def storage_error(self, queue_id: str) -> str | None:
@@ -250,10 +252,8 @@ class SQLiteEngine(Engine):
         self, queue_id: str, max_messages: int, visibility_ms: int, policy: DeliveryPolicy
     ) -> list[StoredMessage]:
         shards = self.router.all(queue_id)
-        self._rotation += 1
-        start = self._rotation % len(shards)
         out: list[StoredMessage] = []
-        for shard in shards[start:] + shards[:start]:
+        for shard in self._rotation.turn(shards):
             need = max_messages - len(out)
             if need <= 0:
                 break
@@ -366,7 +366,7 @@ class SQLiteEngine(Engine):
         except QueueNotFound:
             try:
                 return self.create_queue(name, QueueSettings()).queue_id
-            except Exception:
+            except QueueExists:  # another process made it meanwhile; any other error is the caller's
                 return self.catalog.get_queue(name).queue_id
 
     def purge(self, queue_id: str) -> int:
