@@ -8,8 +8,7 @@ import psycopg
 
 from conveyor.engine.postgres.database import ReadPool
 from conveyor.engine.sqlfile import load_queries
-from conveyor.engine.worker_rows import EXPIRY_MS, runs_json, worker_from_row
-from conveyor.errors import InvalidRequest
+from conveyor.engine.worker_rows import EXPIRY_MS, record_parameters, worker_from_row, worker_id_taken
 from conveyor.model import WorkerEntry
 
 Q = load_queries("conveyor.engine.postgres", "workers.sql")
@@ -23,20 +22,12 @@ class WorkerRegistry:
         self._pool = pool
 
     def record(self, entry: WorkerEntry, registered_by: str, now_ms: int) -> None:
-        args = {
-            "worker": entry.worker_id,
-            "by": registered_by,
-            "host": entry.host,
-            "pid": entry.pid,
-            "started": entry.started_ms,
-            "now": now_ms,
-            "runs": runs_json(entry),
-        }
+        args = record_parameters(entry, registered_by, now_ms)
 
         def fn(conn: Connection) -> None:
             conn.execute(Q["prune"], {"cutoff": now_ms - EXPIRY_MS})
             if not conn.execute(Q["record"], args).rowcount:
-                raise InvalidRequest(f"worker id {entry.worker_id!r} is taken; a worker picks a new random id")
+                raise worker_id_taken(entry)
 
         self._pool.transaction(fn, "record worker")
 
