@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -25,7 +26,7 @@ from conveyor.codec import check_content_type, decode_json
 from conveyor.errors import BatchTooLarge, InvalidMessage, InvalidRequest
 from conveyor.model import DeliveryPolicy, NewMessage, StoredMessage
 from conveyor.server import worker_routes
-from conveyor.server.envelope import array, mapping, ok, read_json, text, whole
+from conveyor.server.envelope import array, known, mapping, ok, read_json, text, whole
 from conveyor.server.service import Context, blocking, context
 
 # A long-poll wait holds a thread; cap both its length and how many run at once, so waiting
@@ -37,6 +38,21 @@ _waiters = anyio.CapacityLimiter(64)
 MAX_HOLD_MS = 25_000
 # A message that is due but not leasable yet (being dead-lettered, say) is looked at this often.
 MIN_HOLD_SECONDS = 0.05
+
+
+# The fields each body may have (what the remote transport, client/http.py, sends): anything else is
+# refused by name, never ignored.
+ENQUEUE = frozenset({"messages"})
+MESSAGE = frozenset({"body", "content_type", "delay_seconds"})
+POLICY = frozenset({"max_retries", "dead_letter_queue"})
+LEASE = frozenset({"max_messages", "visibility_ms", "policy", "wait_ms", "waiter"})
+WAKE = frozenset({"waiter"})
+EXTEND = frozenset({"lease_ids", "visibility_ms"})
+SETTLE = frozenset({"acks", "retries", "policy"})
+RETRY = frozenset({"lease_id", "delay_seconds"})
+RELEASE = frozenset({"lease_ids"})
+WAIT = frozenset({"timeout"})
+REDRIVE = frozenset({"to_queue_id"})
 
 
 def _encoded(m: StoredMessage) -> dict[str, Any]:
@@ -53,6 +69,7 @@ def _encoded(m: StoredMessage) -> dict[str, Any]:
 def _new_message(item: Any, i: int) -> NewMessage:
     if not isinstance(item, dict):
         raise InvalidMessage(f"message {i} must be an object")
+    known(item, MESSAGE, f"message {i}")
     kind = check_content_type(item.get("content_type", "json"))
     try:
         body = base64.b64decode(text(item, "body", ""), validate=True)
@@ -71,8 +88,8 @@ def _new_message(item: Any, i: int) -> NewMessage:
     return NewMessage(body, kind, delay)
 
 
-def _policy(body: dict[str, Any], ctx: Context) -> DeliveryPolicy:
-    given = mapping(body, "policy")
+def _policy(body: Mapping[str, Any], ctx: Context) -> DeliveryPolicy:
+    given = known(mapping(body, "policy"), POLICY, "policy")
     dlq = text(given, "dead_letter_queue") or None
     if dlq is not None:
         # Dead letters land in (and may create) that queue: it must be one the token may touch.
@@ -81,14 +98,14 @@ def _policy(body: dict[str, Any], ctx: Context) -> DeliveryPolicy:
     return DeliveryPolicy(retries, dlq)
 
 
-def _strings(body: dict[str, Any], key: str) -> list[str]:
+def _strings(body: Mapping[str, Any], key: str) -> list[str]:
     items = array(body, key)
     if not all(isinstance(i, str) for i in items):
         raise InvalidRequest(f"{key} must be a list of strings")
     return items
 
 
-def _visibility(body: dict[str, Any]) -> int:
+def _visibility(body: Mapping[str, Any]) -> int:
     vt = whole(body, "visibility_ms", limits.DEFAULT_VISIBILITY_TIMEOUT_MS)
     return check.check_range("visibility_ms", vt, 1, limits.MAX_VISIBILITY_TIMEOUT_MS, InvalidRequest)
 
@@ -96,7 +113,7 @@ def _visibility(body: dict[str, Any]) -> int:
 async def enqueue(request: Request) -> Response:
     ctx = context(request)
     queue = await ctx.queue(request.path_params["queue_id"])
-    items = array(await read_json(request), "messages")
+    items = array(known(await read_json(request), ENQUEUE, "the body"), "messages")
     if not 1 <= len(items) <= limits.MAX_BATCH_MESSAGES:
         check.prepare_batch(items, None)  # the standard refusal for an empty or long batch
     messages = [_new_message(item, i) for i, item in enumerate(items)]
@@ -107,7 +124,7 @@ async def enqueue(request: Request) -> Response:
     return ok({**shapes.metrics(sent.metrics), "message_ids": sent.ids})
 
 
-def _waiter(body: dict[str, Any], ctx: Context) -> str | None:
+def _waiter(body: Mapping[str, Any], ctx: Context) -> str | None:
     """The client's name for its held leases, in its account's namespace (no one else can wake them)."""
     given = text(body, "waiter") or None
     if given is not None and not limits.ID_PATTERN.match(given):
@@ -120,7 +137,7 @@ async def lease(request: Request) -> Response:
     time passes, so an idle remote worker makes one request per ``wait_ms`` instead of a poll loop."""
     ctx = context(request)
     queue = await ctx.queue(request.path_params["queue_id"])
-    body = await read_json(request)
+    body = known(await read_json(request), LEASE, "the body")
     size = check.check_range("max_messages", whole(body, "max_messages", 1), 1, limits.MAX_BATCH_SIZE, InvalidRequest)
     hold = check.check_range("wait_ms", whole(body, "wait_ms", 0), 0, MAX_HOLD_MS, InvalidRequest) / 1000
     args = (queue.id, size, _visibility(body), _policy(body, ctx))
@@ -139,7 +156,7 @@ async def wake(request: Request) -> Response:
     """End the caller's held leases on the queue now (a remote worker stopping)."""
     ctx = context(request)
     queue = await ctx.queue(request.path_params["queue_id"])
-    waiter = _waiter(await read_json(request), ctx)
+    waiter = _waiter(known(await read_json(request), WAKE, "the body"), ctx)
     if waiter is None:
         raise InvalidRequest("waiter is required: the id the held lease requests were sent with")
     ctx.service.holds.wake_waiter(queue.id, waiter)
@@ -149,7 +166,7 @@ async def wake(request: Request) -> Response:
 async def extend(request: Request) -> Response:
     ctx = context(request)
     queue = await ctx.queue(request.path_params["queue_id"])
-    body = await read_json(request)
+    body = known(await read_json(request), EXTEND, "the body")
     await blocking(ctx.client.engine.extend, queue.id, _strings(body, "lease_ids"), _visibility(body))
     return ok(None)
 
@@ -157,11 +174,12 @@ async def extend(request: Request) -> Response:
 async def settle(request: Request) -> Response:
     ctx = context(request)
     queue = await ctx.queue(request.path_params["queue_id"])
-    body = await read_json(request)
+    body = known(await read_json(request), SETTLE, "the body")
     retries: list[tuple[str, int]] = []
     for item in array(body, "retries"):
         if not isinstance(item, dict) or not isinstance(item.get("lease_id"), str):
             raise InvalidRequest("each retry must be {lease_id, delay_seconds}")
+        known(item, RETRY, "a retry")
         retries.append((item["lease_id"], check.check_delay(whole(item, "delay_seconds", 0))))
     result = await blocking(ctx.client.engine.settle, queue.id, _strings(body, "acks"), retries, _policy(body, ctx))
     return ok(
@@ -178,7 +196,8 @@ async def settle(request: Request) -> Response:
 async def release(request: Request) -> Response:
     ctx = context(request)
     queue = await ctx.queue(request.path_params["queue_id"])
-    await blocking(ctx.client.engine.release, queue.id, _strings(await read_json(request), "lease_ids"))
+    body = known(await read_json(request), RELEASE, "the body")
+    await blocking(ctx.client.engine.release, queue.id, _strings(body, "lease_ids"))
     return ok(None)
 
 
@@ -197,7 +216,7 @@ async def next_visible(request: Request) -> Response:
 async def wait(request: Request) -> Response:
     ctx = context(request)
     queue = await ctx.queue(request.path_params["queue_id"])
-    body = await read_json(request, required=False)
+    body = known(await read_json(request, required=False), WAIT, "the body")
     timeout = body.get("timeout", 1.0)
     if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 0 <= timeout <= MAX_WAIT_SECONDS:
         raise InvalidRequest(f"timeout is {timeout!r}; it must be a number of seconds from 0 to {MAX_WAIT_SECONDS:g}")
@@ -208,7 +227,7 @@ async def wait(request: Request) -> Response:
 async def redrive(request: Request) -> Response:
     ctx = context(request)
     queue = await ctx.queue(request.path_params["queue_id"])
-    target = await ctx.queue(text(await read_json(request), "to_queue_id", ""))
+    target = await ctx.queue(text(known(await read_json(request), REDRIVE, "the body"), "to_queue_id", ""))
     return ok({"moved": await blocking(ctx.client.engine.redrive, queue.id, target.id)})
 
 
