@@ -14,19 +14,18 @@ from rich.text import Text
 
 from conveyor.cli.context import CliError, CliState, console, json_option, pass_state
 from conveyor.cli.render import plural
-from conveyor.client.connect import DEFAULT_URL
+from conveyor.client.connect import DEFAULT_URL, sqlite_directory
 from conveyor.engine.sqlite.doctor import RESTORE_CATALOG, DoctorReport, QueueHealth, examine
 
 
 def deployment_directory(url: str | None) -> Path:
     """The directory of an embedded deployment's URL (the CLI's ``--url``, else ``$CONVEYOR_URL``)."""
-    url = url or os.environ.get("CONVEYOR_URL") or DEFAULT_URL
-    if url.startswith("sqlite://"):
-        return Path(url[len("sqlite://") :] or ".")
-    if "://" not in url:
-        return Path(url)
+    directory = sqlite_directory(url)
+    if directory is not None:
+        return directory
+    scheme = (url or os.environ.get("CONVEYOR_URL") or DEFAULT_URL).split("://")[0]
     raise CliError(
-        f"doctor checks the files of an embedded deployment (sqlite:///path/to/dir), not {url.split('://')[0]}://; "
+        f"doctor checks the files of an embedded deployment (sqlite:///path/to/dir), not {scheme}://; "
         "run it on the server's machine with the server's --url"
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from conveyor.client.sync import Conveyor
 from conveyor.engine.accounts import LOCAL_ACCOUNT, AccountEngine, check_account_id
@@ -43,19 +44,29 @@ def open_engine(url: str | None = None) -> Engine:
     >>> engine = open_engine("sqlite:///var/lib/conveyor")
     """
     url = url or os.environ.get("CONVEYOR_URL") or DEFAULT_URL
-    if url.startswith("sqlite://"):
+    directory = sqlite_directory(url)
+    if directory is not None:
         from conveyor.engine.sqlite import SQLiteEngine
 
-        return SQLiteEngine(url[len("sqlite://") :] or ".")
+        return SQLiteEngine(directory)
     if url.startswith(("postgresql://", "postgres://")):
         from conveyor.engine.postgres import PostgresEngine
 
         return PostgresEngine(url)
-    if "://" not in url:
-        from conveyor.engine.sqlite import SQLiteEngine
-
-        return SQLiteEngine(url)
     raise InvalidRequest(f"unsupported URL {url!r}: use sqlite:///path/to/directory or postgresql://host/db")
+
+
+def sqlite_directory(url: str | None) -> Path | None:
+    """The directory of an embedded deployment's URL (``$CONVEYOR_URL``, else ``./.conveyor``):
+    ``sqlite:///path`` or a bare path; ``None`` for any other kind of URL.
+
+    >>> sqlite_directory("sqlite:///var/lib/conveyor")
+    PosixPath('/var/lib/conveyor')
+    """
+    url = url or os.environ.get("CONVEYOR_URL") or DEFAULT_URL
+    if url.startswith("sqlite://"):
+        return Path(url[len("sqlite://") :] or ".")
+    return Path(url) if "://" not in url else None
 
 
 def _canonical(url: str) -> str:

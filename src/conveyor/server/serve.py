@@ -15,7 +15,7 @@ from typing import Any
 import uvicorn
 
 from conveyor.broker.coordinator import Coordinator
-from conveyor.client.connect import DEFAULT_URL, open_engine
+from conveyor.client.connect import DEFAULT_URL, open_engine, sqlite_directory
 from conveyor.server.app import build_app
 from conveyor.server.auth import Authenticator
 from conveyor.server.dev_token import dev_token
@@ -35,12 +35,8 @@ NO_AUTH_WARNING = (
 
 def data_directory(url: str | None) -> Path:
     """Where the deployment keeps local files (the dev token): the SQLite directory, else ``./.conveyor``."""
-    url = url or os.environ.get("CONVEYOR_URL") or DEFAULT_URL
-    if url.startswith("sqlite://"):
-        return Path(url[len("sqlite://") :] or ".")
-    if "://" not in url:
-        return Path(url)
-    return Path(DEFAULT_URL[len("sqlite://") :])
+    directory = sqlite_directory(url)
+    return directory if directory is not None else Path(DEFAULT_URL[len("sqlite://") :])
 
 
 def is_loopback(host: str) -> bool:
