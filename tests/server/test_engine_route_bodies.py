@@ -40,3 +40,20 @@ def test_an_engine_route_refuses_a_field_it_does_not_know_and_changes_nothing(
     (error,) = answer.json()["errors"]
     assert error["code"] == 10207 and repr(field) in error["message"], error
     assert q.metrics().backlog_count == 0
+
+
+@pytest.mark.parametrize("route", ["lease", "wake"])
+def test_the_long_poll_routes_refuse_a_read_only_token_and_another_accounts(server: RunningServer, route: str) -> None:
+    q = server.connect("acc1").create_queue("held")
+    q.send("kept", content_type="text")
+    read_only = server.tokens.create("acc1", read_only=True)[0]
+    other = server.tokens.create("acc2")[0]
+    body = {"max_messages": 1, "wait_ms": 1000, "waiter": "0" * 32} if route == "lease" else {"waiter": "0" * 32}
+    for secret in (read_only, other):
+        answer = httpx.post(
+            f"{server.url}/conveyor/v1/accounts/acc1/queues/{q.id}/{route}",
+            json=body,
+            headers={"authorization": f"Bearer {secret}"},
+        )
+        assert answer.status_code == 403, answer.text
+    assert q.metrics().backlog_count == 1 and q.counters().in_flight == 0
