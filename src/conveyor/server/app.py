@@ -16,15 +16,16 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from conveyor.errors import ConveyorError
 from conveyor.server import engine_routes, prometheus, routes, workerd
+from conveyor.server.access import METRICS, PUBLIC, check_declared, declared
 from conveyor.server.envelope import JSONResponse, error_body, error_response
 from conveyor.server.logs import request_id
 from conveyor.server.openapi import document
 from conveyor.server.service import Service, blocking
+from conveyor.server.tokens import Token
 
 log = logging.getLogger("conveyor.server")
 access = logging.getLogger("conveyor.server.access")
@@ -106,7 +107,7 @@ async def internal_error(request: Request, exc: Exception) -> Response:
 
 async def metrics_endpoint(request: Request) -> Response:
     service: Service = request.app.state.service
-    token = service.auth.token(request)
+    token: Token | None = request.state.token  # admitted (access.METRICS)
     if token is None or token.operator:
         scope = prometheus.EVERYTHING
     else:
@@ -125,15 +126,17 @@ async def health(request: Request) -> Response:
 
 
 def build_app(service: Service) -> Starlette:
+    served = [
+        *routes.ROUTES,
+        *engine_routes.ROUTES,
+        *workerd.ROUTES,
+        declared("/metrics", metrics_endpoint, "GET", METRICS),
+        declared("/openapi.json", openapi_endpoint, "GET", PUBLIC),
+        declared("/healthz", health, "GET", PUBLIC),
+    ]
+    check_declared(served)
     app = Starlette(
-        routes=[
-            *routes.ROUTES,
-            *engine_routes.ROUTES,
-            *workerd.ROUTES,
-            Route("/metrics", metrics_endpoint, methods=["GET"]),
-            Route("/openapi.json", openapi_endpoint, methods=["GET"]),
-            Route("/healthz", health, methods=["GET"]),
-        ],
+        routes=served,
         exception_handlers={
             ConveyorError: conveyor_error,
             HTTPException: http_error,

@@ -1,10 +1,10 @@
 """Who is asking, and what they may touch.
 
 ``Authorization: Bearer <token>``: no token or an unknown one is 401 (code 10106). A token answers
-for one account: any other account in the path is 403. A read-only token may only read (GET, and
-peek, which reads without leasing). A token limited to some queues sees only those: the others do not
-exist for it (404, the answer an unknown id gets), so a token never learns what it may not touch. An
-operator token answers for no account's routes; it reads ``/metrics`` of every account.
+for one account: any other account in the path is 403. What a read-only, a queue-scoped or an
+operator token may call is declared by each route (:mod:`conveyor.server.access`). A token limited
+to some queues sees only those: the others do not exist for it (404, the answer an unknown id gets),
+so a token never learns what it may not touch. An operator token reads ``/metrics`` of every account.
 """
 
 from __future__ import annotations
@@ -97,10 +97,8 @@ class Authenticator:
             self._cache[key] = (now + CACHE_SECONDS, token)
         return token
 
-    def principal(self, request: Request, account_id: str) -> Principal:
-        token = self.token(request)
-        if token is not None and token.operator:
-            raise Forbidden("an operator token reads /metrics only; use a token of the account")
+    def principal(self, token: Token | None, account_id: str) -> Principal:
+        """The caller of a route of ``account_id``: ``Forbidden`` for a token of another account."""
         if token is not None and token.account_id != account_id:
             raise Forbidden(f"this token is not valid for account {account_id!r}")
         return Principal(account_id, token)

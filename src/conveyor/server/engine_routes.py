@@ -18,7 +18,6 @@ from typing import Any
 import anyio
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from conveyor import limits, shapes
 from conveyor.client import validation as check
@@ -26,6 +25,7 @@ from conveyor.codec import check_content_type, decode_json
 from conveyor.errors import BatchTooLarge, InvalidMessage, InvalidRequest
 from conveyor.model import DeliveryPolicy, NewMessage, StoredMessage
 from conveyor.server import worker_routes
+from conveyor.server.access import CATALOG_WRITE, READ, WRITE, declared
 from conveyor.server.envelope import array, known, mapping, ok, read_json, text, whole
 from conveyor.server.service import Context, blocking, context
 
@@ -246,17 +246,18 @@ async def add_shard(request: Request) -> Response:
 PREFIX = "/conveyor/v1/accounts/{account_id}/queues/{queue_id}"
 
 ROUTES = [
-    Route(PREFIX + "/enqueue", enqueue, methods=["POST"]),
-    Route(PREFIX + "/lease", lease, methods=["POST"]),
-    Route(PREFIX + "/extend", extend, methods=["POST"]),
-    Route(PREFIX + "/settle", settle, methods=["POST"]),
-    Route(PREFIX + "/release", release, methods=["POST"]),
-    Route(PREFIX + "/counters", counters, methods=["GET"]),
-    Route(PREFIX + "/next-visible", next_visible, methods=["GET"]),
-    Route(PREFIX + "/wait", wait, methods=["POST"]),
-    Route(PREFIX + "/wake", wake, methods=["POST"]),
-    Route(PREFIX + "/redrive", redrive, methods=["POST"]),
-    Route(PREFIX + "/purge", purge, methods=["POST"]),
-    Route(PREFIX + "/shards", add_shard, methods=["POST"]),
+    declared(PREFIX + "/enqueue", enqueue, "POST", WRITE),
+    declared(PREFIX + "/lease", lease, "POST", WRITE),
+    declared(PREFIX + "/extend", extend, "POST", WRITE),
+    declared(PREFIX + "/settle", settle, "POST", WRITE),
+    declared(PREFIX + "/release", release, "POST", WRITE),
+    declared(PREFIX + "/counters", counters, "GET", READ),
+    declared(PREFIX + "/next-visible", next_visible, "GET", READ),
+    # wait reads, but holds one of the few threads that waits may have: for consumers, which write.
+    declared(PREFIX + "/wait", wait, "POST", WRITE),
+    declared(PREFIX + "/wake", wake, "POST", WRITE),
+    declared(PREFIX + "/redrive", redrive, "POST", WRITE),
+    declared(PREFIX + "/purge", purge, "POST", WRITE),
+    declared(PREFIX + "/shards", add_shard, "POST", CATALOG_WRITE),
     *worker_routes.ROUTES,
 ]

@@ -13,13 +13,13 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from conveyor import limits, shapes
 from conveyor.client import validation as check
 from conveyor.client.sync import Queue
 from conveyor.errors import BatchTooLarge, ConsumerNotFound, InvalidMessage, InvalidRequest
 from conveyor.model import ConsumerInfo, ConsumerSettings, NewMessage, QueueSettings, SendBatchResult
+from conveyor.server.access import CATALOG_WRITE, READ, TOKEN_QUEUES_READ, TOKEN_QUEUES_WRITE, WRITE, declared
 from conveyor.server.envelope import (
     array,
     flag,
@@ -448,24 +448,24 @@ PREFIX = "/client/v4/accounts/{account_id}"
 Q = PREFIX + "/queues/{queue_id}"
 
 ROUTES = [
-    Route(PREFIX + "/queues", create_queue, methods=["POST"]),
-    Route(PREFIX + "/queues", list_queues, methods=["GET"]),
-    Route(Q, get_queue, methods=["GET"]),
-    Route(Q, update_queue, methods=["PUT"]),
-    Route(Q, edit_queue, methods=["PATCH"]),
-    Route(Q, delete_queue, methods=["DELETE"]),
-    Route(Q + "/metrics", queue_metrics, methods=["GET"]),
-    Route(Q + "/purge", start_purge, methods=["POST"]),
-    Route(Q + "/purge", purge_status, methods=["GET"]),
-    Route(Q + "/consumers", create_consumer, methods=["POST"]),
-    Route(Q + "/consumers", list_consumers, methods=["GET"]),
-    Route(Q + "/consumers/{consumer_id}", get_consumer, methods=["GET"]),
-    Route(Q + "/consumers/{consumer_id}", update_consumer, methods=["PUT"]),
-    Route(Q + "/consumers/{consumer_id}", delete_consumer, methods=["DELETE"]),
-    Route(Q + "/messages", push, methods=["POST"]),
-    Route(Q + "/messages/batch", bulk_push, methods=["POST"]),
-    Route(Q + "/messages/pull", pull, methods=["POST"]),
-    Route(Q + "/messages/ack", ack, methods=["POST"]),
-    Route(Q + "/messages/peek", peek, methods=["POST"]),
-    Route(Q + "/messages/purge", purge_messages, methods=["POST"]),
+    declared(PREFIX + "/queues", create_queue, "POST", TOKEN_QUEUES_WRITE),
+    declared(PREFIX + "/queues", list_queues, "GET", TOKEN_QUEUES_READ),
+    declared(Q, get_queue, "GET", READ),
+    declared(Q, update_queue, "PUT", CATALOG_WRITE),
+    declared(Q, edit_queue, "PATCH", CATALOG_WRITE),
+    declared(Q, delete_queue, "DELETE", CATALOG_WRITE),
+    declared(Q + "/metrics", queue_metrics, "GET", READ),
+    declared(Q + "/purge", start_purge, "POST", WRITE),
+    declared(Q + "/purge", purge_status, "GET", READ),
+    declared(Q + "/consumers", create_consumer, "POST", CATALOG_WRITE),
+    declared(Q + "/consumers", list_consumers, "GET", READ),
+    declared(Q + "/consumers/{consumer_id}", get_consumer, "GET", READ),
+    declared(Q + "/consumers/{consumer_id}", update_consumer, "PUT", CATALOG_WRITE),
+    declared(Q + "/consumers/{consumer_id}", delete_consumer, "DELETE", CATALOG_WRITE),
+    declared(Q + "/messages", push, "POST", WRITE),
+    declared(Q + "/messages/batch", bulk_push, "POST", WRITE),
+    declared(Q + "/messages/pull", pull, "POST", WRITE),
+    declared(Q + "/messages/ack", ack, "POST", WRITE),
+    declared(Q + "/messages/peek", peek, "POST", READ),
+    declared(Q + "/messages/purge", purge_messages, "POST", WRITE),
 ]

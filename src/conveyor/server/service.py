@@ -23,11 +23,6 @@ from conveyor.server.prometheus import ConcurrencySource, RequestMetrics
 
 T = TypeVar("T")
 
-# The routes that send, pull, ack and peek messages: they run per message batch, and read the queue
-# (its name, delay, pause flag and consumer) from a handle at most INFO_SECONDS old. Every other
-# write through this server drops those handles, so a change made here applies at once.
-MESSAGE_ROUTES = ("/messages", "/messages/batch", "/messages/pull", "/messages/ack", "/messages/peek")
-
 
 async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run a blocking engine call on the thread pool, so the event loop keeps serving others."""
@@ -46,7 +41,10 @@ class Service:
     purges: dict[str, int] = field(default_factory=dict)
     _accounts: dict[str, Conveyor] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    # (account, queue id) -> a handle on the queue, for MESSAGE_ROUTES.
+    # (account, queue id) -> a handle on the queue, for the routes that send, pull, ack and peek:
+    # they run per message batch, and read the queue (its name, delay, pause flag and consumer) from
+    # a handle at most INFO_SECONDS old. A route declared a catalog write (access.CATALOG_WRITE)
+    # drops its queue's handle once it has answered, so a change made here applies at once.
     handles: dict[tuple[str, str], Queue] = field(default_factory=dict)
     # Idle remote workers' long-polled leases (engine_routes.lease).
     holds: LeaseHolds = field(init=False)
@@ -62,6 +60,10 @@ class Service:
                 client = Conveyor(AccountEngine(self.engine, check_account_id(account_id)))
                 self._accounts[account_id] = client
             return client
+
+    def forget(self, account_id: str, queue_id: str) -> None:
+        """Drop the handle on one queue, whose settings or consumer just changed."""
+        self.handles.pop((account_id, queue_id), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +84,7 @@ class Context:
         return Queue(self.client, info), info
 
     def message_lookup_sync(self, queue_id: str) -> tuple[Queue, QueueInfo]:
-        """:meth:`lookup_sync` for MESSAGE_ROUTES: the queue as read at most INFO_SECONDS ago."""
+        """:meth:`lookup_sync` for the message routes: the queue as read at most INFO_SECONDS ago."""
         key = (self.account_id, queue_id)
         queue = self.service.handles.get(key)
         if queue is None:
@@ -101,17 +103,9 @@ class Context:
 
 
 def context(request: Request) -> Context:
+    """The context of a request that :func:`conveyor.server.access.admit` let through."""
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is None:
+        raise RuntimeError(f"{request.method} {request.url.path} was not admitted: its route declares no access")
     service: Service = request.app.state.service
-    account_id = request.path_params["account_id"]
-    principal = service.auth.principal(request, account_id)
-    client = service.client(account_id)  # refuses a malformed account id
-    # The request-latency histograms count a request under its account only once it is authenticated.
-    request.state.account = account_id
-    path = request.url.path
-    if request.method not in ("GET", "HEAD"):
-        # Peek reads without leasing: a read-only token may do it.
-        if not path.endswith("/messages/peek"):
-            principal.check_write()
-        if not path.endswith(MESSAGE_ROUTES):
-            service.handles.clear()
-    return Context(principal, client, service, account_id)
+    return Context(principal, service.client(principal.account_id), service, principal.account_id)

@@ -16,11 +16,11 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from conveyor import limits
 from conveyor.errors import InvalidRequest
 from conveyor.model import WorkerEntry, WorkerRun
+from conveyor.server.access import ACCOUNT_WRITE, TOKEN_QUEUES_READ, TOKEN_QUEUES_WRITE, declared
 from conveyor.server.envelope import array, ok, read_json, text, whole
 from conveyor.server.service import Context, blocking, context
 
@@ -122,7 +122,7 @@ async def remove_worker(request: Request) -> Response:
 PREFIX = "/conveyor/v1/accounts/{account_id}/workers"
 
 ROUTES = [
-    Route(PREFIX, list_workers, methods=["GET"]),
-    Route(PREFIX + "/{worker_id}", record_worker, methods=["PUT"]),
-    Route(PREFIX + "/{worker_id}", remove_worker, methods=["DELETE"]),
+    declared(PREFIX, list_workers, "GET", TOKEN_QUEUES_READ),
+    declared(PREFIX + "/{worker_id}", record_worker, "PUT", TOKEN_QUEUES_WRITE),
+    declared(PREFIX + "/{worker_id}", remove_worker, "DELETE", ACCOUNT_WRITE),
 ]

@@ -21,13 +21,13 @@ from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from conveyor import limits
 from conveyor.client import validation as check
 from conveyor.codec import check_content_type
 from conveyor.errors import BatchTooLarge, ConveyorError, InvalidMessage, InvalidRequest, MalformedJSON
 from conveyor.model import Metrics, NewMessage, QueueInfo
+from conveyor.server.access import READ, WRITE, declared
 from conveyor.server.envelope import JSONResponse, error_response, public_message, read_body, read_json
 from conveyor.server.service import Context, blocking, context
 
@@ -94,7 +94,6 @@ def _kind(value: Any) -> str:
     return check_content_type(value)
 
 
-@_binding_errors
 async def send_message(request: Request) -> Response:
     ctx, info = await _target(request)
     kind = _kind(request.headers.get("x-msg-fmt", "v8"))
@@ -105,7 +104,6 @@ async def send_message(request: Request) -> Response:
     return _ok({"metadata": {"metrics": _camel(sent.metrics)}})
 
 
-@_binding_errors
 async def send_batch(request: Request) -> Response:
     ctx, info = await _target(request)
     items = (await read_json(request)).get("messages")
@@ -133,7 +131,6 @@ async def send_batch(request: Request) -> Response:
     return _ok({"metadata": {"metrics": _camel(sent.metrics)}})
 
 
-@_binding_errors
 async def binding_metrics(request: Request) -> Response:
     ctx, info = await _target(request)
     return _ok(_camel(await blocking(ctx.client.engine.metrics, info.queue_id)))
@@ -146,7 +143,7 @@ def _ok(content: dict[str, Any]) -> Response:
 PREFIX = "/workerd/accounts/{account_id}/queues/{queue_name}"
 
 ROUTES = [
-    Route(PREFIX + "/message", send_message, methods=["POST"]),
-    Route(PREFIX + "/batch", send_batch, methods=["POST"]),
-    Route(PREFIX + "/metrics", binding_metrics, methods=["GET"]),
+    declared(PREFIX + "/message", send_message, "POST", WRITE, outer=_binding_errors),
+    declared(PREFIX + "/batch", send_batch, "POST", WRITE, outer=_binding_errors),
+    declared(PREFIX + "/metrics", binding_metrics, "GET", READ, outer=_binding_errors),
 ]
