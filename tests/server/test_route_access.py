@@ -1,0 +1,153 @@
+"""Every route declares who may call it (server/access.py), and a real server on 127.0.0.1 holds each
+kind of token to that: read-only tokens off every write route, queue-scoped tokens off account-wide
+routes and off other queues, operator tokens off every account route; nothing changes when refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from starlette.routing import Route
+
+import conveyor
+from conveyor.server.access import PUBLIC, DeclaredRoute, Scope, check_declared, declared
+from conveyor.server.app import build_app, health
+from conveyor.server.testing import RunningServer
+
+from .conftest import ACCOUNT
+
+WORKER_ID = "e" * 32
+UNKNOWN = "0" * 32
+
+
+def _routes(server: RunningServer) -> list[DeclaredRoute]:
+    routes = build_app(server.service).routes
+    assert all(isinstance(r, DeclaredRoute) for r in routes)
+    return [r for r in routes if isinstance(r, DeclaredRoute)]
+
+
+def _method(route: DeclaredRoute) -> str:
+    assert route.methods is not None
+    return next(m for m in route.methods if m != "HEAD")
+
+
+def _call(server: RunningServer, route: DeclaredRoute, secret: str, **params: str) -> httpx.Response:
+    path = route.path.format(**{"account_id": ACCOUNT, "consumer_id": UNKNOWN, "worker_id": WORKER_ID, **params})
+    method = _method(route)
+    body = {} if method in ("POST", "PUT", "PATCH") else None
+    return httpx.request(method, server.url + path, headers={"authorization": f"Bearer {secret}"}, json=body)
+
+
+def _state(cv: conveyor.Conveyor) -> list[tuple[Any, ...]]:
+    """What a refused request must leave as it was: every queue, its settings, consumers and messages."""
+    return [
+        (q.queue_name, q.settings, [(c.type, c.settings) for c in q.consumers], cv.queue_by_id(q.queue_id).metrics())
+        for q in cv.list_queues()
+    ]
+
+
+@pytest.fixture
+def setup(server: RunningServer) -> tuple[conveyor.Conveyor, conveyor.Queue, conveyor.Queue, str]:
+    """Queue ``emails`` (a pull consumer, one message) and ``billing`` (one message), and the consumer id."""
+    admin = server.connect(ACCOUNT)
+    emails = admin.create_queue("emails")
+    consumer = emails.add_pull_consumer()
+    emails.send({"n": 1})
+    billing = admin.create_queue("billing")
+    billing.send({"n": 2})
+    return admin, emails, billing, consumer.consumer_id
+
+
+def test_every_route_of_the_app_declares_its_access(server: RunningServer) -> None:
+    routes = _routes(server)
+    assert {r.path for r in routes} >= {"/metrics", "/healthz", "/client/v4/accounts/{account_id}/queues"}
+    # Reading is GET, and peek (which reads without leasing); every other route writes.
+    reads = {(_method(r), r.path) for r in routes if r.access.read_only and r.access.scope is not Scope.PUBLIC}
+    assert {p for m, p in reads if m != "GET"} == {"/client/v4/accounts/{account_id}/queues/{queue_id}/messages/peek"}
+    assert all(r.access.read_only for r in routes if _method(r) == "GET")
+    for route in routes:
+        if route.access.catalog_write:
+            assert "{queue_id}" in route.path
+        if route.access.scope is Scope.QUEUE:
+            assert "{queue_id}" in route.path or "{queue_name}" in route.path, route.path
+
+
+def test_an_undeclared_route_is_refused_before_it_can_be_served() -> None:
+    check_declared([declared("/healthz", health, "GET", PUBLIC)])
+    with pytest.raises(TypeError, match="'/raw' declares no access"):
+        check_declared([declared("/healthz", health, "GET", PUBLIC), Route("/raw", health)])
+
+
+def test_a_read_only_token_is_refused_on_every_write_route_and_changes_nothing(
+    server: RunningServer, setup: tuple[conveyor.Conveyor, conveyor.Queue, conveyor.Queue, str]
+) -> None:
+    admin, emails, _, consumer_id = setup
+    read_only = server.tokens.create(ACCOUNT, read_only=True)[0]
+    before = _state(admin)
+    writes = [r for r in _routes(server) if not r.access.read_only]
+    assert len(writes) >= 20
+    for route in writes:
+        r = _call(server, route, read_only, queue_id=emails.id, consumer_id=consumer_id, queue_name="emails")
+        assert r.status_code == 403, (route.path, _method(route), r.text)
+        assert "read-only" in r.text
+    assert _state(admin) == before
+    for route in (r for r in _routes(server) if r.access.read_only and r.access.scope is not Scope.PUBLIC):
+        r = _call(server, route, read_only, queue_id=emails.id, consumer_id=consumer_id, queue_name="emails")
+        assert r.status_code == 200, (route.path, r.text)
+
+
+def test_a_queue_scoped_token_is_refused_on_other_queues_as_if_unknown_and_on_account_wide_routes(
+    server: RunningServer, setup: tuple[conveyor.Conveyor, conveyor.Queue, conveyor.Queue, str]
+) -> None:
+    admin, emails, billing, consumer_id = setup
+    scoped = server.tokens.create(ACCOUNT, queues=("emails",))[0]
+    before = _state(admin)
+    routes = _routes(server)
+    on_queues = [r for r in routes if r.access.scope is Scope.QUEUE]
+    assert len(on_queues) >= 30
+    for route in on_queues:
+        hidden = _call(server, route, scoped, queue_id=billing.id, queue_name="billing")
+        unknown = _call(server, route, scoped, queue_id=UNKNOWN, queue_name="nothing-here")
+        assert hidden.status_code == unknown.status_code == 404, (route.path, _method(route), hidden.text)
+        if "{queue_id}" in route.path:
+            assert "billing" not in hidden.text
+        expected = (
+            unknown.json()["errors"][0]["message"].replace(UNKNOWN, billing.id).replace("nothing-here", "billing")
+        )
+        assert hidden.json()["errors"][0]["message"] == expected
+    account_wide = [r for r in routes if r.access.scope is Scope.ACCOUNT]
+    assert account_wide
+    for route in account_wide:
+        r = _call(server, route, scoped)
+        assert r.status_code == 403 and "account-wide" in r.text, (route.path, r.text)
+    assert _state(admin) == before
+    # Allowed where declared: its own queue's routes, and the account's routes limited to its queues.
+    for route in (r for r in routes if r.access.read_only and r.access.scope is not Scope.PUBLIC):
+        r = _call(server, route, scoped, queue_id=emails.id, consumer_id=consumer_id, queue_name="emails")
+        assert r.status_code == 200, (route.path, r.text)
+    listed = httpx.get(
+        f"{server.url}/client/v4/accounts/{ACCOUNT}/queues", headers={"authorization": f"Bearer {scoped}"}
+    ).json()["result"]
+    assert [q["queue_name"] for q in listed] == ["emails"]
+    with conveyor.connect(server.url, token=scoped, account_id=ACCOUNT) as cv:
+        queue = cv.queue("emails")
+        queue.send({"n": 3})
+        pulled = queue.pull(batch_size=10)
+        assert queue.ack(acks=[m.lease_id for m in pulled]).ack_count == 2
+        queue.update(delivery_delay=5)
+
+
+def test_an_operator_token_reads_metrics_and_is_refused_on_every_account_route(
+    server: RunningServer, setup: tuple[conveyor.Conveyor, conveyor.Queue, conveyor.Queue, str]
+) -> None:
+    admin, emails, _, consumer_id = setup
+    operator = server.tokens.create_operator()[0]
+    before = _state(admin)
+    for route in _routes(server):
+        r = _call(server, route, operator, queue_id=emails.id, consumer_id=consumer_id, queue_name="emails")
+        if route.access.operator:
+            assert r.status_code == 200, (route.path, r.text)
+        else:
+            assert r.status_code == 403 and "operator" in r.text, (route.path, r.text)
+    assert _state(admin) == before
