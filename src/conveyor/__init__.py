@@ -9,6 +9,7 @@
 
 from conveyor.allocator import keep_freed_memory
 from conveyor.client.aio import AsyncConveyor, AsyncQueue, connect_async
+from conveyor.client.backpressure import QueueLimits
 from conveyor.client.connect import connect
 from conveyor.client.sync import Conveyor, Queue
 from conveyor.consumer.app import App
@@ -34,6 +35,7 @@ from conveyor.errors import (
     QueueNotFound,
     StorageError,
     StorageFull,
+    StorageLimitExceeded,
     TooManyMessages,
     Unauthorized,
 )
@@ -82,12 +84,14 @@ __all__ = [
     "Queue",
     "QueueExists",
     "QueueInfo",
+    "QueueLimits",
     "QueueNotFound",
     "QueueSettings",
     "SendBatchResult",
     "SendResult",
     "StorageError",
     "StorageFull",
+    "StorageLimitExceeded",
     "TooManyMessages",
     "Unauthorized",
     "connect",

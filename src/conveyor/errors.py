@@ -15,9 +15,11 @@ class ConveyorError(Exception):
     code: ClassVar[int] = 15000
     status: ClassVar[int] = 500
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.message = message
+        # Seconds after which asking again may succeed (HTTP's ``retry-after``); None: no advice.
+        self.retry_after = retry_after
 
     def __str__(self) -> str:
         return f"{self.message} (code {self.code})"
@@ -110,15 +112,26 @@ class Forbidden(ConveyorError):
 
 
 class Overloaded(ConveyorError):
+    """A queue sent to faster than its rate allows (``--max-send-rate``); ``retry_after`` says when
+    the batch would be taken."""
+
     code = 10250
     status = 429
 
 
 class StorageError(ConveyorError):
-    """The storage refused: full disk, unwritable directory, corrupt or foreign file."""
+    """The storage refused: full disk, unwritable directory, corrupt or foreign file, a queue's limit."""
 
     code = 10251
     status = 507
+
+
+class StorageLimitExceeded(StorageError):
+    """A queue at its backlog or storage limit (``--max-backlog``, ``--max-queue-bytes``): Cloudflare's
+    10251, answered 429 as an overload is (the reference gives 10251 no status), with ``retry_after``."""
+
+    code = 10251
+    status = 429
 
 
 class StorageFull(StorageError):

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from conveyor.cli.context import CliError, CliState, pass_state
+from conveyor.client.backpressure import QueueLimits
 from conveyor.client.connect import DEFAULT_URL, open_engine
 from conveyor.server.http_protocol import BODY_SECONDS, HEAD_SECONDS, MAX_CONNECTIONS, ConnectionLimits
 from conveyor.server.serve import DEFAULT_PORT, KEEP_ALIVE_SECONDS, serve
@@ -117,6 +118,30 @@ def _check_apps(targets: tuple[str, ...]) -> tuple[str, ...]:
     metavar="SECONDS",
     help="How long an idle keep-alive connection stays open.",
 )
+@click.option(
+    "--max-send-rate",
+    type=click.FloatRange(min=0, min_open=True),
+    envvar="CONVEYOR_MAX_SEND_RATE",
+    metavar="MESSAGES",
+    help="Messages a second each queue takes at most (bursts of one second's worth); past it a send is "
+    "refused whole with 10250 (HTTP 429, retry-after). Env: CONVEYOR_MAX_SEND_RATE. Default: no limit.",
+)
+@click.option(
+    "--max-backlog",
+    type=click.IntRange(min=1),
+    envvar="CONVEYOR_MAX_BACKLOG",
+    metavar="MESSAGES",
+    help="Messages each queue holds at most; a send past it is refused with 10251 (HTTP 429). "
+    "Env: CONVEYOR_MAX_BACKLOG. Default: no limit.",
+)
+@click.option(
+    "--max-queue-bytes",
+    type=click.IntRange(min=1),
+    envvar="CONVEYOR_MAX_QUEUE_BYTES",
+    metavar="BYTES",
+    help="Bytes of message bodies each queue holds at most; a send past it is refused with 10251 "
+    "(HTTP 429). Env: CONVEYOR_MAX_QUEUE_BYTES. Default: no limit.",
+)
 @pass_state
 def serve_command(
     state: CliState,
@@ -134,6 +159,9 @@ def serve_command(
     head_timeout: float,
     body_timeout: float,
     keep_alive_timeout: int,
+    max_send_rate: float | None,
+    max_backlog: int | None,
+    max_queue_bytes: int | None,
 ) -> None:
     """Serve the deployment over HTTP: Cloudflare's Queues REST API v4, /metrics, /openapi.json.
 
@@ -176,6 +204,7 @@ def serve_command(
         on_ready=ready,
         limits=ConnectionLimits(head_seconds=head_timeout, body_seconds=body_timeout, max_connections=max_connections),
         keep_alive_seconds=keep_alive_timeout,
+        queue_limits=QueueLimits(max_send_rate, max_backlog, max_queue_bytes),
     )
 
 

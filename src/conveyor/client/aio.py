@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from conveyor.client.backpressure import QueueLimits
 from conveyor.client.connect import connect
 from conveyor.client.sync import Conveyor, Queue
 from conveyor.model import (
@@ -32,10 +33,15 @@ from conveyor.model import (
 
 
 async def connect_async(
-    url: str | None = None, *, token: str | None = None, account_id: str | None = None
+    url: str | None = None,
+    *,
+    token: str | None = None,
+    account_id: str | None = None,
+    queue_limits: QueueLimits | None = None,
 ) -> AsyncConveyor:
-    """Open a deployment for asyncio code; the same URLs as :func:`conveyor.connect`."""
-    return AsyncConveyor(await asyncio.to_thread(connect, url, token=token, account_id=account_id))
+    """Open a deployment for asyncio code; the same URLs and keywords as :func:`conveyor.connect`."""
+    opened = await asyncio.to_thread(connect, url, token=token, account_id=account_id, queue_limits=queue_limits)
+    return AsyncConveyor(opened)
 
 
 class AsyncConveyor:

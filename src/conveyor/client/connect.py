@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from conveyor.client.backpressure import QueueLimits
+from conveyor.client.limited_engine import LimitedEngine
 from conveyor.client.sync import Conveyor
 from conveyor.engine.accounts import LOCAL_ACCOUNT, AccountEngine, check_account_id
 from conveyor.engine.base import Engine
@@ -13,18 +15,33 @@ from conveyor.errors import InvalidRequest
 DEFAULT_URL = "sqlite://.conveyor"
 
 
-def connect(url: str | None = None, *, token: str | None = None, account_id: str | None = None) -> Conveyor:
+def connect(
+    url: str | None = None,
+    *,
+    token: str | None = None,
+    account_id: str | None = None,
+    queue_limits: QueueLimits | None = None,
+) -> Conveyor:
     """Open a deployment (``$CONVEYOR_URL``, else SQLite in ``./.conveyor/``) as one account's:
     SQLite and PostgreSQL in account ``local`` unless ``account_id`` names another; a server in
     the account ``account_id`` (or ``$CONVEYOR_ACCOUNT_ID``) names, which it needs.
+    ``queue_limits``: refuse sends past a queue's rate, backlog or size (this process's sends; a
+    server has its own, ``conveyor serve --max-send-rate ...``); none by default.
 
     >>> cv = conveyor.connect("sqlite:///var/lib/conveyor")   # a directory: catalog + shard files
     >>> cv = conveyor.connect("postgresql://host/db", account_id="acc1")
     >>> cv = conveyor.connect("http://127.0.0.1:8787", token="cvt_...", account_id="acc1")  # a server
+    >>> cv = conveyor.connect(queue_limits=conveyor.QueueLimits(max_send_rate=5000, max_backlog=10**6))
     """
     url = url or os.environ.get("CONVEYOR_URL") or DEFAULT_URL
     if url.startswith(("http://", "https://")):
         from conveyor.client.http import RemoteEngine
+
+        if queue_limits is not None:
+            raise InvalidRequest(
+                "queue_limits apply where the queues are stored: give them to the server "
+                "(conveyor serve --max-send-rate, --max-backlog, --max-queue-bytes), not to a client of it"
+            )
 
         # The server keeps accounts apart: the remote engine is already one account's, and which
         # one is the caller's to say (a token names it; the server does not guess).
@@ -33,6 +50,8 @@ def connect(url: str | None = None, *, token: str | None = None, account_id: str
         return Conveyor(RemoteEngine(url, token=token, account_id=account_id), url)
     account = check_account_id(account_id or LOCAL_ACCOUNT)
     engine = open_engine(url)
+    if queue_limits is not None and queue_limits.active:
+        engine = LimitedEngine(engine, queue_limits)
     return Conveyor(AccountEngine(engine, account, owns_engine=True), _canonical(url))
 
 

@@ -67,7 +67,8 @@ def _error(response: httpx.Response) -> ConveyorError:
         cls = _BY_STATUS.get(response.status_code)
         if cls is None:
             cls = errors.InvalidRequest if response.status_code < 500 else ConveyorError
-    return cls(message)
+    retry_after = response.headers.get("retry-after", "")
+    return cls(message, retry_after=float(retry_after) if retry_after.isdigit() else None)
 
 
 def _consumer(raw: dict[str, Any], queue_id: str) -> ConsumerInfo:

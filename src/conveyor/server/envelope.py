@@ -10,6 +10,7 @@ header ``x-should-retry: false`` unless retrying can help (the Python SDK would 
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -78,6 +79,9 @@ def error_response(exc: ConveyorError) -> JSONResponse:
     headers = {"conveyor-error": type(exc).__name__}
     if exc.status not in RETRYABLE_STATUSES:
         headers["x-should-retry"] = "false"
+    if exc.retry_after is not None:
+        # Whole seconds, as HTTP has them (an overloaded queue's 10250, a full one's 10251).
+        headers["retry-after"] = str(max(1, math.ceil(exc.retry_after)))
     return JSONResponse(error_body(exc.code, message), status_code=exc.status, headers=headers)
 
 

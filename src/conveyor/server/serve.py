@@ -15,6 +15,7 @@ from typing import Any
 import uvicorn
 
 from conveyor.broker.coordinator import Coordinator
+from conveyor.client.backpressure import QueueLimits
 from conveyor.client.connect import DEFAULT_URL, open_engine, sqlite_directory
 from conveyor.server.app import build_app
 from conveyor.server.auth import Authenticator
@@ -89,6 +90,7 @@ def serve(
     on_ready: Callable[[str | None], None] | None = None,
     limits: ConnectionLimits | None = None,
     keep_alive_seconds: int = KEEP_ALIVE_SECONDS,
+    queue_limits: QueueLimits | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM. ``no_auth`` is refused on anything but a loopback address.
 
@@ -97,7 +99,7 @@ def serve(
     script name is one of those handlers (see ``push_workers``). ``tokens``: an older Conveyor's
     tokens file to import into the deployment. ``dev_token_account``: keep the directory's dev token
     of that account (``dev_token.py``) and pass its secret to ``on_ready``, called once the server
-    listens.
+    listens. ``queue_limits``: refuse sends past a queue's rate (10250), backlog or size (10251).
     """
     from conveyor.server import logs
 
@@ -116,7 +118,8 @@ def serve(
         os.environ["CONVEYOR_URL"] = url
     sources = HandlerSources(tuple(dict.fromkeys(worker_apps)), tuple(dict.fromkeys(handler_modules)))
     workers = Workers(engine, sources)
-    service = Service(engine, Authenticator(store, no_auth=no_auth), concurrency=workers.concurrency)
+    auth = Authenticator(store, no_auth=no_auth)
+    service = Service(engine, auth, concurrency=workers.concurrency, queue_limits=queue_limits)
     coordinator = Coordinator(engine)
     coordinator.start()
     if sources.empty:

@@ -12,6 +12,8 @@ import anyio.to_thread
 from starlette.requests import Request
 
 from conveyor import limits
+from conveyor.client.backpressure import QueueLimits
+from conveyor.client.limited_engine import LimitedEngine
 from conveyor.client.sync import INFO_SECONDS, Conveyor, Queue
 from conveyor.engine.base import Engine
 from conveyor.errors import InvalidQueueId
@@ -48,16 +50,22 @@ class Service:
     handles: dict[tuple[str, str], Queue] = field(default_factory=dict)
     # Idle remote workers' long-polled leases (engine_routes.lease).
     holds: LeaseHolds = field(init=False)
+    # Sends past a queue's rate, backlog or size are refused (10250, 10251); none by default.
+    queue_limits: QueueLimits | None = None
+    # What the accounts' views send through: the engine, behind the limits' gate when there are any.
+    sends: Engine = field(init=False)
 
     def __post_init__(self) -> None:
         self.holds = LeaseHolds(self.engine)
+        limits = self.queue_limits
+        self.sends = LimitedEngine(self.engine, limits) if limits is not None and limits.active else self.engine
 
     def client(self, account_id: str) -> Conveyor:
         """The account's view of the deployment, with the embedded API's own checks."""
         with self._lock:
             client = self._accounts.get(account_id)
             if client is None:
-                client = Conveyor(AccountEngine(self.engine, check_account_id(account_id)))
+                client = Conveyor(AccountEngine(self.sends, check_account_id(account_id)))
                 self._accounts[account_id] = client
             return client
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import uvicorn
 
+from conveyor.client.backpressure import QueueLimits
 from conveyor.client.connect import connect, open_engine
 from conveyor.client.http import RemoteEngine
 from conveyor.client.sync import Conveyor
@@ -75,11 +76,11 @@ class InProcessRemoteEngine(RemoteEngine):
         self._stop.close()
 
 
-def http_client(data: Path, account_id: str = "conformance") -> Conveyor:
+def http_client(data: Path, account_id: str = "conformance", *, queue_limits: QueueLimits | None = None) -> Conveyor:
     """A fresh deployment in ``data`` served over HTTP by a real server on 127.0.0.1 (in a thread),
     and a remote client of one account; closing the client stops the server."""
     stack = ExitStack()
-    server = stack.enter_context(running_server(f"sqlite://{data}"))
+    server = stack.enter_context(running_server(f"sqlite://{data}", queue_limits=queue_limits))
     secret, _ = server.tokens.create(account_id)
     engine = InProcessRemoteEngine(
         server.url, token=secret, account_id=account_id, server_engine=server.engine, stop=stack
@@ -88,10 +89,12 @@ def http_client(data: Path, account_id: str = "conformance") -> Conveyor:
 
 
 @contextmanager
-def running_server(url: str, *, no_auth: bool = False) -> Iterator[RunningServer]:
+def running_server(
+    url: str, *, no_auth: bool = False, queue_limits: QueueLimits | None = None
+) -> Iterator[RunningServer]:
     engine = open_engine(url)
     tokens = open_token_store(engine)
-    service = Service(engine, Authenticator(tokens, no_auth=no_auth))
+    service = Service(engine, Authenticator(tokens, no_auth=no_auth), queue_limits=queue_limits)
     port = free_port()
     server = uvicorn.Server(uvicorn_config(build_app(service), "127.0.0.1", port))
     thread = threading.Thread(target=server.run, name="conveyor-test-server", daemon=True)
