@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -17,6 +17,8 @@ from conveyor.server.http_protocol import BODY_SECONDS, HEAD_SECONDS, MAX_CONNEC
 from conveyor.server.serve import DEFAULT_PORT, KEEP_ALIVE_SECONDS, serve
 from conveyor.server.token_tables import NOT_A_DEPLOYMENT, open_token_store
 from conveyor.server.tokens import Token, TokenStore
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 TOKENS_DB_HELP = (
     "A tokens.db of an older Conveyor to import into the deployment's catalog, once (a SQLite "
@@ -49,6 +51,19 @@ def _check_apps(targets: tuple[str, ...]) -> tuple[str, ...]:
                 param_hint="--worker",
             )
     return targets
+
+
+def _queue_limit(flag: str, kind: click.ParamType[Any], what: str, code: int) -> Callable[[F], F]:
+    """One of serve's back-pressure options (docs/http.md), with its environment variable."""
+    env = "CONVEYOR_" + flag[2:].upper().replace("-", "_")
+    return click.option(
+        flag,
+        type=kind,
+        envvar=env,
+        metavar="BYTES" if flag.endswith("bytes") else "MESSAGES",
+        help=f"{what}; past it a send is refused whole with {code} (HTTP 429, retry-after). Env: {env}. "
+        "Default: no limit.",
+    )
 
 
 @click.command("serve")
@@ -118,30 +133,14 @@ def _check_apps(targets: tuple[str, ...]) -> tuple[str, ...]:
     metavar="SECONDS",
     help="How long an idle keep-alive connection stays open.",
 )
-@click.option(
+@_queue_limit(
     "--max-send-rate",
-    type=click.FloatRange(min=0, min_open=True),
-    envvar="CONVEYOR_MAX_SEND_RATE",
-    metavar="MESSAGES",
-    help="Messages a second each queue takes at most (bursts of one second's worth); past it a send is "
-    "refused whole with 10250 (HTTP 429, retry-after). Env: CONVEYOR_MAX_SEND_RATE. Default: no limit.",
+    click.FloatRange(min=0, min_open=True),
+    "Messages a second each queue takes at most (bursts of one second's worth)",
+    10250,
 )
-@click.option(
-    "--max-backlog",
-    type=click.IntRange(min=1),
-    envvar="CONVEYOR_MAX_BACKLOG",
-    metavar="MESSAGES",
-    help="Messages each queue holds at most; a send past it is refused with 10251 (HTTP 429). "
-    "Env: CONVEYOR_MAX_BACKLOG. Default: no limit.",
-)
-@click.option(
-    "--max-queue-bytes",
-    type=click.IntRange(min=1),
-    envvar="CONVEYOR_MAX_QUEUE_BYTES",
-    metavar="BYTES",
-    help="Bytes of message bodies each queue holds at most; a send past it is refused with 10251 "
-    "(HTTP 429). Env: CONVEYOR_MAX_QUEUE_BYTES. Default: no limit.",
-)
+@_queue_limit("--max-backlog", click.IntRange(min=1), "Messages each queue holds at most", 10251)
+@_queue_limit("--max-queue-bytes", click.IntRange(min=1), "Bytes of message bodies each queue holds at most", 10251)
 @pass_state
 def serve_command(
     state: CliState,

@@ -105,7 +105,7 @@ async def admit(request: Request, access: Access) -> None:
     token; 403 for an operator token where operators may not call, another account, a read-only
     token on a write, a queue-scoped token on an account-wide route; 404 for a queue of the path
     outside the token's queues (the answer an unknown queue gets). What it learns is kept on
-    ``request.state`` (``token``; on account routes ``principal`` and ``account``) for
+    ``request.state``: ``token``, and on account routes ``account`` and the handlers'
     :func:`~conveyor.server.service.context`."""
     if access.scope is Scope.PUBLIC:
         return
@@ -123,13 +123,14 @@ async def admit(request: Request, access: Access) -> None:
     request.state.account = account_id
     if not access.read_only:
         principal.check_write()
+    ctx = Context(principal, client, service, account_id)
     if principal.token is not None and principal.token.queues:
         if access.scope is Scope.ACCOUNT:
             what = f"{request.method} {_template(request)}"
             raise Forbidden(f"this token is limited to some queues; {what} is account-wide")
         if access.scope is Scope.QUEUE:
-            await _check_queue(Context(principal, client, service, account_id), request)
-    request.state.principal = principal
+            await _check_queue(ctx, request)
+    request.state.context = ctx
 
 
 async def _check_queue(ctx: Context, request: Request) -> None:

@@ -112,8 +112,7 @@ class Context:
 
 def context(request: Request) -> Context:
     """The context of a request that :func:`conveyor.server.access.admit` let through."""
-    principal: Principal | None = getattr(request.state, "principal", None)
-    if principal is None:
+    ctx: Context | None = getattr(request.state, "context", None)
+    if ctx is None:
         raise RuntimeError(f"{request.method} {request.url.path} was not admitted: its route declares no access")
-    service: Service = request.app.state.service
-    return Context(principal, service.client(principal.account_id), service, principal.account_id)
+    return ctx
