@@ -16,7 +16,7 @@ from conveyor.client.backpressure import QueueLimits
 from conveyor.client.limited_engine import LimitedEngine
 from conveyor.client.sync import INFO_SECONDS, Conveyor, Queue
 from conveyor.engine.base import Engine
-from conveyor.errors import InvalidQueueId
+from conveyor.errors import InvalidQueueId, QueueNotFound
 from conveyor.model import QueueInfo
 from conveyor.server.accounts import AccountEngine, check_account_id
 from conveyor.server.auth import Authenticator, Principal
@@ -99,7 +99,11 @@ class Context:
             queue, info = self.lookup_sync(queue_id)
             self.service.handles[key] = queue
             return queue, info
-        info = queue.info(max_age=INFO_SECONDS)
+        try:
+            info = queue.info(max_age=INFO_SECONDS)
+        except QueueNotFound:  # deleted elsewhere (another server, the CLI): keep nothing of it
+            self.service.forget(self.account_id, queue_id)
+            raise
         self.principal.check_queue_id(queue_id, info.queue_name)
         return queue, info
 
