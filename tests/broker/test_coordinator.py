@@ -15,7 +15,7 @@ from conveyor import limits
 from conveyor.broker import coordinator as coordinator_module
 from conveyor.broker.coordinator import Coordinator, ShardSplitter
 from conveyor.engine.sqlite import SQLiteEngine
-from waiting import wait_for
+from tests.waiting import wait_for
 
 
 class ManualClock:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import conveyor
-from waiting import wait_for
+from tests.waiting import wait_for
 
 from .support import Cli
 

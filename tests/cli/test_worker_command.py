@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import conveyor
-from waiting import wait_for
+from tests.waiting import wait_for
 
 from .support import CONVEYOR_BIN, Cli
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import conveyor
-from waiting import wait_for
+from tests.waiting import wait_for
 
 
 class FakeClock:

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from waiting import wait_for
+from tests.waiting import wait_for
 
 from .process import ServeProcess, serve_process
 

@@ -17,7 +17,7 @@ import httpx
 import conveyor
 from conveyor.client.connect import open_engine
 from conveyor.server.accounts import AccountEngine
-from waiting import wait_for
+from tests.waiting import wait_for
 
 from .process import ServeProcess, create_token, serve_process
 

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 import conveyor
-from postgres.cluster import server_url
-from postgres.support import drop_schema, new_schema, schema_url
+from tests.engine.postgres.cluster import server_url
+from tests.engine.postgres.support import drop_schema, new_schema, schema_url
 
 LONG_RUNS = ("soak", "simulation")
 

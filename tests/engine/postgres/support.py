@@ -17,7 +17,7 @@ import psycopg
 
 import conveyor
 from conveyor.engine.postgres import PostgresEngine
-from postgres.cluster import server_url
+from tests.engine.postgres.cluster import server_url
 
 _created: set[str] = set()
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from postgres.cluster import INSTALL_HINT, Cluster, ClusterError, answers, free_port, server_binaries
+from tests.engine.postgres.cluster import INSTALL_HINT, Cluster, ClusterError, answers, free_port, server_binaries
 
-TESTS = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # where the package `tests` is importable from
 
 SCRIPT = """
-from postgres.cluster import server_url, throwaway_cluster
+from tests.engine.postgres.cluster import server_url, throwaway_cluster
 print(server_url())
 print(throwaway_cluster().directory)
 """
@@ -39,7 +39,7 @@ def test_a_throwaway_cluster_serves_database_test_survives_a_restart_and_is_remo
 
 def test_with_no_server_at_the_configured_url_the_tests_get_a_cluster_that_is_gone_when_they_exit() -> None:
     closed = f"postgresql://127.0.0.1:{free_port()}/test"
-    environment = {**os.environ, "CONVEYOR_TEST_PG": closed, "PYTHONPATH": str(TESTS)}
+    environment = {**os.environ, "CONVEYOR_TEST_PG": closed, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=environment, timeout=120, check=False
     )

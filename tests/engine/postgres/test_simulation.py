@@ -1,4 +1,4 @@
-"""Several machines on one PostgreSQL, with failures (``pytest -m simulation -s tests/postgres``).
+"""Several machines on one PostgreSQL, with failures (``pytest -m simulation -s tests/engine/postgres``).
 
 Three worker processes (``sim_worker.py``), two producer processes (``sim_producer.py``: one writing
 to PostgreSQL directly, one through the HTTP servers) and two ``conveyor serve`` processes share one
@@ -28,7 +28,7 @@ import conveyor
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.server.accounts import AccountEngine
 from conveyor.server.testing import free_port
-from postgres.cluster import Cluster
+from tests.engine.postgres.cluster import Cluster
 
 HERE = Path(__file__).parent
 PER_PRODUCER = 20_000

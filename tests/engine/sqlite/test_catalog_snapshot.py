@@ -24,7 +24,7 @@ from conveyor.engine.sqlite import SQLiteEngine
 from conveyor.engine.sqlite.snapshot import CatalogSnapshot, decode
 from conveyor.engine.sqlite.snapshot_store import SnapshotStore
 from conveyor.mmapsync import Synchronizer
-from waiting import wait_for
+from tests.waiting import wait_for
 
 PEER = Path(__file__).with_name("catalog_peer.py")
 HOUR = 3600
