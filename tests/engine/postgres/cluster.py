@@ -17,7 +17,6 @@ import os
 import pwd
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -26,6 +25,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
+from conveyor.server.testing import free_port
 
 DEFAULT_URL = "postgresql://127.0.0.1:5432/test"
 THROWAWAY = "throwaway"
@@ -105,12 +106,6 @@ def _candidate_directories() -> list[Path]:
 
     candidates += [Path(d) for d in sorted(glob("/usr/lib/postgresql/*/bin"), key=version, reverse=True)]
     return candidates
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

@@ -10,7 +10,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.engine.postgres.cluster import INSTALL_HINT, Cluster, ClusterError, answers, free_port, server_binaries
+from conveyor.server.testing import free_port
+from tests.engine.postgres.cluster import INSTALL_HINT, Cluster, ClusterError, answers, server_binaries
 
 ROOT = Path(__file__).resolve().parents[3]  # where the package `tests` is importable from
 
