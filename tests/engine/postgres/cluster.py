@@ -138,6 +138,9 @@ class Cluster:
             cluster._pg_ctl("start")  # -w: returns once the server accepts connections
             with psycopg.connect(f"postgresql://postgres@127.0.0.1:{cluster.port}/postgres", autocommit=True) as conn:
                 conn.execute("CREATE DATABASE test")
+        except psycopg.Error as exc:
+            cluster.stop()
+            raise ClusterError(f"a throw-away PostgreSQL cluster could not make database test: {exc}") from exc
         except BaseException:
             cluster.stop()
             raise
