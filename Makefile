@@ -15,7 +15,7 @@ $(UV):
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet "uv==$(UV_VERSION)"
 
-$(VENV)/.synced: $(UV) uv.lock pyproject.toml
+$(VENV)/.synced: $(UV) uv.lock pyproject.toml hatch_build.py src/conveyor/mmapsync/_atomics.c
 	$(UV) sync --frozen --quiet --all-extras
 	touch $@
 
@@ -27,8 +27,8 @@ run: $(VENV)/.synced
 	$(VENV)/bin/conveyor serve --dev-token local $(foreach a,$(APP),--worker $(a)) $(foreach m,$(HANDLERS),--handlers $(m))
 
 lint: $(VENV)/.synced
-	$(VENV)/bin/ruff check src tests benchmarks examples
-	$(VENV)/bin/ruff format --check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples hatch_build.py
+	$(VENV)/bin/ruff format --check src tests benchmarks examples hatch_build.py
 
 typecheck: $(VENV)/.synced
 	$(VENV)/bin/mypy

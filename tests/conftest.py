@@ -11,11 +11,11 @@ import pytest
 
 import conveyor
 from conveyor.server.testing import http_client
-from postgres.support import fresh_client as postgres_client
+from tests.engine.postgres.support import fresh_client as postgres_client
 
 # Every embedded deployment sets 17 MB aside for a full disk (engine/sqlite/reserve.py), and the suite
 # makes hundreds: 1 MiB each keeps the mechanism at work without gigabytes in the temporary directory
-# (tests/storage/test_full_disk.py uses the real size). Subprocesses inherit it.
+# (tests/engine/sqlite/storage/test_full_disk.py uses the real size). Subprocesses inherit it.
 os.environ.setdefault("CONVEYOR_RESERVE_BYTES", str(1 << 20))
 
 # Every engine the conformance suite runs against: name -> factory(tmp_path) -> Conveyor.

@@ -3,8 +3,8 @@
 glibc's malloc returns the free memory at the top of its heap to the kernel whenever more than
 ``M_TRIM_THRESHOLD`` (128 KiB) lies there. Conveyor's hot paths allocate and free about that much per
 batch: a hundred 1 KB bodies encoded for a ``send_batch``, or fetched for a delivery. So every batch
-gave its memory back and page-faulted it in again on the next one; encoding a 1 KB JSON body took
-3.3 µs where it takes 0.17 µs with the memory kept. :func:`keep_freed_memory` raises the threshold
+gave its memory back and page-faulted it in again on the next one, which cost more than the encoding
+itself (benchmarks/README.md has the figures). :func:`keep_freed_memory` raises the threshold
 to 32 MiB for the process, once, and keeps blocks under 4 MiB on the heap (setting a threshold
 switches off glibc's own adjustment of where ``mmap`` begins). Elsewhere than glibc, or with
 ``CONVEYOR_MALLOC=default`` in the environment, nothing is changed.

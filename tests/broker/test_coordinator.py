@@ -15,6 +15,7 @@ from conveyor import limits
 from conveyor.broker import coordinator as coordinator_module
 from conveyor.broker.coordinator import Coordinator, ShardSplitter
 from conveyor.engine.sqlite import SQLiteEngine
+from tests.waiting import wait_for
 
 
 class ManualClock:
@@ -122,7 +123,8 @@ def test_a_quiet_queue_keeps_its_shards(data_dir: Path) -> None:
 def test_worker_processes_of_one_app_starting_together_all_register(data_dir: Path) -> None:
     cv = conveyor.connect(f"sqlite://{data_dir}")
     cv.create_queue("work")
-    go = data_dir / "go"
+    go, ready = data_dir / "go", data_dir / "ready"
+    ready.mkdir()
     script = (
         "import os, time, conveyor\n"
         f"app = conveyor.App('sqlite://{data_dir}')\n"
@@ -130,11 +132,13 @@ def test_worker_processes_of_one_app_starting_together_all_register(data_dir: Pa
         "def handle(batch): pass\n"
         "handle.__module__ = 'jobs'\n"
         "handle.__qualname__ = 'handle'\n"
+        f"open(os.path.join({str(ready)!r}, str(os.getpid())), 'w').close()\n"
         f"while not os.path.exists({str(go)!r}): time.sleep(0.001)\n"
         "app.start(); app.stop(grace=1)\n"
     )
     starters = [subprocess.Popen([sys.executable, "-c", script]) for _ in range(8)]
-    time.sleep(2)  # every process imported and waiting: they start within a millisecond of each other
+    # Every process imported and waiting: they start within a millisecond of each other.
+    wait_for(lambda: len(list(ready.iterdir())) == len(starters), timeout=60, what="the eight processes ready")
     go.touch()
     assert [p.wait(timeout=60) for p in starters] == [0] * 8
     consumer = cv.queue("work").consumer()

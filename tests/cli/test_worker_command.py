@@ -9,14 +9,14 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 import conveyor
+from tests.waiting import wait_for
 
 from .support import CONVEYOR_BIN, Cli
 
@@ -44,13 +44,6 @@ APP_MODULE = textwrap.dedent(
     not_an_app = 42
     """
 )
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 @contextmanager
@@ -86,9 +79,11 @@ def test_worker_handles_messages_and_stops_gracefully_on_sigterm(
     jobs.send_batch([{"body": {"n": n}} for n in range(50)])
     handled = tmp_path / "handled.txt"
     with running_worker(tmp_path, url) as worker:
-        wait_until(lambda: handled.exists() and len(handled.read_text().split()) >= 50, "50 messages handled")
+        wait_for(
+            lambda: handled.exists() and len(handled.read_text().split()) >= 50, timeout=30, what="50 messages handled"
+        )
         jobs.send("slow")
-        wait_until((tmp_path / "slow-started").exists, "the slow handler to start")
+        wait_for((tmp_path / "slow-started").exists, timeout=30, what="the slow handler to start")
         logs = stop(worker, signal.SIGTERM)
     assert worker.returncode == 0, logs
     assert sorted(int(n) for n in handled.read_text().split()) == list(range(50))
@@ -104,7 +99,7 @@ def test_worker_handles_messages_and_stops_gracefully_on_sigterm(
 def test_worker_json_logs_are_one_object_per_line(tmp_path: Path, url: str, client: conveyor.Conveyor) -> None:
     client.create_queue("jobs")
     with running_worker(tmp_path, url, "--json") as worker:
-        wait_until(lambda: client.queue("jobs").consumer() is not None, "the worker to register")
+        wait_for(lambda: client.queue("jobs").consumer() is not None, timeout=30, what="the worker to register")
         logs = stop(worker, signal.SIGINT)
     assert worker.returncode == 0, logs
     entries = [json.loads(line) for line in logs.splitlines()]

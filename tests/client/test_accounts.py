@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 import conveyor
-from conformance.support import FakeClock
 from conveyor.client.connect import open_engine
 from conveyor.engine.accounts import AccountEngine
 from conveyor.engine.base import Engine, prefix_range
@@ -19,6 +18,7 @@ from conveyor.engine.postgres.catalog import Q as POSTGRES_QUERIES
 from conveyor.engine.sqlite import SQLiteEngine
 from conveyor.engine.sqlite.catalog import Q as SQLITE_QUERIES
 from conveyor.model import ConsumerSettings, QueueSettings
+from tests.conformance.support import FakeClock
 
 
 def test_embedded_connect_works_in_account_local(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import conveyor
-from conformance.support import FakeClock
+from tests.conformance.support import FakeClock
 
 
 @pytest.fixture

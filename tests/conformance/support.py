@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import conveyor
+from tests.waiting import wait_for
 
 
 class FakeClock:
@@ -92,13 +93,6 @@ def run_until(
         wait_for(done)
     finally:
         app.stop(grace=5)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
 
 
 def release_schedule(q: conveyor.Queue, clock: FakeClock, delays: list[int]) -> dict[Any, int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 
 import conveyor
-from conformance.support import backlog, consume
+from tests.conformance.support import backlog, consume
 
 
 class Concurrency:

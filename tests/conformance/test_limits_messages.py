@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import conveyor
-from conformance.support import backlog, bodies, refused
+from tests.conformance.support import backlog, bodies, refused
 
 
 def test_message_of_exactly_128000_encoded_bytes_is_accepted(queue: conveyor.Queue) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import conveyor
-from conformance.support import backlog
+from tests.conformance.support import backlog
 
 SETTING = conveyor.InvalidSetting
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import conveyor
-from conformance.support import FakeClock, bodies, refused, release_schedule
+from tests.conformance.support import FakeClock, bodies, refused, release_schedule
 
 ROUND_TRIPS: list[tuple[Any, str]] = [
     ({"to": "a@b", "n": [1, 2.5, None, True]}, "json"),

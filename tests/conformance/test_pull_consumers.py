@@ -7,8 +7,8 @@ import threading
 import pytest
 
 import conveyor
-from conformance.support import FakeClock, backlog, bodies, release_schedule
 from conveyor import limits
+from tests.conformance.support import FakeClock, backlog, bodies, release_schedule
 
 
 def handler(batch: conveyor.MessageBatch) -> None:

@@ -11,8 +11,8 @@ from collections.abc import Callable
 import pytest
 
 import conveyor
-from conformance.support import Deliveries, FakeClock, backlog, consume, release_schedule, run_until, wait_for
 from conveyor import limits
+from tests.conformance.support import Deliveries, FakeClock, backlog, consume, release_schedule, run_until, wait_for
 
 
 def test_handler_that_returns_acks_every_message(conveyor_client: conveyor.Conveyor, queue: conveyor.Queue) -> None:

@@ -6,7 +6,7 @@ import threading
 import time
 
 import conveyor
-from conformance.support import Deliveries, FakeClock, backlog, consume, wait_for
+from tests.conformance.support import Deliveries, FakeClock, backlog, consume, wait_for
 
 
 def test_batches_fill_to_max_batch_size_and_a_partial_one_goes_after_max_batch_timeout(

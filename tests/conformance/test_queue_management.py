@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import conveyor
-from conformance.support import FakeClock, backlog, bodies, refused
 from conveyor import limits
+from tests.conformance.support import FakeClock, backlog, bodies, refused
 
 
 def handler(batch: conveyor.MessageBatch) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import conveyor
-from conformance.support import FakeClock, backlog
+from tests.conformance.support import FakeClock, backlog
 
 
 def dead_letter(q: conveyor.Queue, bodies: list[str]) -> list[conveyor.PulledMessage]:

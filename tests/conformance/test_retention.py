@@ -4,7 +4,7 @@ engine's ``expire()`` (the coordinator's retention service), whatever state they
 from __future__ import annotations
 
 import conveyor
-from conformance.support import FakeClock, backlog, bodies
+from tests.conformance.support import FakeClock, backlog, bodies
 
 
 def test_message_expires_once_older_than_the_retention_period(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import conveyor
-from conformance.support import Deliveries, backlog, consume, shard_of_messages
+from tests.conformance.support import Deliveries, backlog, consume, shard_of_messages
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ superseded delivery changes nothing and warns, settling an expired one that nobo
 from __future__ import annotations
 
 import conveyor
-from conformance.support import FakeClock, backlog
+from tests.conformance.support import FakeClock, backlog
 
 
 def redelivered(q: conveyor.Queue, clock: FakeClock) -> tuple[conveyor.PulledMessage, conveyor.PulledMessage]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 import conveyor
-from conformance.support import FakeClock
 from conveyor.model import WorkerEntry, WorkerRun
+from tests.conformance.support import FakeClock
 
 
 def test_a_running_app_is_listed_with_what_it_runs_and_leaves_when_it_stops(

@@ -13,10 +13,10 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from crash_processes import Workers, unexplained_redeliveries
-
 import conveyor
 from conveyor.codec import decode
+
+from .crash_processes import Workers, unexplained_redeliveries
 
 MESSAGES = 3_000
 KILL_WHILE_BACKLOG_ABOVE = 300

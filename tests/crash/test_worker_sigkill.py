@@ -13,9 +13,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from crash_processes import Workers, unexplained_redeliveries
-
 import conveyor
+
+from .crash_processes import Workers, unexplained_redeliveries
 
 MESSAGES = 20_000
 # Keep killing while at least this much backlog is left, so kills land in the middle of the work.

@@ -10,9 +10,10 @@ from multiprocessing.process import BaseProcess
 from multiprocessing.synchronize import Event
 
 import pytest
-from mmapsync_workers import framed, hold_read, publish_until, read_and_check
 
 from conveyor.mmapsync import ReadersStillActive, Synchronizer, TooManyReaders
+
+from .mmapsync_workers import framed, hold_read, publish_until, read_and_check
 
 Outcome = tuple[int, int, int, int]
 spawn = multiprocessing.get_context("spawn")

@@ -27,17 +27,17 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from conformance.support import FakeClock
 from conveyor.engine.base import Clock, Engine
 from conveyor.engine.sqlite import SQLiteEngine
 from conveyor.errors import QueueNotFound
 from conveyor.model import Counters, DeliveryPolicy, Metrics, NewMessage, QueueSettings, StoredMessage
+from tests.conformance.support import FakeClock
 
 
 def postgres_engine(directory: Path, clock: Clock) -> Engine:
     """A PostgreSQL engine on a throwaway schema of the real server (started if it is down); the
     schema's name is kept in ``directory`` so that a second call opens the same deployment."""
-    from postgres.support import ThrowawayEngine, new_schema
+    from tests.engine.postgres.support import ThrowawayEngine, new_schema
 
     marker = directory / "postgres-schema"
     if not marker.exists():

@@ -13,6 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.waiting import wait_for
+
 from .process import ServeProcess, serve_process
 
 
@@ -194,5 +196,4 @@ def test_when_every_connection_is_in_a_request_a_new_one_is_answered_503(tmp_pat
         finally:
             for s in busy:
                 s.close()
-        time.sleep(0.3)
-        assert httpx.get(proc.url + "/healthz").status_code == 200
+        wait_for(lambda: httpx.get(proc.url + "/healthz").status_code == 200, what="the server to serve again")

@@ -21,7 +21,7 @@ import pytest
 from conveyor.engine.sqlite import SQLiteEngine
 from conveyor.model import QueueSettings
 from conveyor.server.accounts import qualify
-from postgres.support import ThrowawayEngine, schema_url
+from tests.engine.postgres.support import ThrowawayEngine, schema_url
 
 from .process import CONVEYOR, create_token, serve_process
 

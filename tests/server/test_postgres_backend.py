@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cloudflare import Cloudflare
 
-from postgres.support import ThrowawayEngine, schema_url
+from tests.engine.postgres.support import ThrowawayEngine, schema_url
 
 from .process import create_token, serve_process
 

@@ -10,7 +10,6 @@ import contextlib
 import json
 import textwrap
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -18,6 +17,7 @@ import httpx
 import conveyor
 from conveyor.client.connect import open_engine
 from conveyor.server.accounts import AccountEngine
+from tests.waiting import wait_for
 
 from .process import ServeProcess, create_token, serve_process
 
@@ -82,13 +82,6 @@ def _backlog(proc: ServeProcess, qid: str) -> int:
     return int(httpx.get(f"{proc.url}{BASE}/{qid}/metrics", headers=_headers(proc)).json()["result"]["backlog_count"])
 
 
-def _eventually(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def _handled(code: Path) -> list[object]:
     path = code / "handled.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -111,7 +104,7 @@ def test_serve_runs_only_handlers_its_command_line_names_and_never_imports_a_ten
         for qid in parked.values():
             _send(proc, qid, "ls")
         _send(proc, good, {"n": 1}, {"n": 2})
-        _eventually(lambda: _backlog(proc, good) == 0)
+        wait_for(lambda: _backlog(proc, good) == 0)
         time.sleep(6)  # past another refresh: a consumer with no worker is reported once, not every time
         assert sorted(_handled(code), key=str) == [{"n": 1}, {"n": 2}]
         assert all(_backlog(proc, qid) == 1 for qid in parked.values())
@@ -128,7 +121,7 @@ def test_consumer_with_a_dead_letter_queue_runs_under_serve(tmp_path: Path) -> N
     with serve_process(tmp_path / "data", "acc1", "--handlers", "served", cwd=code) as proc:
         qid = _queue_with_consumer(proc, "ab", "served:handle", "ab-dlq", max_retries=0)
         _send(proc, qid, {"n": 1}, {"poison": True})
-        _eventually(lambda: _backlog(proc, qid) == 0)
+        wait_for(lambda: _backlog(proc, qid) == 0)
         found = httpx.get(proc.url + BASE, params={"name": "ab-dlq"}, headers=_headers(proc)).json()["result"]
         assert len(found) == 1 and _backlog(proc, found[0]["queue_id"]) == 1
     assert _handled(code) == [{"n": 1}]
@@ -155,7 +148,7 @@ def test_bad_stored_registrations_affect_only_their_own_queue_and_never_the_serv
         with serve_process(data, "acc1", "--handlers", "served", cwd=code) as proc:
             good = _queue_with_consumer(proc, f"good{restart}", "served:handle")
             _send(proc, good, {"restart": restart})
-            _eventually(lambda: _backlog(proc, good) == 0)  # noqa: B023 - called before the loop moves on
+            wait_for(lambda: _backlog(proc, good) == 0)  # noqa: B023 - called before the loop moves on
             assert proc.process.poll() is None
             log = proc.output()
         for name in ("bad-dlq", "bad-settings"):
@@ -183,7 +176,7 @@ def test_a_handler_module_that_cannot_load_is_reported_once_with_its_reason_and_
             "def handle(batch):\n"
             "    Path(__file__).with_name('later-handled').write_text(batch.messages[0].body)\n"
         )
-        _eventually(lambda: _backlog(proc, qid) == 0)
+        wait_for(lambda: _backlog(proc, qid) == 0)
         assert "--handlers later: loaded" in proc.output()
     assert (code / "later-handled").read_text() == "hello"
 
@@ -206,17 +199,17 @@ def test_serve_worker_runs_the_operators_app(tmp_path: Path) -> None:
     with conveyor.connect(f"sqlite://{data}") as cv:
         cv.create_queue("own").send({"own": True})
     with serve_process(data, "acc1", "--worker", "myapp:app", cwd=code) as proc:
-        _eventually(lambda: _handled(code) == [{"own": True}])
+        wait_for(lambda: _handled(code) == [{"own": True}])
         # Its handler also serves the API's consumers that name it.
         qid = _queue_with_consumer(proc, "api", "served:handle")
         _send(proc, qid, {"api": True})
-        _eventually(lambda: _backlog(proc, qid) == 0)
+        wait_for(lambda: _backlog(proc, qid) == 0)
         # The registry names both runs as each account knows them: the app's (account local) and the API's.
         with (
             conveyor.connect(f"sqlite://{data}") as local,
             conveyor.connect(f"sqlite://{data}", account_id="acc1") as acc,
         ):
-            _eventually(lambda: _runs(local) == [("own", "served:handle")] and _runs(acc) == [("api", "served:handle")])
+            wait_for(lambda: _runs(local) == [("own", "served:handle")] and _runs(acc) == [("api", "served:handle")])
     assert _handled(code) == [{"own": True}, {"api": True}]
 
 

@@ -24,15 +24,16 @@ file no reader is using, waits for that file's readers to leave, and swaps the v
 Atomics
 =======
 The words shared between processes are only ever touched by ``__atomic`` builtins (sequentially
-consistent loads, stores and adds) in a small C helper, ``_atomics.c``. It is compiled on first import
-with ``$CC`` or the compiler CPython was built with, and cached per user (``_native.py``). Why not the
-alternatives: a build hook in the project's hatchling wheel would need a compiler at install time anyway
-and leave editable installs with a stale binary; the ``atomics`` package, cffi and ctypes offer one
-operation per call, so a read (load, store, load, then store again) would pay Python call overhead four
-times over plus the glue between, where the 1.5 µs budget for acquire, look up and release wants one
-call each way. Here ``Pin.__enter__`` pins, re-checks and returns the cached view in one C call and
-``__exit__`` unpins in another: acquire plus release measure 171 ns at p50 on the development VM,
-timer included.
+consistent loads, stores and adds) in a small C helper, ``_atomics.c``, compiled when the package is
+built or installed (``hatch_build.py``; a platform wheel) with ``$CC`` or the compiler CPython was
+built with. Built there rather than on first import, a library runs no compiler and writes nothing
+into its user's home when imported; ``_native.py`` refuses a missing helper (a package built without
+a compiler) or a stale one (an editable install whose C source changed) with
+:class:`NativeBuildError`. Why not the alternatives: the ``atomics`` package, cffi and ctypes offer
+one operation per call, so a read (load, store, load, then store again) would pay Python call
+overhead four times over plus the glue between, where the 1.5 µs budget for acquire, look up and
+release wants one call each way. Here ``Pin.__enter__`` pins, re-checks and returns the cached view
+in one C call and ``__exit__`` unpins in another (benchmarks/README.md has what that costs).
 
 Reading (fixes the stale-pin race)
 ==================================
@@ -70,8 +71,8 @@ magic number, so foreign files are refused and tools written for the published f
 
 Limits
 ======
-Linux 3.15 or later (open-file-description locks); a C compiler and Python's headers on the first
-import. Readers open the state file read-write, to pin. Data files only grow, so a stale mapping never
+Linux 3.15 or later (open-file-description locks); a C compiler and Python's headers when the package
+is built or installed. Readers open the state file read-write, to pin. Data files only grow, so a stale mapping never
 points past the end of its file; a file cut short by something else is refused when mapped
 (:class:`TruncatedFile`), but cutting one under a live mapping ends that reader with SIGBUS, as with
 any mmap. Nothing is fsynced: the store is for state that a writer can republish, on tmpfs by choice.

@@ -3,8 +3,9 @@
  * pin (acquire / release as one C call each), open-file-description locks that tell a live reader
  * from a dead one, and the open-addressing table behind FeatureStore.
  *
- * Built on first import by conveyor.mmapsync._native with the C compiler Python was built with;
- * the interface is described for type checkers in _atomics.pyi beside this file.
+ * Built with the package (hatch_build.py at the project's root), which passes ATOMICS_SOURCE_SHA256,
+ * the hash of this file, so that the loader (_native.py) can refuse a helper built from another
+ * version of it; the interface is described for type checkers in _atomics.pyi beside this file.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -19,6 +20,10 @@
 
 #if !defined(F_OFD_SETLK)
 #error "conveyor.mmapsync needs open file description locks (Linux 3.15 or later)"
+#endif
+
+#ifndef ATOMICS_SOURCE_SHA256
+#define ATOMICS_SOURCE_SHA256 "unknown"
 #endif
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
@@ -482,7 +487,8 @@ PyMODINIT_FUNC PyInit__atomics(void) {
     PyObject *module = PyModule_Create(&module_def);
     if (!module) return NULL;
     if (PyModule_AddObjectRef(module, "Pin", (PyObject *)&PinType) < 0 ||
-        PyModule_AddObjectRef(module, "Table", (PyObject *)&TableType) < 0) {
+        PyModule_AddObjectRef(module, "Table", (PyObject *)&TableType) < 0 ||
+        PyModule_AddStringConstant(module, "SOURCE_SHA256", ATOMICS_SOURCE_SHA256) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -1,4 +1,4 @@
-"""Types of the native helper built from ``_atomics.c`` (see ``_native.py``)."""
+"""Types of the native helper built from ``_atomics.c`` (see ``hatch_build.py``, ``_native.py``)."""
 
 from collections.abc import Callable
 from typing import Any, SupportsIndex, TypeAlias
@@ -7,6 +7,8 @@ import numpy as np
 from typing_extensions import Buffer as _PlainBuffer
 
 Buffer: TypeAlias = _PlainBuffer | np.ndarray[Any, Any]
+
+SOURCE_SHA256: str  # the hash of the _atomics.c it was built from
 
 def load(buffer: Buffer, offset: int, /) -> int: ...
 def store(buffer: Buffer, offset: int, value: int, /) -> None: ...

@@ -1,95 +1,53 @@
-"""Build ``_atomics.c`` on first import and register it as ``conveyor.mmapsync._atomics``.
+"""Load the C helper built with the package, or refuse clearly: ``conveyor.mmapsync._atomics``.
 
-The helper is compiled with ``$CC``, else the compiler CPython itself was built with (``sysconfig``),
-into a per-user cache keyed by the source's hash and the interpreter, so every process after the
-first just loads the shared object. Concurrent first imports each compile to a private file and
-rename it into place, so they never see a half-written library.
+The helper is compiled when the package is built or installed (``hatch_build.py`` at the project's
+root), not here: importing a library should not run a compiler or write into the user's home. A
+package built without a C compiler has no helper, and importing mmapsync then raises
+:class:`NativeBuildError` saying what to install (the SQLite engine, its main user, reads its catalog
+instead). A helper built from another ``_atomics.c`` than the one beside it (an editable install
+whose C source changed since it was built) is refused too, because its functions may no longer be
+the ones the Python side calls.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.machinery
-import importlib.util
-import os
-import shlex
-import subprocess
-import sys
-import sysconfig
-import tempfile
 from pathlib import Path
 from types import ModuleType
 
 from conveyor.mmapsync.errors import NativeBuildError
 
-MODULE_NAME = "conveyor.mmapsync._atomics"
 SOURCE = Path(__file__).with_name("_atomics.c")
+REINSTALL = (
+    "install a C compiler and Python's headers, then reinstall conveyor "
+    "(in a source checkout: make .venv/.synced, or uv sync)"
+)
 
 
-def cache_dir() -> Path:
-    """Where built helpers live: ``$CONVEYOR_NATIVE_CACHE``, else the user's cache directory."""
-    configured = os.environ.get("CONVEYOR_NATIVE_CACHE")
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "conveyor" / "native"
-
-
-def _compiler() -> list[str]:
-    return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-
-
-def _library_path(source: bytes) -> Path:
-    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    fingerprint = hashlib.sha256(source + sys.version.encode() + " ".join(_compiler()).encode()).hexdigest()
-    return cache_dir() / f"_atomics-{fingerprint[:16]}{suffix}"
-
-
-def _compile(library: Path) -> None:
-    fd, scratch = tempfile.mkstemp(dir=library.parent, prefix=".build-", suffix=library.suffix)
-    os.close(fd)
-    command = [
-        *_compiler(),
-        "-O2",
-        "-Wall",
-        "-shared",
-        "-fPIC",
-        f"-I{sysconfig.get_paths()['include']}",
-        str(SOURCE),
-        "-o",
-        scratch,
-    ]
+def check_built_from(module: ModuleType, source: Path) -> None:
+    """Refuse ``module`` unless it was built from ``source`` (when that file is there to compare)."""
     try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-    except OSError as exc:
-        os.unlink(scratch)
-        raise NativeBuildError(f"mmapsync needs a C compiler to build its atomics: {exc}") from exc
-    if done.returncode != 0:
-        os.unlink(scratch)
-        raise NativeBuildError(f"building {SOURCE.name} failed:\n{done.stderr.strip()}")
-    os.replace(scratch, library)
+        expected = hashlib.sha256(source.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return
+    built_from = getattr(module, "SOURCE_SHA256", "unknown")
+    if built_from != expected:
+        raise NativeBuildError(
+            f"mmapsync's C helper {module.__file__} was built from another version of {source.name} "
+            f"(sha256 {built_from[:12]}, the source beside it is {expected[:12]}): rebuild it: {REINSTALL}"
+        )
 
 
 def load() -> ModuleType:
-    """Return the helper module, building it first if this interpreter has no copy yet."""
-    loaded = sys.modules.get(MODULE_NAME)
-    if loaded is not None:
-        return loaded
-    library = _library_path(SOURCE.read_bytes())
     try:
-        library.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:  # no writable home: fall back to a per-user directory under the temp dir
-        library = Path(tempfile.gettempdir()) / f"conveyor-native-{os.getuid()}" / library.name
-        library.parent.mkdir(mode=0o700, exist_ok=True)
-    if not library.exists():
-        _compile(library)
-    spec = importlib.util.spec_from_file_location(MODULE_NAME, library)
-    if spec is None or spec.loader is None:
-        raise NativeBuildError(f"cannot load {library}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules[MODULE_NAME] = module
-    return module
+        from conveyor.mmapsync import _atomics
+    except ImportError as exc:
+        raise NativeBuildError(
+            f"conveyor.mmapsync needs its C helper, which was not built when conveyor was installed "
+            f"(no C compiler then?): {REINSTALL}"
+        ) from exc
+    check_built_from(_atomics, SOURCE)
+    return _atomics
 
 
 load()

@@ -35,7 +35,7 @@ except ModuleNotFoundError as missing:
         raise
     raise MissingExtra("conveyor.mmapsync.FeatureStore", "features", ["numpy"]) from None
 
-from conveyor.mmapsync import _native  # noqa: F401  (builds and registers _atomics)
+from conveyor.mmapsync import _native  # noqa: F401  (refuses a missing or stale _atomics, saying why)
 from conveyor.mmapsync._atomics import Table, build_table
 from conveyor.mmapsync.errors import DuplicateKey, ForeignFile, TruncatedFile
 from conveyor.mmapsync.layout import DEFAULT_SLOTS, Version

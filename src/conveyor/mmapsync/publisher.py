@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from conveyor.mmapsync import _native  # noqa: F401  (builds and registers _atomics)
+from conveyor.mmapsync import _native  # noqa: F401  (refuses a missing or stale _atomics, saying why)
 from conveyor.mmapsync._atomics import fetch_add, live_pins, load, lock, store, unlock
 from conveyor.mmapsync.errors import ReadersStillActive
 from conveyor.mmapsync.layout import (

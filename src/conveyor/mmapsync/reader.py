@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from conveyor.mmapsync import _native  # noqa: F401  (builds and registers _atomics)
+from conveyor.mmapsync import _native  # noqa: F401  (refuses a missing or stale _atomics, saying why)
 from conveyor.mmapsync._atomics import Pin, store, try_lock
 from conveyor.mmapsync.errors import TooManyReaders
 from conveyor.mmapsync.layout import PUBLICATIONS_OFFSET, SLOT_SIZE, WORD_OFFSET, Version, slot_offset

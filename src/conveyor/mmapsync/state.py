@@ -6,7 +6,7 @@ import mmap
 import os
 from pathlib import Path
 
-from conveyor.mmapsync import _native  # noqa: F401  (builds and registers _atomics)
+from conveyor.mmapsync import _native  # noqa: F401  (refuses a missing or stale _atomics, saying why)
 from conveyor.mmapsync._atomics import load
 from conveyor.mmapsync.errors import DataSetNotFound, ForeignFile, NothingPublished, TruncatedFile
 from conveyor.mmapsync.layout import (

@@ -1,10 +1,11 @@
 """A process's copies of queue settings, for ``PostgresEngine.queue_settings``.
 
-A dispatcher asks for its queue's settings on every loop; reading the catalog each time was half of
-the lease thread's time. Each lease that returns messages reads the settings in the same statement
-and hands them here, so a busy consumer's copy is one loop old; an idle one reads the catalog again
-after ``SETTINGS_SECONDS``. A copy read before this process last changed the queue is never kept,
-and a copy never replaces a later-read one.
+A dispatcher asks for its queue's settings on every loop, and reading the catalog each time would be
+a round trip per loop, a large part of the lease thread's time (benchmarks/README.md). Each lease
+that returns messages reads the settings in the same statement and hands them here, so a busy
+consumer's copy is one loop old; an idle one reads the catalog again after ``SETTINGS_SECONDS``. A
+copy read before this process last changed the queue is never kept, and a copy never replaces a
+later-read one.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ it becomes the leader and commits *everything* queued so far in one transaction,
 its operation's gate. Once its transaction is committed, the leader hands leadership to the first
 writer still waiting, which commits the whole next group while the first group's flush runs; then
 the leader opens the gates of its group. A lone writer pays nothing extra; 64 writers pay for a
-handful of fsyncs instead of 64.
-(Followers used to queue on the commit lock, woken one lock hand-off at a time: a new leader started
-while most of the last group had not noticed it was done, so groups stayed small.)
+handful of fsyncs instead of 64. Leadership is handed to a waiting writer directly, not through the
+commit lock: woken one lock hand-off at a time, a new leader would start while most of the last group
+had not noticed it was done, and groups would stay small.
 
 Each operation runs inside its own savepoint, so one failing operation (a full disk aside) does not
 take the others in its group down with it. Operations given with the same *batch function*

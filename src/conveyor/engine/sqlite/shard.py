@@ -27,14 +27,13 @@ SCHEMA = load_script("conveyor.engine.sqlite", "shard.sql")
 UPGRADES = {1: load_script("conveyor.engine.sqlite", "shard_v1_to_v2.sql")}
 SCHEMA_VERSION = 2
 # A new shard file's page size. 8 KiB pages halve the frames (two writes each) a commit appends to
-# the write-ahead log for a batch of 1 KB bodies, against the 4 KiB default: measured in plain SQL,
-# storing 100-message batches went from 1.00 to 1.11 × the raw limit (a 4 KiB table) and consuming
-# from 0.54 to 0.67 ×; 16 KiB pages did no better.
+# the write-ahead log for a batch of 1 KB bodies, against the 4 KiB default; 16 KiB pages did no
+# better (benchmarks/README.md has the figures).
 PAGE_SIZE = 8192
 # Pages the write-ahead log grows to before a commit copies them into the file (SQLite's default
 # is 1,000): each checkpoint costs two fsyncs, and pages written again meanwhile (leased, then
-# deleted) are copied once. 2,000 pages of 8 KiB stored batches 7 % faster than 1,000 in an
-# interleaved run, 4,000 pages 10 %; a busy shard keeps a log file of this size (16 MiB) while open.
+# deleted) are copied once. More pages store faster (benchmarks/README.md), but a busy shard keeps a
+# log file of this size (16 MiB) while open.
 WAL_AUTOCHECKPOINT = 2000
 
 # A row as the queries return it: (seq, id, timestamp_ms, content_type, body[, attempts]).

@@ -24,6 +24,7 @@ from conveyor.engine.sqlite import SQLiteEngine
 from conveyor.engine.sqlite.snapshot import CatalogSnapshot, decode
 from conveyor.engine.sqlite.snapshot_store import SnapshotStore
 from conveyor.mmapsync import Synchronizer
+from tests.waiting import wait_for
 
 PEER = Path(__file__).with_name("catalog_peer.py")
 HOUR = 3600
@@ -216,9 +217,9 @@ def test_a_snapshot_too_damaged_to_open_is_replaced_and_running_processes_follow
     scribble(data_dir / "snapshot" / "catalog_state", offset=8, size=8)
     SQLiteEngine(data_dir).close()  # it cannot open the snapshot, so it replaces it
     assert published(data_dir).generation == sqlite_engine(cv).catalog.generation()
-    # The running processes map the replaced file: within a second they follow the new one.
-    time.sleep(1.2)  # past their identity check interval (a wait, not a timing assertion)
+    # The running processes map the replaced file: at their next identity check they follow the new one.
     q.update(delivery_delay=HOUR)
+    wait_for(lambda: (peer.ask("settings") or {}).get("delivery_delay") == HOUR, what="the peer to follow the new file")
     assert peer.ask("settings") == {
         "delivery_delay": HOUR,
         "delivery_paused": False,

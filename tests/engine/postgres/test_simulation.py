@@ -1,10 +1,11 @@
-"""Several machines on one PostgreSQL, with failures (``pytest -m simulation -s tests/postgres``).
+"""Several machines on one PostgreSQL, with failures (``pytest -m simulation -s tests/engine/postgres``).
 
 Three worker processes (``sim_worker.py``), two producer processes (``sim_producer.py``: one writing
 to PostgreSQL directly, one through the HTTP servers) and two ``conveyor serve`` processes share one
 database. While they run, workers are SIGKILLed at random (and started again, as a supervisor
 would), one server is SIGKILLed (and started again), and PostgreSQL itself is restarted with
-``pg_ctlcluster ... restart``. Nobody is told: clients reconnect by themselves. Then the audit: every
+``pg_ctl restart`` — a throw-away cluster of the test's own (``cluster.py``), so that no other user of
+the machine's server sees the restart. Nobody is told: clients reconnect by themselves. Then the audit: every
 send a producer saw acknowledged was handled by some worker at least once.
 """
 
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ import conveyor
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.server.accounts import AccountEngine
 from conveyor.server.testing import free_port
+from tests.engine.postgres.cluster import Cluster
 
 HERE = Path(__file__).parent
 PER_PRODUCER = 20_000
@@ -55,9 +58,14 @@ def wait_http(port: int, timeout: float = 60) -> None:
     raise AssertionError(f"conveyor serve on port {port} did not come up")
 
 
-def restart_postgres() -> None:
-    version = sorted(os.listdir("/etc/postgresql"))[-1]
-    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"], check=True, timeout=120)
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    """A PostgreSQL server of this test's own, which it may restart."""
+    own = Cluster.start()
+    try:
+        yield own
+    finally:
+        own.stop()
 
 
 def lines(paths: list[Path]) -> list[str]:
@@ -66,7 +74,8 @@ def lines(paths: list[Path]) -> list[str]:
 
 @pytest.mark.simulation
 @pytest.mark.timeout(1200)
-def test_machines_and_postgres_fail_and_every_acknowledged_send_is_handled(pg_url: str, tmp_path: Path) -> None:
+def test_machines_and_postgres_fail_and_every_acknowledged_send_is_handled(cluster: Cluster, tmp_path: Path) -> None:
+    pg_url = cluster.url
     rng = random.Random(4)
     audit, logs = tmp_path / "audit", tmp_path / "logs"
     audit.mkdir()
@@ -104,7 +113,7 @@ def test_machines_and_postgres_fail_and_every_acknowledged_send_is_handled(pg_ur
                 servers[1] = serve(pg_url, ports[1], logs / "server-1.log")
                 server_killed = True
             elif server_killed and not postgres_restarted and elapsed > 12:
-                restart_postgres()
+                cluster.restart()
                 events.append(f"{time.monotonic() - started:.0f}s: PostgreSQL restarted")
                 postgres_restarted = True
         for p in producers:

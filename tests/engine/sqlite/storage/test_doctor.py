@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from seeded_storage import SeededDirectory
 
 from conveyor.cli.main import cli
 from conveyor.engine.sqlite import SQLiteEngine
 from conveyor.engine.sqlite.catalog import VERSION as CATALOG_VERSION
 from conveyor.engine.sqlite.shard import SCHEMA_VERSION as SHARD_VERSION
 from conveyor.model import NewMessage, QueueSettings, WorkerEntry
+
+from .seeded_storage import SeededDirectory
 
 PAGE = 8192
 

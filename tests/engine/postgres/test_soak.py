@@ -1,4 +1,4 @@
-"""The 1,000,000-message soak: no table bloat over a long run (``pytest -m soak -s tests/postgres``).
+"""The 1,000,000-message soak: no table bloat over a long run (``pytest -m soak -s tests/engine/postgres``).
 
 A producer thread sends batches of 100 while a worker (``App``, with its coordinator, which vacuums)
 consumes them, until a million messages went through. Every two seconds the test samples the

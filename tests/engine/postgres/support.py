@@ -1,15 +1,14 @@
-"""The real PostgreSQL server for tests: started if it is down, one throwaway schema per deployment.
+"""The real PostgreSQL server for tests (``cluster.py`` finds or starts it), one throwaway schema per
+deployment.
 
-Tests never skip because PostgreSQL is missing: :func:`ensure_server` starts the local cluster, and
-fails loudly if it cannot.
+Tests never skip because PostgreSQL is missing: without a server and the binaries to start one they
+fail, saying what to install.
 """
 
 from __future__ import annotations
 
 import atexit
-import os
 import secrets
-import subprocess
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -18,34 +17,9 @@ import psycopg
 
 import conveyor
 from conveyor.engine.postgres import PostgresEngine
+from tests.engine.postgres.cluster import server_url
 
-SERVER = os.environ.get("CONVEYOR_TEST_PG", "postgresql://127.0.0.1:5432/test")
-_started = False
 _created: set[str] = set()
-
-
-def ensure_server(timeout: float = 60.0) -> None:
-    """Make sure the local PostgreSQL answers; start its cluster if not."""
-    global _started
-    if _started:
-        return
-    try:
-        psycopg.connect(SERVER, connect_timeout=3).close()
-    except psycopg.OperationalError:
-        version = sorted(os.listdir("/etc/postgresql"))[-1]
-        subprocess.run(
-            ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "start"], check=False, timeout=120
-        )
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                psycopg.connect(SERVER, connect_timeout=3).close()
-                break
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-    _started = True
 
 
 def new_schema() -> str:
@@ -55,11 +29,11 @@ def new_schema() -> str:
 def schema_url(schema: str) -> str:
     """The server's URL with ``schema`` first on the search path (and as the application name, so a
     test can find its engine's connections in ``pg_stat_activity``)."""
-    return f"{SERVER}?application_name={schema}&options={quote(f'-csearch_path={schema}')}"
+    return f"{server_url()}?application_name={schema}&options={quote(f'-csearch_path={schema}')}"
 
 
 def drop_schema(schema: str) -> None:
-    with psycopg.connect(SERVER, autocommit=True) as conn:
+    with psycopg.connect(server_url(), autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
@@ -73,9 +47,10 @@ class ThrowawayEngine(PostgresEngine):
     engine closes: a test may reopen the same deployment)."""
 
     def __init__(self, schema: str | None = None) -> None:
-        ensure_server()
         self.schema = schema or new_schema()
         if not _created:
+            # The server first: atexit runs in reverse, so a throw-away cluster stops after the drops.
+            server_url()
             atexit.register(_drop_created)
         _created.add(self.schema)
         super().__init__(schema_url(self.schema))
@@ -104,7 +79,7 @@ def terminate_connections(schema: str) -> int:
     """Kill every server connection of the engines using ``schema`` (as a network cut would), and
     wait until those backends are gone: pg_terminate_backend only signals them, and a backend still
     exiting holds its advisory locks."""
-    with psycopg.connect(SERVER, autocommit=True) as conn:
+    with psycopg.connect(server_url(), autocommit=True) as conn:
         # pg_terminate_backend in the select list: in WHERE, the planner may call it on any row.
         pids = [
             pid

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import httpx
 from click.testing import CliRunner, Result
-from seeded_storage import MESSAGES_PER_QUEUE, SeededDirectory, stored_numbers
 
 import conveyor
 from conveyor.cli.main import cli
 from conveyor.server.testing import running_server
+
+from .seeded_storage import MESSAGES_PER_QUEUE, SeededDirectory, stored_numbers
 
 
 def garble_header(path: Path) -> None:

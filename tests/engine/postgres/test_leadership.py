@@ -42,7 +42,7 @@ def test_one_engine_leads_a_deployment_at_a_time(pg_url: str) -> None:
 
 
 def test_deployments_in_different_schemas_elect_separately(pg_url: str, schema: str) -> None:
-    from postgres.support import drop_schema, new_schema, schema_url
+    from tests.engine.postgres.support import drop_schema, new_schema, schema_url
 
     other = new_schema()
     here, there = PostgresEngine(pg_url), PostgresEngine(schema_url(other))
@@ -92,7 +92,7 @@ def test_a_killed_coordinator_process_is_replaced_by_another(pg_url: str, tmp_pa
 
 
 def test_leadership_lost_with_its_connection_goes_to_whoever_asks_first(pg_url: str, schema: str) -> None:
-    from postgres.support import terminate_connections
+    from tests.engine.postgres.support import terminate_connections
 
     first, second = PostgresEngine(pg_url), PostgresEngine(pg_url)
     try:

@@ -1,4 +1,5 @@
-"""Fixtures of the PostgreSQL tests: the real server (started if down), a throwaway schema per test.
+"""Fixtures of the PostgreSQL tests: the real server (a throw-away one if none answers), a throwaway
+schema per test.
 
 The long runs — the 1,000,000-message soak and the multi-process simulation — are marked ``soak``
 and ``simulation`` and left out of the default run; select them with ``pytest -m soak`` or
@@ -12,7 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 import conveyor
-from postgres.support import drop_schema, ensure_server, new_schema, schema_url
+from tests.engine.postgres.cluster import server_url
+from tests.engine.postgres.support import drop_schema, new_schema, schema_url
 
 LONG_RUNS = ("soak", "simulation")
 
@@ -35,8 +37,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session", autouse=True)
 def postgres_server() -> None:
-    """The local PostgreSQL, started if it is not running (tests fail, never skip, without it)."""
-    ensure_server()
+    """The configured PostgreSQL, or a throw-away cluster if none answers (tests fail, never skip,
+    without one)."""
+    server_url()
 
 
 @pytest.fixture

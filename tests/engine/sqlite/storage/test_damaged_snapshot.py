@@ -10,9 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from seeded_storage import MESSAGES_PER_QUEUE, SeededDirectory, seed, stored_numbers
 
 import conveyor
+
+from .seeded_storage import MESSAGES_PER_QUEUE, SeededDirectory, seed, stored_numbers
 
 
 def snapshot_files(data_dir: Path) -> list[Path]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from seeded_storage import SeededDirectory, seed
+
+from .seeded_storage import SeededDirectory, seed
 
 
 @pytest.fixture

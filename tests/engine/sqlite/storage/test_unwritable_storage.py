@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from seeded_storage import SeededDirectory, assert_all_stored, stored_numbers
 
 import conveyor
+
+from .seeded_storage import SeededDirectory, assert_all_stored, stored_numbers
 
 RESTRICTED_CLIENT = Path(__file__).with_name("restricted_client.py")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import conveyor
-from postgres.support import terminate_connections
+from tests.engine.postgres.support import terminate_connections
 
 
 def test_clients_reconnect_after_their_connections_are_killed(pg_client: conveyor.Conveyor, schema: str) -> None:

@@ -10,9 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from seeded_storage import SeededDirectory, assert_all_stored, stored_numbers
 
 import conveyor
+
+from .seeded_storage import SeededDirectory, assert_all_stored, stored_numbers
 
 PAGE = 4096
 

@@ -12,10 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from seeded_storage import SeededDirectory, assert_all_stored, stored_numbers
 
 import conveyor
 from conveyor.engine.sqlite.shard import PAGE_SIZE
+
+from .seeded_storage import SeededDirectory, assert_all_stored, stored_numbers
 
 DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
     "emptied": (lambda path: os.truncate(path, 0), r"is empty \(0 bytes"),

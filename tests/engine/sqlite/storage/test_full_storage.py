@@ -13,10 +13,11 @@ import threading
 from typing import cast
 
 import pytest
-from seeded_storage import SeededDirectory, stored_numbers
 
 import conveyor
 from conveyor.engine.sqlite import SQLiteEngine
+
+from .seeded_storage import SeededDirectory, stored_numbers
 
 BIG_BATCH = [{"body": {"n": -1 - i, "padding": "f" * 2000}} for i in range(20)]
 
