@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import conveyor
-from conformance.support import backlog, bodies
 from conveyor.client.limited_engine import LimitedEngine
 from conveyor.server.testing import http_client
-from postgres.support import fresh_client as postgres_client
+from tests.conformance.support import backlog, bodies
+from tests.engine.postgres.support import fresh_client as postgres_client
 
 
 def _limited(engine_name: str, tmp: Path, limits: conveyor.QueueLimits) -> conveyor.Conveyor:
