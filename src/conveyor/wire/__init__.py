@@ -10,6 +10,7 @@ path otherwise, or the code the struct at that spot declares).
 - ``queues``: Cloudflare's catalog (queues, consumers, metrics, purges);
 - ``messages``: Cloudflare's message routes (push, batch, pull, ack, peek);
 - ``engine``: Conveyor's ``/conveyor/v1`` engine and worker-registry routes;
+- ``workerd``: the answers (and the batch) of workerd's queue binding;
 - ``envelope``: the ``{"success", "errors", "messages", "result"}`` around every answer.
 
 Adding a route's shapes (Workflows', Super Slurper's, the CDN API's go here next): write a module
@@ -105,12 +106,24 @@ from conveyor.wire.queues import (
     queue,
     queue_request,
 )
+from conveyor.wire.workerd import (
+    BindingBatch,
+    BindingMessage,
+    BindingMetrics,
+    BindingSent,
+    binding_metrics,
+    binding_sent,
+)
 
 __all__ = [
     "AckItem",
     "AckRequest",
     "AckResult",
     "BatchRequest",
+    "BindingBatch",
+    "BindingMessage",
+    "BindingMetrics",
+    "BindingSent",
     "Consumer",
     "ConsumerRequest",
     "ConsumerSettings",
@@ -166,6 +179,8 @@ __all__ = [
     "Worker",
     "WorkerRequest",
     "WorkerRun",
+    "binding_metrics",
+    "binding_sent",
     "consumer",
     "consumer_request",
     "counters",
