@@ -77,23 +77,22 @@ def decode(raw: bytes, kind: type[T], *, required: bool = True) -> T:
         if required:
             raise InvalidRequest("the request needs a JSON object body")
         raw = b"{}"
-    try:
-        return _decoder(kind).decode(raw)  # type: ignore[no-any-return]
-    except msgspec.ValidationError as exc:
-        raise refusal(str(exc), kind) from None
-    except msgspec.DecodeError as exc:
-        raise MalformedJSON(f"request body is not valid JSON: {exc}") from None
+    return _decode(raw, kind, "request body")
 
 
 def decode_answer(raw: bytes, kind: type[T]) -> T:
     """An answer of the server as ``kind`` (the remote client's reading); a shape it does not expect
     is an error naming the field, as for a request."""
+    return _decode(raw, kind, "server's answer")
+
+
+def _decode(raw: bytes, kind: type[T], what: str) -> T:
     try:
         return _decoder(kind).decode(raw)  # type: ignore[no-any-return]
     except msgspec.ValidationError as exc:
         raise refusal(str(exc), kind) from None
     except msgspec.DecodeError as exc:
-        raise MalformedJSON(f"the server's answer is not valid JSON: {exc}") from None
+        raise MalformedJSON(f"{what} is not valid JSON: {exc}") from None
 
 
 def refusal(text: str, kind: Any) -> InvalidRequest:

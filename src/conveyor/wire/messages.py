@@ -132,25 +132,22 @@ def message_body(m: model.StoredMessage) -> str:
 
 
 def pulled(m: model.StoredMessage) -> PulledMessage:
-    return PulledMessage(
-        id=m.id,
-        body=message_body(m),
-        attempts=m.attempts,
-        timestamp_ms=m.timestamp_ms,
-        metadata=MessageMetadata(m.content_type),
-        lease_id=m.lease_id,
-    )
+    return PulledMessage(**_read(m), lease_id=m.lease_id)
 
 
 def peeked(m: model.StoredMessage) -> PeekedMessage:
-    return PeekedMessage(
-        id=m.id,
-        body=message_body(m),
-        attempts=m.attempts,
-        timestamp_ms=m.timestamp_ms,
-        metadata=MessageMetadata(m.content_type),
-        ref=m.id,
-    )
+    return PeekedMessage(**_read(m), ref=m.id)
+
+
+def _read(m: model.StoredMessage) -> dict[str, Any]:
+    """The fields of a message read from a queue, pulled or peeked."""
+    return {
+        "id": m.id,
+        "body": message_body(m),
+        "attempts": m.attempts,
+        "timestamp_ms": m.timestamp_ms,
+        "metadata": MessageMetadata(m.content_type),
+    }
 
 
 class PullRequest(Shape):

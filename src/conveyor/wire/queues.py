@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
 
 import msgspec
@@ -226,14 +227,7 @@ def consumer_request(type: str, script_name: str, settings: model.ConsumerSettin
         type=type,
         script_name=script_name or None,
         dead_letter_queue=dlq,
-        settings=ConsumerSettingsChange(
-            batch_size=settings.batch_size,
-            max_retries=settings.max_retries,
-            max_wait_time_ms=settings.max_wait_time_ms,
-            max_concurrency=settings.max_concurrency,
-            retry_delay=settings.retry_delay,
-            visibility_timeout_ms=settings.visibility_timeout_ms,
-        ),
+        settings=ConsumerSettingsChange(**dataclasses.asdict(settings)),
     )
 
 
