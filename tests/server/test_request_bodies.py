@@ -148,3 +148,16 @@ def test_a_handler_or_a_wrangler_worker_name_is_accepted(api: Api, script: str) 
     r = api.post(q + "/consumers", {"type": "worker", "script_name": script, "environment_name": ""})
     assert r.status_code == 200, r.text
     assert r.json()["result"]["script_name"] == script
+
+
+def test_a_pushed_json_body_is_stored_as_its_compact_text(api: Api) -> None:
+    q = api.queue()
+    raw = b'{"messages": [{"body": {"a": 1,  "b": [1, 2.50], "s": "x y"}}, {"body": "t", "content_type": "text"}]}'
+    r = httpx.post(api.base + q + "/messages/batch", content=raw, headers=api.headers)
+    assert r.status_code == 200, r.text
+    compact = b'{"a":1,"b":[1,2.50],"s":"x y"}'
+    assert api.backlog(q) == 2
+    metrics = httpx.get(api.base + q + "/metrics", headers=api.headers).json()["result"]
+    assert metrics["backlog_bytes"] == len(compact) + 1
+    peeked = api.post(q + "/messages/peek", {"batch_size": 2}).json()["result"]["messages"]
+    assert sorted(m["body"] for m in peeked) == sorted([base64.b64encode(compact).decode(), "t"])

@@ -141,14 +141,19 @@ def prepare_message(body: Any, content_type: object, delay: int | None) -> NewMe
     return NewMessage(data, kind, delay)
 
 
+def check_batch_count(count: int) -> None:
+    """A batch send holds 1 to 100 messages."""
+    if not count:
+        raise InvalidRequest("a batch needs at least one message")
+    if count > limits.MAX_BATCH_MESSAGES:
+        raise TooManyMessages(f"batch has {count} messages; the limit is {limits.MAX_BATCH_MESSAGES}")
+
+
 def prepare_batch(messages: Sequence[Mapping[str, Any]], batch_delay: int | None) -> list[NewMessage]:
     """Encode and check a batch send: per-message delay > batch delay > (``None``) the queue's delay."""
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
         raise InvalidRequest("messages must be a list of {'body': ..., 'content_type': ..., 'delay_seconds': ...}")
-    if not messages:
-        raise InvalidRequest("a batch needs at least one message")
-    if len(messages) > limits.MAX_BATCH_MESSAGES:
-        raise TooManyMessages(f"batch has {len(messages)} messages; the limit is {limits.MAX_BATCH_MESSAGES}")
+    check_batch_count(len(messages))
     default_delay = None if batch_delay is None else check_delay(batch_delay, batch=True)
     out: list[NewMessage] = []
     total = 0

@@ -1,4 +1,5 @@
-"""Cloudflare's v4 envelope, its errors, and the reading of request bodies.
+"""Cloudflare's v4 envelope (:mod:`conveyor.wire.envelope`) on the server, its errors, and the
+reading of request bodies (their shapes are decoded by :func:`conveyor.wire.decode`).
 
 Every answer is ``{"success", "errors", "messages", "result"}`` (lists add ``result_info``). Errors
 carry Cloudflare's code, the HTTP status of the :class:`~conveyor.errors.ConveyorError` raised, the
@@ -12,14 +13,14 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from conveyor.client.validation import unknown_fields
-from conveyor.codec import decode_json, encode_json
+from conveyor import wire
+from conveyor.codec import decode_json
 from conveyor.errors import ConveyorError, InvalidRequest, MalformedJSON
 
 log = logging.getLogger("conveyor.server")
@@ -38,19 +39,18 @@ class JSONResponse(Response):
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        # orjson under json's rules (conveyor.codec): a pull answer is 100 base64 bodies of ~1.4 KB.
-        return encode_json(content)
+        # The wire's structs, and the builtin values around them (msgspec writes both).
+        return wire.encode(content)
 
 
-def ok(result: Any, status: int = 200, result_info: Mapping[str, int] | None = None) -> JSONResponse:
-    body: dict[str, Any] = {"success": True, "errors": [], "messages": [], "result": result}
-    if result_info is not None:
-        body["result_info"] = dict(result_info)
-    return JSONResponse(body, status_code=status)
+def ok(result: Any, status: int = 200, result_info: wire.ResultInfo | None = None) -> JSONResponse:
+    """``result`` (a wire struct, a list of them, or ``None``) in the envelope."""
+    envelope = wire.Envelope(result=result, result_info=msgspec.UNSET if result_info is None else result_info)
+    return JSONResponse(envelope, status_code=status)
 
 
-def error_body(code: int, message: str) -> dict[str, Any]:
-    return {"success": False, "errors": [{"code": code, "message": message}], "messages": [], "result": None}
+def error_body(code: int, message: str) -> wire.ErrorEnvelope:
+    return wire.ErrorEnvelope(errors=[wire.Error(code, message)])
 
 
 # Refusals that asking again can cure (overload, a storage hiccup) are left to the SDK's retries.
@@ -100,8 +100,18 @@ async def read_body(request: Request, limit: int = MAX_REQUEST_BYTES) -> bytes:
     return b"".join(chunks)
 
 
+T = TypeVar("T")
+
+
+async def read(request: Request, kind: type[T], *, required: bool = True) -> T:
+    """The request body as the wire struct ``kind``; every refusal of its shape comes from
+    :func:`conveyor.wire.decode`."""
+    return wire.decode(await read_body(request), kind, required=required)
+
+
 async def read_json(request: Request, *, required: bool = True) -> dict[str, Any]:
-    """The request's JSON object; 10208 when it does not parse, 10207 when it is not an object."""
+    """The request's JSON object, untyped (workerd's binding protocol, which is not Cloudflare's
+    REST API); 10208 when it does not parse, 10207 when it is not an object."""
     return parse_json(await read_body(request), required=required)
 
 
@@ -117,72 +127,4 @@ def parse_json(raw: bytes, *, required: bool = True) -> dict[str, Any]:
         raise MalformedJSON(f"request body is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise InvalidRequest(f"request body must be a JSON object, not {type(value).__name__}")
-    return value
-
-
-# -- typed fields ---------------------------------------------------------------------------------
-def known(obj: Mapping[str, Any], allowed: frozenset[str], what: str) -> Mapping[str, Any]:
-    """``obj``, if every key is one of ``allowed``: a misspelt or foreign field is refused (10207),
-    never ignored."""
-    if not allowed.issuperset(obj):
-        unknown = unknown_fields(obj, allowed)
-        raise InvalidRequest(f"{what} has {unknown}; it takes {', '.join(sorted(allowed))}")
-    return obj
-
-
-def integral(value: Any) -> Any:
-    """A JSON number that is whole (``5.0``) as an int; anything else as it is, for the check that
-    names the field to refuse with its own code."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def whole(obj: Mapping[str, Any], key: str, default: Any = None) -> Any:
-    """``obj[key]`` as an int (JSON numbers like ``5.0`` included); 10207 for any other type."""
-    value = obj.get(key)
-    if value is None:
-        return default
-    if not _is_number(value) or value != value or value in (float("inf"), float("-inf")) or int(value) != value:
-        raise InvalidRequest(f"{key} is {value!r}; it must be a whole number")
-    return int(value)
-
-
-def text(obj: Mapping[str, Any], key: str, default: str | None = None) -> Any:
-    value = obj.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, str):
-        raise InvalidRequest(f"{key} is {value!r}; it must be a string")
-    return value
-
-
-def flag(obj: Mapping[str, Any], key: str, default: bool | None = None) -> Any:
-    value = obj.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise InvalidRequest(f"{key} is {value!r}; it must be true or false")
-    return value
-
-
-def mapping(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
-    value = obj.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidRequest(f"{key} must be a JSON object")
-    return value
-
-
-def array(obj: Mapping[str, Any], key: str) -> list[Any]:
-    value = obj.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidRequest(f"{key} must be a JSON array")
     return value

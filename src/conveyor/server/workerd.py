@@ -22,24 +22,16 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from conveyor import limits
+from conveyor import limits, wire
 from conveyor.client import validation as check
 from conveyor.codec import check_content_type
 from conveyor.errors import BatchTooLarge, ConveyorError, InvalidMessage, InvalidRequest, MalformedJSON
-from conveyor.model import Metrics, NewMessage, QueueInfo
+from conveyor.model import NewMessage, QueueInfo
 from conveyor.server.access import READ, WRITE, declared
 from conveyor.server.envelope import JSONResponse, error_response, public_message, read_body, read_json
 from conveyor.server.service import Context, blocking, context
 
 Handler = Callable[[Request], Awaitable[Response]]
-
-
-def _camel(m: Metrics) -> dict[str, int]:
-    return {
-        "backlogCount": m.backlog_count,
-        "backlogBytes": m.backlog_bytes,
-        "oldestMessageTimestamp": m.oldest_message_timestamp_ms,
-    }
 
 
 def _binding_errors(handler: Handler) -> Handler:
@@ -101,7 +93,7 @@ async def send_message(request: Request) -> Response:
     delay = _delay(request.headers.get("x-msg-delay-secs"), info.settings.delivery_delay)
     stored = NewMessage(message.body, message.content_type, delay)
     sent = await blocking(ctx.client.engine.enqueue, info.queue_id, [stored])
-    return _ok({"metadata": {"metrics": _camel(sent.metrics)}})
+    return JSONResponse(wire.binding_sent(sent.metrics))
 
 
 async def send_batch(request: Request) -> Response:
@@ -128,16 +120,12 @@ async def send_batch(request: Request) -> Response:
     if total > limits.MAX_BATCH_BYTES:
         raise BatchTooLarge(f"batch is {total} bytes; the limit is {limits.MAX_BATCH_BYTES}")
     sent = await blocking(ctx.client.engine.enqueue, info.queue_id, messages)
-    return _ok({"metadata": {"metrics": _camel(sent.metrics)}})
+    return JSONResponse(wire.binding_sent(sent.metrics))
 
 
 async def binding_metrics(request: Request) -> Response:
     ctx, info = await _target(request)
-    return _ok(_camel(await blocking(ctx.client.engine.metrics, info.queue_id)))
-
-
-def _ok(content: dict[str, Any]) -> Response:
-    return JSONResponse(content)
+    return JSONResponse(wire.binding_metrics(await blocking(ctx.client.engine.metrics, info.queue_id)))
 
 
 PREFIX = "/workerd/accounts/{account_id}/queues/{queue_name}"
