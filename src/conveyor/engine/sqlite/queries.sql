@@ -59,6 +59,10 @@ WHERE seq IN (SELECT value FROM json_each(:seqs));
 SELECT p.seq, p.id, p.timestamp_ms, p.content_type, p.body FROM messages m CROSS JOIN payloads p ON p.seq = m.seq
 WHERE m.lease = :token AND m.seq IN (SELECT value FROM json_each(:seqs));
 
+-- name: held
+-- Which of these messages are still held under the lease (a retry found their deliveries used up).
+SELECT seq FROM messages WHERE lease = :token AND seq IN (SELECT value FROM json_each(:seqs));
+
 -- name: ack
 DELETE FROM messages WHERE lease = :token AND seq IN (SELECT value FROM json_each(:seqs))
 RETURNING seq, size;
@@ -121,6 +125,10 @@ SELECT count(*) FROM messages WHERE lease IS NOT NULL AND visible_at_ms > :now;
 
 -- name: expire
 DELETE FROM messages WHERE seq IN (SELECT seq FROM payloads WHERE timestamp_ms < :cutoff) RETURNING size;
+
+-- name: backlog
+-- Every schema version keeps the counters in `stats` (so `conveyor doctor` reads files of any).
+SELECT backlog_count FROM stats;
 
 -- name: stats
 SELECT backlog_count, backlog_bytes, sent, acked, retried, dead_lettered, expired, dropped FROM stats;
