@@ -1,5 +1,6 @@
-"""A shard file of schema version 1 (body and delivery state in one row) is upgraded in place on
-open: every message, its attempts and its lease survive, and the backlog counts stay right."""
+"""Shard files of older schema versions are upgraded in place on open: version 1 (body and delivery
+state in one row) and version 2 (no index on the send time, so retention expiry read the whole
+shard). Every message, its attempts and its lease survive, and the backlog counts stay right."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import sqlite3
 from pathlib import Path
 
 import conveyor
+from conveyor.engine.sqlite.shard import SCHEMA_VERSION
+from conveyor.model import QueueSettings
 
 V1_SCHEMA = (Path(__file__).parent / "shard_v1.sql").read_text()
 
@@ -51,6 +54,44 @@ def test_version_1_shard_is_upgraded_with_every_message(data_dir: Path) -> None:
     cv.close()
 
     check = sqlite3.connect(shard)
-    assert check.execute("PRAGMA user_version").fetchone() == (2,)
+    assert check.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
     assert check.execute("SELECT count(*) FROM payloads").fetchone() == (1,)
     check.close()
+
+
+class LaterClock:
+    """A clock far past any retention period."""
+
+    def now_ms(self) -> int:
+        return 2**52
+
+
+def test_version_2_shard_gains_the_send_time_index_and_keeps_every_message(data_dir: Path) -> None:
+    cv = conveyor.connect(f"sqlite://{data_dir}")
+    q = cv.create_queue("old", message_retention_period=60)
+    q.send_batch([{"body": n} for n in range(5)])
+    queue_id = q.id
+    cv.close()
+
+    # Version 3 is version 2 with the index: without it (and with the older number), a v2 file.
+    shard = data_dir / "shards" / f"{queue_id}.0.db"
+    old = sqlite3.connect(shard, isolation_level=None)
+    old.execute("DROP INDEX payloads_timestamp")
+    old.execute("PRAGMA user_version = 2")
+    old.close()
+
+    cv = conveyor.connect(f"sqlite://{data_dir}")
+    q = cv.queue("old")
+    assert q.metrics().backlog_count == 5
+    check = sqlite3.connect(shard)
+    assert check.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    indexes = {name for (name,) in check.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}
+    assert "payloads_timestamp" in indexes
+    check.close()
+    engine = cv.engine.deployment_engine()
+    assert engine is not None
+    engine.update_queue(q.id, QueueSettings(message_retention_period=1))
+    engine.clock = LaterClock()
+    assert engine.expire() == {queue_id: 5}
+    assert q.metrics().backlog_count == 0
+    cv.close()

@@ -124,6 +124,8 @@ SELECT min(visible_at_ms) FROM messages;
 SELECT count(*) FROM messages WHERE lease IS NOT NULL AND visible_at_ms > :now;
 
 -- name: expire
+-- The payloads sent before the cutoff are found through payloads_timestamp: the cost is that of what
+-- expires, not of the shard.
 DELETE FROM messages WHERE seq IN (SELECT seq FROM payloads WHERE timestamp_ms < :cutoff) RETURNING size;
 
 -- name: backlog
