@@ -14,6 +14,14 @@ from conveyor.model import QueueSettings
 V1_SCHEMA = (Path(__file__).parent / "shard_v1.sql").read_text()
 
 
+def reopened(data_dir: Path, backlog: int) -> tuple[conveyor.Conveyor, conveyor.Queue]:
+    """The deployment opened again (which upgrades its shards), with queue ``old`` holding ``backlog``."""
+    cv = conveyor.connect(f"sqlite://{data_dir}")
+    q = cv.queue("old")
+    assert q.metrics().backlog_count == backlog
+    return cv, q
+
+
 def test_version_1_shard_is_upgraded_with_every_message(data_dir: Path) -> None:
     cv = conveyor.connect(f"sqlite://{data_dir}")
     q = cv.create_queue("old")
@@ -42,9 +50,7 @@ def test_version_1_shard_is_upgraded_with_every_message(data_dir: Path) -> None:
     old.execute("PRAGMA journal_mode = WAL")
     old.close()
 
-    cv = conveyor.connect(f"sqlite://{data_dir}")
-    q = cv.queue("old")
-    assert q.metrics().backlog_count == 3
+    cv, q = reopened(data_dir, backlog=3)
     pulled = q.pull(batch_size=10)
     assert [(m.id, m.body, m.attempts) for m in pulled] == [("a" * 32, {"n": 1}, 1), ("b" * 32, "two", 3)]
     assert q.ack(acks=[m.lease_id for m in pulled]).ack_count == 2
@@ -80,9 +86,7 @@ def test_version_2_shard_gains_the_send_time_index_and_keeps_every_message(data_
     old.execute("PRAGMA user_version = 2")
     old.close()
 
-    cv = conveyor.connect(f"sqlite://{data_dir}")
-    q = cv.queue("old")
-    assert q.metrics().backlog_count == 5
+    cv, q = reopened(data_dir, backlog=5)
     check = sqlite3.connect(shard)
     assert check.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
     indexes = {name for (name,) in check.execute("SELECT name FROM sqlite_schema WHERE type = 'index'")}

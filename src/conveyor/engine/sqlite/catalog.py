@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import TypeVar
 
 from conveyor.engine.base import prefix_range
-from conveyor.engine.catalog_rows import consumer_from_row
+from conveyor.engine.catalog_rows import (
+    consumer_from_row,
+    consumer_parameters,
+    consumer_settings_parameters,
+    queue_parameters,
+)
 from conveyor.engine.sqlfile import load_queries, load_script
 from conveyor.engine.sqlite.snapshot import CatalogSnapshot, QueueEntry
 from conveyor.engine.sqlite.storage import open_database, translate_error
 from conveyor.errors import ConsumerExists, ConsumerNotFound, QueueExists, QueueNotFound
-from conveyor.ids import iso_now, new_id
+from conveyor.ids import new_id
 from conveyor.model import ConsumerInfo, ConsumerSettings, ConsumerType, QueueInfo, QueueSettings
 
 SCHEMA = load_script("conveyor.engine.sqlite", "catalog.sql")
@@ -25,17 +28,6 @@ VERSION = 2
 UPGRADES = {1: load_script("conveyor.engine.sqlite", "catalog_v1_to_v2.sql")}
 Q = load_queries("conveyor.engine.sqlite", "catalog_queries.sql")
 T = TypeVar("T")
-
-
-def _settings_row(queue_id: str, settings: QueueSettings) -> dict[str, object]:
-    """A queue's settings as the named parameters of ``insert_queue`` and ``update_queue``."""
-    return {
-        "queue": queue_id,
-        "now": iso_now(),
-        "delay": settings.delivery_delay,
-        "paused": int(settings.delivery_paused),
-        "retention": settings.message_retention_period,
-    }
 
 
 class Catalog:
@@ -107,7 +99,7 @@ class Catalog:
             if conn.execute(Q["name_taken"], {"name": name}).fetchone():
                 raise QueueExists(f"a queue named {name!r} already exists")
             new_queue_id = queue_id or new_id()
-            conn.execute(Q["insert_queue"], _settings_row(new_queue_id, settings) | {"name": name})
+            conn.execute(Q["insert_queue"], queue_parameters(new_queue_id, settings) | {"name": name})
             made = int(queue_id is not None)
             conn.executemany(
                 Q["insert_shard"],
@@ -137,7 +129,7 @@ class Catalog:
 
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         def fn(conn: sqlite3.Connection) -> QueueInfo:
-            if not conn.execute(Q["update_queue"], _settings_row(queue_id, settings)).rowcount:
+            if not conn.execute(Q["update_queue"], queue_parameters(queue_id, settings)).rowcount:
                 raise QueueNotFound(f"queue {queue_id!r} does not exist")
             conn.execute(Q["bump_generation"])
             return self._queue(conn, "queue_by_id", queue_id)
@@ -219,15 +211,7 @@ class Catalog:
                     f"queue {queue.queue_name!r} already has a consumer ({queue.consumers[0].type}); "
                     "a queue has one consumer at a time"
                 )
-            args = {
-                "consumer": new_id(),
-                "queue": queue_id,
-                "type": type,
-                "script": script_name,
-                "now": iso_now(),
-                "dlq": dlq,
-                "settings": json.dumps(asdict(settings)),
-            }
+            args = consumer_parameters(new_id(), queue_id, type, script_name, settings, dlq)
             conn.execute(Q["insert_consumer"], args)
             return self._consumer(conn, str(args["consumer"]))
 
@@ -241,7 +225,7 @@ class Catalog:
 
     def update_consumer(self, consumer_id: str, settings: ConsumerSettings, dlq: str) -> ConsumerInfo:
         def fn(conn: sqlite3.Connection) -> ConsumerInfo:
-            args = {"consumer": consumer_id, "dlq": dlq, "settings": json.dumps(asdict(settings))}
+            args = consumer_settings_parameters(consumer_id, settings, dlq)
             if not conn.execute(Q["update_consumer"], args).rowcount:
                 raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
             return self._consumer(conn, consumer_id)
