@@ -297,6 +297,9 @@ class PostgresEngine(ShardedEngine[ShardRef]):
         row = self._read("counters", {"shards": self._keys(queue_id), "now": self.clock.now_ms()})[0]
         return Counters(*(int(v) for v in row))
 
+    def sent_count(self, queue_id: str) -> int:
+        return int(self._read("sent", {"shards": self._keys(queue_id)})[0][0])
+
     def next_visible_ms(self, queue_id: str) -> int | None:
         value = self._read("next_visible", {"shards": self._keys(queue_id)})[0][0]
         return None if value is None else int(value)

@@ -280,6 +280,10 @@ SELECT coalesce(sum(sent), 0), coalesce(sum(acked), 0), coalesce(sum(retried), 0
         WHERE m.shard_key = ANY (%(shards)s::bigint[]) AND m.lease IS NOT NULL AND m.visible_at_ms > %(now)s)
 FROM shard_stats WHERE shard_key = ANY (%(shards)s::bigint[]);
 
+-- name: sent
+-- The counters alone, without the in-flight count of `counters` (the shard splitter's sample).
+SELECT coalesce(sum(sent), 0) FROM shard_stats WHERE shard_key = ANY (%(shards)s::bigint[]);
+
 -- name: peek
 SELECT seq, id, timestamp_ms, content_type, body, attempts FROM messages
 WHERE shard_key = ANY (%(shards)s::bigint[])

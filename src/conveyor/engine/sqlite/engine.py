@@ -283,6 +283,9 @@ class SQLiteEngine(ShardedEngine[Shard]):
         sent, acked, retried, dead_lettered, expired, dropped = totals
         return Counters(sent, acked, retried, dead_lettered, expired, dropped, in_flight)
 
+    def sent_count(self, queue_id: str) -> int:
+        return sum(shard.stats()[2] for shard in self.router.all(queue_id))
+
     def next_visible_ms(self, queue_id: str) -> int | None:
         times = [t for s in self.router.all(queue_id) if (t := s.next_visible()) is not None]
         return min(times) if times else None
