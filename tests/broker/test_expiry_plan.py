@@ -40,8 +40,9 @@ def test_the_other_maintenance_reads_of_a_shard_use_its_indexes(data_dir: Path) 
     q.send_batch([{"body": n} for n in range(100)])
     conn = sqlite3.connect(data_dir / "shards" / f"{q.id}.0.db")
 
-    assert plan(conn, Q["in_flight"], {"now": 1}) == ["SEARCH messages USING INDEX messages_visible (visible_at_ms>?)"]
-    assert plan(conn, Q["next_visible"], {}) == ["SEARCH messages USING COVERING INDEX messages_visible"]
+    for query, args in (("in_flight", {"now": 1}), ("next_visible", {})):
+        [step] = plan(conn, Q[query], args)
+        assert step.startswith("SEARCH messages USING") and "INDEX messages_visible" in step, (query, step)
     oldest = plan(conn, Q["oldest"], {})
     assert "SEARCH payloads USING INDEX payloads_moved" in oldest
     assert "USE TEMP B-TREE FOR ORDER BY" not in oldest  # the first by seq: the rowid order, no sort
