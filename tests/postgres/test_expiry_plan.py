@@ -1,6 +1,6 @@
-"""Retention expiry costs what expires, not what the partition holds: PostgreSQL's plan for the
-expiry statement reads the old messages through the send-time index (migration 0007), and a
-deployment migrated before it gains the index on its existing partitions."""
+"""Retention expiry costs what expires, not what the partition holds: PostgreSQL's plans for the
+expiry boundary and the delete read the old messages through the primary key (seq order) and the
+moved messages' index, never a scan of the partition."""
 
 from __future__ import annotations
 
@@ -9,62 +9,58 @@ from typing import Any
 
 import psycopg
 
-from conveyor.engine.postgres import PostgresEngine, migrate
+from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.postgres.engine import Q
 from conveyor.model import NewMessage, QueueSettings
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.ms = 1_800_000_000_000
+
+    def now_ms(self) -> int:
+        return self.ms
 
 
 def plan_nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
     return [node, *(n for child in node.get("Plans", []) for n in plan_nodes(child))]
 
 
-def expiry_plan(url: str, shard_key: int, cutoff: int) -> list[dict[str, Any]]:
-    with psycopg.connect(url) as conn:
-        conn.execute(f"ANALYZE messages_{shard_key}")
-        args = {"shard": shard_key, "cutoff": cutoff, "slot": 0}
-        (raw,) = conn.execute(b"EXPLAIN (FORMAT JSON) " + Q["expire"], args).fetchone()
-    document = raw if isinstance(raw, list) else json.loads(raw)
-    return plan_nodes(document[0]["Plan"])
+def planned_scans(conn: psycopg.Connection[tuple[Any, ...]], query: bytes, args: dict[str, int]) -> list[str]:
+    """(node type, index) of every scan of a messages partition in the statement's plan."""
+    row = conn.execute(b"EXPLAIN (FORMAT JSON) " + query, args).fetchone()
+    assert row is not None
+    document = row[0] if isinstance(row[0], list) else json.loads(row[0])
+    return [
+        f"{n['Node Type']} {n.get('Index Name', '')}".strip()
+        for n in plan_nodes(document[0]["Plan"])
+        if str(n.get("Relation Name", "")).startswith("messages_")
+    ]
 
 
-def test_expiry_reads_the_expiring_messages_through_the_send_time_index(pg_url: str) -> None:
+def test_expiry_reads_the_expiring_messages_by_key_not_the_partition(pg_url: str) -> None:
     engine = PostgresEngine(pg_url)
-    queue = engine.create_queue("q", QueueSettings()).queue_id
-    for _ in range(50):
+    clock = engine.clock = ManualClock()
+    queue = engine.create_queue("q", QueueSettings(message_retention_period=1800)).queue_id
+    engine.enqueue(queue, [NewMessage(b"old", "bytes", 0)] * 100)
+    clock.ms += 3_600_000
+    for _ in range(100):
         engine.enqueue(queue, [NewMessage(b"x" * 100, "bytes", 0)] * 100)
     key = engine.shard_map(queue).all[0].key
-    engine.close()
-
-    nodes = expiry_plan(pg_url, key, cutoff=1)  # nothing is that old: the index finds none, at once
-
-    scans = [n for n in nodes if n["Node Type"].endswith("Scan") and n.get("Relation Name") == f"messages_{key}"]
-    assert scans, nodes
-    assert all(n["Node Type"] in ("Index Scan", "Index Only Scan", "Bitmap Heap Scan") for n in scans), scans
-    indexes = {n.get("Index Name") for n in nodes if "Index" in n["Node Type"]}
-    assert any(name and "timestamp" in name for name in indexes), indexes
-
-
-def test_a_deployment_migrated_before_the_index_gains_it_on_its_partitions(pg_url: str) -> None:
-    engine = PostgresEngine(pg_url)
-    queue = engine.create_queue("q", QueueSettings()).queue_id
-    engine.enqueue(queue, [NewMessage(b"x", "bytes", 0)] * 10)
-    key = engine.shard_map(queue).all[0].key
-    engine.close()
-    with psycopg.connect(pg_url) as conn:  # as version 6 left it
-        conn.execute("DROP INDEX messages_timestamp")
-        conn.execute("DELETE FROM conveyor_migrations WHERE version = 7")
-
-    assert migrate(pg_url) == [7]
-
+    cutoff = clock.ms - 1800 * 1000  # what expire() computes: the old hundred are past it
     with psycopg.connect(pg_url) as conn:
-        partition_indexes = [
-            definition
-            for (definition,) in conn.execute(
-                "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = %s",
-                (f"messages_{key}",),
-            )
-        ]
-    assert any("(shard_key, timestamp_ms)" in d for d in partition_indexes), partition_indexes
-    engine = PostgresEngine(pg_url)
-    assert engine.metrics(queue).backlog_count == 10
+        conn.execute(f"ANALYZE messages_{key}")
+        args = {"shard": key, "cutoff": cutoff}
+        boundary = conn.execute(Q["expiry_boundary"], args).fetchone()
+        assert boundary is not None
+        scans = planned_scans(conn, Q["expiry_boundary"], args)
+        scans += planned_scans(conn, Q["expire"], {**args, "boundary": boundary[0], "slot": 0})
+
+    assert scans, scans
+    assert not any(scan.startswith("Seq Scan") for scan in scans), scans
+    assert any(scan.endswith("_pkey") for scan in scans), scans
+    # The partition's copy of messages_moved (shard_key, timestamp_ms) WHERE moved, named by PostgreSQL.
+    assert any(scan.endswith("_shard_key_timestamp_ms_idx") for scan in scans), scans
+    assert engine.expire() == {queue: 100}
+    assert engine.metrics(queue).backlog_count == 10_000
     engine.close()

@@ -60,6 +60,8 @@ WRITE_LANES = 4
 # their statement on a server backend of their own instead of queueing on one.
 LEASE_LANES = 4
 WARNINGS = {"missing": MISSING, "superseded": SUPERSEDED}
+# The expiry boundary of a shard whose sent messages are all past retention: past every seq.
+NO_BOUNDARY = 2**63 - 1
 
 
 class ShardRef(NamedTuple):
@@ -276,7 +278,9 @@ class PostgresEngine(ShardedEngine[ShardRef]):
         return self._write("purge", {"shard": shard.key}, _count)
 
     def expire_shard(self, shard: ShardRef, cutoff_ms: int) -> int:
-        return self._write("expire", {"shard": shard.key, "cutoff": cutoff_ms}, _count)
+        args = {"shard": shard.key, "cutoff": cutoff_ms}
+        boundary = self._read("expiry_boundary", args)
+        return self._write("expire", {**args, "boundary": boundary[0][0] if boundary else NO_BOUNDARY}, _count)
 
     def announce(self, queue_id: str) -> None:
         self._notifier.notify(channel_of(queue_id))

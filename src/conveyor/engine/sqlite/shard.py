@@ -26,11 +26,8 @@ from conveyor.errors import QueueNotFound
 Q = load_queries("conveyor.engine.sqlite", "queries.sql")
 SCHEMA = load_script("conveyor.engine.sqlite", "shard.sql")
 # Scripts that bring an older shard file up to date, by the version they start from.
-UPGRADES = {
-    1: load_script("conveyor.engine.sqlite", "shard_v1_to_v2.sql"),
-    2: load_script("conveyor.engine.sqlite", "shard_v2_to_v3.sql"),
-}
-SCHEMA_VERSION = 3
+UPGRADES = {1: load_script("conveyor.engine.sqlite", "shard_v1_to_v2.sql")}
+SCHEMA_VERSION = 2
 # A new shard file's page size. 8 KiB pages halve the frames (two writes each) a commit appends to
 # the write-ahead log for a batch of 1 KB bodies, against the 4 KiB default: measured in plain SQL,
 # storing 100-message batches went from 1.00 to 1.11 × the raw limit (a 4 KiB table) and consuming

@@ -1,6 +1,6 @@
 -- One storage shard: the messages of one queue that landed in this file.
 PRAGMA application_id = 1131376246;  -- 'Conv'
-PRAGMA user_version = 3;
+PRAGMA user_version = 2;
 
 -- A message is two rows with the same `seq`: its payload, written once when it is stored, and its
 -- delivery state, a row of a few integers that every lease, renewal and retry rewrites. Kept apart,
@@ -16,10 +16,6 @@ CREATE TABLE IF NOT EXISTS payloads (
     moved        INTEGER NOT NULL DEFAULT 0  -- 1: dead-lettered or redriven in, with an older timestamp
 );
 CREATE INDEX IF NOT EXISTS payloads_moved ON payloads (timestamp_ms) WHERE moved = 1;
--- Retention expiry deletes the messages sent before a cutoff: through this index it reads those
--- rows only, not the whole shard. (seq order is no substitute: a message moved in keeps its older
--- timestamp, and processes sharing a shard commit in another order than they read the clock.)
-CREATE INDEX IF NOT EXISTS payloads_timestamp ON payloads (timestamp_ms);
 
 -- The oldest stored message's timestamp (NULL when there is none). Sent messages arrive in timestamp
 -- order, so the first by seq is the oldest of them; moved ones are found through their partial
