@@ -28,7 +28,8 @@ What a driver supplies (``S`` is its shard: anything with a ``number``, its plac
   may leave a message in both places, never in neither; returns how many left the shard;
 - ``move_oldest(shard, target, n, now_ms)``: the same for the ``n`` oldest messages, whatever their
   state (redrive); ``purge_shard(shard)``, ``expire_shard(shard, cutoff_ms)``: delete every message,
-  or those sent before the cutoff; each returns a count and keeps the shard's counters right;
+  or those sent before the cutoff, at a cost of what goes (one stamped out of order may wait for a
+  later round: late, never early); each returns a count and keeps the shard's counters right;
 - ``announce(queue_id)``: messages may be deliverable now; wake the queue's consumers, in every
   process.
 

@@ -134,6 +134,7 @@ SELECT count(*) FROM messages WHERE lease IS NOT NULL AND visible_at_ms > :now;
 DELETE FROM messages WHERE seq IN (
     SELECT seq FROM payloads
     WHERE moved = 0 AND timestamp_ms < :cutoff
+      -- the boundary: the first sent message still within retention (none: past every seq)
       AND seq < coalesce((SELECT seq FROM payloads WHERE moved = 0 AND timestamp_ms >= :cutoff ORDER BY seq LIMIT 1),
                          9223372036854775807)
     UNION ALL
