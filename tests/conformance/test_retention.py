@@ -55,3 +55,22 @@ def test_leased_and_delayed_messages_expire_too(
     assert backlog(pull_queue) == (0, 0)
     result = pull_queue.ack(acks=[m.lease_id])
     assert result.ack_count == 0 and m.lease_id in result.warnings
+
+
+def test_expiry_never_takes_a_message_early_when_the_clock_stepped_back(
+    conveyor_client: conveyor.Conveyor, clock: FakeClock
+) -> None:
+    """Expiry walks a shard in storage order up to the first message still within retention (no
+    index on send times to pay for on every send): one stored after it but stamped earlier waits
+    for it, and nothing goes before its own time."""
+    q = conveyor_client.create_queue("q", message_retention_period=60)
+    q.send("ahead")
+    clock.advance(-10)
+    q.send("behind")  # stamped 10 s before the message stored ahead of it
+    clock.advance(65)  # "behind" is 65 s old, "ahead" 55 s
+    conveyor_client.engine.expire()
+    assert "ahead" in bodies(q)
+    clock.advance(5.001)
+    conveyor_client.engine.expire()
+    assert bodies(q) == []
+    assert q.counters().expired == 2

@@ -68,6 +68,15 @@ def test_metrics_sum_over_shards(
     assert len(sharded.peek(batch_size=100)) == len(sent)
 
 
+def test_sent_count_sums_over_shards_and_matches_the_counters(
+    conveyor_client: conveyor.Conveyor, second_client: conveyor.Conveyor, sharded: conveyor.Queue
+) -> None:
+    sent = fill_both_shards(conveyor_client, second_client)
+    sharded.add_pull_consumer()
+    sharded.pull(batch_size=5)  # in flight: counted by counters(), not needed for the sent count
+    assert conveyor_client.engine.sent_count(sharded.id) == len(sent) == sharded.counters().sent
+
+
 def test_pull_consumer_drains_every_shard(
     conveyor_client: conveyor.Conveyor, second_client: conveyor.Conveyor, sharded: conveyor.Queue
 ) -> None:

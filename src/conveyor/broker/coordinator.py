@@ -64,7 +64,7 @@ class ShardSplitter:
 
     def _sample(self, queue: QueueInfo) -> None:
         now = time.monotonic()
-        sent = self.engine.counters(queue.queue_id).sent
+        sent = self.engine.sent_count(queue.queue_id)
         before = self._last.get(queue.queue_id)
         self._last[queue.queue_id] = (now, sent)
         if before is None or now <= before[0]:

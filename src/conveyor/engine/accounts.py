@@ -278,6 +278,9 @@ class AccountEngine(Engine):
     def counters(self, queue_id: str) -> Counters:
         return self.inner.counters(self._own(queue_id))
 
+    def sent_count(self, queue_id: str) -> int:
+        return self.inner.sent_count(self._own(queue_id))
+
     def expire(self) -> dict[str, int]:
         # Retention is the deployment's coordinator's job, not one account's: an embedded
         # process's own view may run it (it owns the engine), a server's account views may not.

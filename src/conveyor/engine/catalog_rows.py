@@ -1,11 +1,42 @@
-"""Catalog rows to model objects, for the engines whose catalogs select the same columns."""
+"""Catalog rows, as both engines' catalogs read and write them: the same columns, the same named
+parameters (each catalog's own ``.sql`` file spells the statements)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
-from conveyor.model import ConsumerInfo, ConsumerSettings
+from conveyor.ids import iso_now
+from conveyor.model import ConsumerInfo, ConsumerSettings, ConsumerType, QueueSettings
+
+
+def queue_parameters(queue_id: str, settings: QueueSettings) -> dict[str, Any]:
+    """The parameters of ``insert_queue`` (with ``name`` added) and ``update_queue``."""
+    return {
+        "queue": queue_id,
+        "now": iso_now(),
+        "delay": settings.delivery_delay,
+        "paused": settings.delivery_paused,
+        "retention": settings.message_retention_period,
+    }
+
+
+def consumer_settings_parameters(consumer_id: str, settings: ConsumerSettings, dlq: str) -> dict[str, Any]:
+    """The parameters of ``update_consumer``."""
+    return {"consumer": consumer_id, "dlq": dlq, "settings": json.dumps(asdict(settings))}
+
+
+def consumer_parameters(
+    consumer_id: str, queue_id: str, type: ConsumerType, script_name: str, settings: ConsumerSettings, dlq: str
+) -> dict[str, Any]:
+    """The parameters of ``insert_consumer``."""
+    return consumer_settings_parameters(consumer_id, settings, dlq) | {
+        "queue": queue_id,
+        "type": type,
+        "script": script_name,
+        "now": iso_now(),
+    }
 
 
 def consumer_from_row(row: tuple[Any, ...]) -> ConsumerInfo:

@@ -9,7 +9,10 @@ store them.
 
 from __future__ import annotations
 
+# The warnings an ack, retry or renewal gets for a lease id that changed nothing.
 MALFORMED = "malformed lease id"
+MISSING = "message not found: it was already acked, purged, expired or dead-lettered"
+SUPERSEDED = "lease superseded: the message was delivered again since, so this call changed nothing"
 _LIMIT = 2**63
 
 

@@ -23,7 +23,7 @@ def test_the_vacuumer_clears_dead_rows_of_consumed_messages(pg_url: str, monkeyp
     monkeypatch.setattr(vacuum, "VACUUM_DEAD_ROWS", 500)
     engine = PostgresEngine(pg_url)
     queue = engine.create_queue("q", QueueSettings()).queue_id
-    partition = f"messages_{engine._shards(queue)[0].key}"
+    partition = f"messages_{engine.shard_map(queue).all[0].key}"
     policy = DeliveryPolicy()
     for _ in range(10):
         engine.enqueue(queue, [NewMessage(b"x" * 100, "bytes", 0)] * 100)

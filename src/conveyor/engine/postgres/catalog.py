@@ -7,19 +7,22 @@ deleting a queue drops its partitions — no row-by-row delete, no dead rows lef
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from conveyor.engine.base import prefix_range
-from conveyor.engine.catalog_rows import consumer_from_row
+from conveyor.engine.catalog_rows import (
+    consumer_from_row,
+    consumer_parameters,
+    consumer_settings_parameters,
+    queue_parameters,
+)
 from conveyor.engine.postgres.database import ReadPool
 from conveyor.engine.sqlfile import load_queries
 from conveyor.errors import ConsumerExists, ConsumerNotFound, QueueExists, QueueNotFound
-from conveyor.ids import iso_now, new_id
+from conveyor.ids import new_id
 from conveyor.model import ConsumerInfo, ConsumerSettings, ConsumerType, QueueInfo, QueueSettings
 
 Q = load_queries("conveyor.engine.postgres", "queries.sql")
@@ -66,15 +69,7 @@ class Catalog:
     # -- queues -------------------------------------------------------------------------------
     def create_queue(self, name: str, settings: QueueSettings, shards: int, now_ms: int) -> QueueInfo:
         def fn(conn: Connection) -> QueueInfo:
-            args = {
-                "queue": new_id(),
-                "name": name,
-                "now": iso_now(),
-                "delay": settings.delivery_delay,
-                "paused": settings.delivery_paused,
-                "retention": settings.message_retention_period,
-            }
-            created = conn.execute(Q["insert_queue"], args).fetchone()
+            created = conn.execute(Q["insert_queue"], queue_parameters(new_id(), settings) | {"name": name}).fetchone()
             if created is None:
                 raise QueueExists(f"a queue named {name!r} already exists")
             for _ in range(shards):
@@ -108,14 +103,7 @@ class Catalog:
 
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         def fn(conn: Connection) -> QueueInfo:
-            args = {
-                "queue": queue_id,
-                "now": iso_now(),
-                "delay": settings.delivery_delay,
-                "paused": settings.delivery_paused,
-                "retention": settings.message_retention_period,
-            }
-            if not conn.execute(Q["update_queue"], args).rowcount:
+            if not conn.execute(Q["update_queue"], queue_parameters(queue_id, settings)).rowcount:
                 raise QueueNotFound(f"queue {queue_id!r} does not exist")
             return _queue(conn, "queue_by_id", queue_id)
 
@@ -154,15 +142,7 @@ class Catalog:
     ) -> ConsumerInfo:
         def fn(conn: Connection) -> ConsumerInfo:
             queue = _queue(conn, "queue_by_id", queue_id)
-            args = {
-                "consumer": new_id(),
-                "queue": queue_id,
-                "type": type,
-                "script": script_name,
-                "now": iso_now(),
-                "dlq": dlq,
-                "settings": json.dumps(asdict(settings)),
-            }
+            args = consumer_parameters(new_id(), queue_id, type, script_name, settings, dlq)
             if queue.consumers or conn.execute(Q["insert_consumer"], args).fetchone() is None:
                 existing = queue.consumers[0].type if queue.consumers else "another"
                 raise ConsumerExists(
@@ -182,7 +162,7 @@ class Catalog:
 
     def update_consumer(self, consumer_id: str, settings: ConsumerSettings, dlq: str) -> ConsumerInfo:
         def fn(conn: Connection) -> ConsumerInfo:
-            args = {"consumer": consumer_id, "dlq": dlq, "settings": json.dumps(asdict(settings))}
+            args = consumer_settings_parameters(consumer_id, settings, dlq)
             if not conn.execute(Q["update_consumer"], args).rowcount:
                 raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
             return self._consumer(conn, consumer_id)

@@ -16,6 +16,9 @@ import psycopg
 from conveyor.engine.postgres.database import connect
 from conveyor.engine.postgres.group_commit import Connection
 from conveyor.engine.postgres.migrate import LOCK_CLASS
+from conveyor.engine.sqlfile import load_queries
+
+Q = load_queries("conveyor.engine.postgres", "sessions.sql")
 
 log = logging.getLogger("conveyor.engine")
 
@@ -33,16 +36,14 @@ class AdvisoryLeadership:
         with self._lock:
             if self._conn is not None:
                 try:
-                    self._conn.execute("SELECT 1")
+                    self._conn.execute(Q["still_connected"])
                     return True
                 except psycopg.Error:
                     self._conn.close()
                     self._conn = None
             try:
                 conn = connect(self.url, autocommit=True)
-                row = conn.execute(
-                    "SELECT pg_try_advisory_lock(%s, hashtext(current_schema()))", (LOCK_CLASS + 1,)
-                ).fetchone()
+                row = conn.execute(Q["try_leadership"], {"lock_class": LOCK_CLASS + 1}).fetchone()
             except psycopg.Error as exc:
                 log.warning("could not contest coordinator leadership: %s", exc)
                 return False
@@ -58,6 +59,6 @@ class AdvisoryLeadership:
                 # Unlocked before closing: the server drops a closed session's locks only once its
                 # backend has exited, so a contender asking at once could still be refused.
                 with contextlib.suppress(psycopg.Error):  # a lost connection holds no lock
-                    self._conn.execute("SELECT pg_advisory_unlock(%s, hashtext(current_schema()))", (LOCK_CLASS + 1,))
+                    self._conn.execute(Q["give_up_leadership"], {"lock_class": LOCK_CLASS + 1})
                 self._conn.close()
                 self._conn = None

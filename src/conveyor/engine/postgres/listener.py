@@ -21,7 +21,9 @@ from psycopg import sql
 
 from conveyor.engine.postgres.database import FIRST_PAUSE_SECONDS, MAX_PAUSE_SECONDS, connect
 from conveyor.engine.reconnecting_loop import Backoff, ReconnectingLoop
+from conveyor.engine.sqlfile import load_queries
 
+Q = load_queries("conveyor.engine.postgres", "sessions.sql")
 log = logging.getLogger("conveyor.engine.postgres")
 
 # How long the listening thread waits for notifications before it looks for new channels to LISTEN.
@@ -121,7 +123,7 @@ class Listener:
         with self._cond:
             new = self._wanted - self._listening
         for channel in sorted(new):
-            self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+            self._conn.execute(sql.SQL(Q["listen"]).format(channel=sql.Identifier(channel)))
         if new:
             self._listening |= new
             self._bump(new)
@@ -198,7 +200,7 @@ class Notifier:
             self._sending, self._pending = sorted(self._pending), set()
         if self._conn is None:
             self._conn = connect(self._conninfo, autocommit=True)
-        self._conn.execute("SELECT pg_notify(c, '') FROM unnest(%s::text[]) AS c", (self._sending,))
+        self._conn.execute(Q["notify"], {"channels": self._sending})
         return NOTIFY_INTERVAL_SECONDS
 
     def _put_back(self, _error: Exception) -> None:

@@ -15,11 +15,13 @@ import psycopg
 from psycopg import sql
 
 from conveyor.engine.postgres.database import connect, with_retries
+from conveyor.engine.sqlfile import load_queries
 from conveyor.errors import CorruptStorage
 
 MIGRATIONS_PACKAGE = "conveyor.engine.postgres.migrations"
 # pg_advisory_xact_lock(LOCK_CLASS, 0) guards migrations; (LOCK_CLASS, 1) is coordinator leadership.
 LOCK_CLASS = 0x436F6E76  # 'Conv'
+Q = load_queries("conveyor.engine.postgres", "sessions.sql")
 _FILE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 
@@ -35,25 +37,22 @@ def available() -> list[tuple[int, str]]:
 
 def _ensure_schema(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
     """Create the first schema of ``search_path`` if it does not exist (a URL may name a new one)."""
-    row = conn.execute("SELECT current_schema()").fetchone()
+    row = conn.execute(Q["current_schema"]).fetchone()
     if row is not None and row[0] is not None:
         return
-    path = conn.execute("SHOW search_path").fetchone()
+    path = conn.execute(Q["search_path"]).fetchone()
     first = str(path[0] if path else "").split(",")[0].strip().strip('"')
     if first and first != "$user":
-        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(first)))
+        conn.execute(sql.SQL(Q["create_schema"]).format(schema=sql.Identifier(first)))
 
 
 def _apply(conninfo: str) -> list[int]:
     applied: list[int] = []
     with connect(conninfo, autocommit=False) as conn, conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_CLASS,))
+        conn.execute(Q["migration_lock"], {"lock_class": LOCK_CLASS})
         _ensure_schema(conn)
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS conveyor_migrations ("
-            " version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        done = {v for (v,) in conn.execute("SELECT version FROM conveyor_migrations").fetchall()}
+        conn.execute(Q["migrations_table"])
+        done = {v for (v,) in conn.execute(Q["applied_migrations"]).fetchall()}
         shipped = available()
         newest = max((v for v, _ in shipped), default=0)
         if done and max(done) > newest:
@@ -65,7 +64,7 @@ def _apply(conninfo: str) -> list[int]:
                 continue
             script = resources.files(MIGRATIONS_PACKAGE).joinpath(name).read_text()
             conn.execute(script.encode())
-            conn.execute("INSERT INTO conveyor_migrations (version, name) VALUES (%s, %s)", (version, name))
+            conn.execute(Q["record_migration"], {"version": version, "name": name})
             applied.append(version)
     return applied
 

@@ -253,10 +253,30 @@ WITH gone AS (
 )
 SELECT count(*) FROM gone;
 
+-- name: expiry_boundary
+-- The first sent message of a shard, by seq, still within retention (none: all are older). Sent
+-- messages are stored in send-time order (a retry or a delay updates the row, never its seq or
+-- timestamp), so the primary key walks the expiring ones and stops at it.
+SELECT seq FROM messages
+WHERE shard_key = %(shard)s AND NOT moved AND timestamp_ms >= %(cutoff)s
+ORDER BY seq LIMIT 1;
+
 -- name: expire
-WITH gone AS (
-    DELETE FROM messages WHERE shard_key = %(shard)s AND timestamp_ms < %(cutoff)s
+-- Costs what expires, not what the partition holds, with no index of its own to pay on every
+-- write: the sent messages before the boundary (by the primary key), and the moved ones, which keep
+-- older send times (by their partial index). The boundary comes in as a value, not a subquery, so
+-- the plan is made knowing how few rows lie below it. A message stamped out of order (engines on
+-- hosts whose clocks differ) waits for the ones stored before it: it expires later by that
+-- difference, never early.
+WITH sent AS (
+    DELETE FROM messages
+    WHERE shard_key = %(shard)s AND seq < %(boundary)s AND NOT moved AND timestamp_ms < %(cutoff)s
     RETURNING length(body) AS size
+), moved AS (
+    DELETE FROM messages WHERE shard_key = %(shard)s AND moved AND timestamp_ms < %(cutoff)s
+    RETURNING length(body) AS size
+), gone AS (
+    SELECT size FROM sent UNION ALL SELECT size FROM moved
 ), counted AS (
     UPDATE shard_stats
     SET backlog_count = backlog_count - (SELECT count(*) FROM gone),
@@ -279,6 +299,10 @@ SELECT coalesce(sum(sent), 0), coalesce(sum(acked), 0), coalesce(sum(retried), 0
        (SELECT count(*) FROM messages m
         WHERE m.shard_key = ANY (%(shards)s::bigint[]) AND m.lease IS NOT NULL AND m.visible_at_ms > %(now)s)
 FROM shard_stats WHERE shard_key = ANY (%(shards)s::bigint[]);
+
+-- name: sent
+-- The counters alone, without the in-flight count of `counters` (the shard splitter's sample).
+SELECT coalesce(sum(sent), 0) FROM shard_stats WHERE shard_key = ANY (%(shards)s::bigint[]);
 
 -- name: peek
 SELECT seq, id, timestamp_ms, content_type, body, attempts FROM messages

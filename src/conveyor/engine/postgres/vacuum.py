@@ -21,6 +21,7 @@ from psycopg import sql
 
 from conveyor.engine.postgres.database import connect
 from conveyor.engine.reconnecting_loop import Backoff, ReconnectingLoop
+from conveyor.engine.sqlfile import load_queries
 
 log = logging.getLogger("conveyor.engine.postgres")
 
@@ -31,12 +32,7 @@ VACUUM_DEAD_COUNTER_ROWS = 2_000
 # After a failure, the next try comes about one interval later, as a round would.
 RETRY_BACKOFF = Backoff(VACUUM_INTERVAL_SECONDS, VACUUM_INTERVAL_SECONDS)
 
-DEAD_ROWS = """
-SELECT relname, n_dead_tup FROM pg_stat_user_tables
-WHERE schemaname = current_schema()
-  AND ((relname LIKE 'messages\\_%%' AND n_dead_tup >= %s) OR (relname = 'shard_stats' AND n_dead_tup >= %s))
-ORDER BY n_dead_tup DESC
-"""
+Q = load_queries("conveyor.engine.postgres", "sessions.sql")
 
 
 class Vacuumer:
@@ -90,13 +86,13 @@ class Vacuumer:
 
     def vacuum_once(self, conn: psycopg.Connection[tuple[Any, ...]]) -> list[str]:
         """Vacuum every table past its dead-row threshold; returns their names."""
-        rows = conn.execute(DEAD_ROWS, (VACUUM_DEAD_ROWS, VACUUM_DEAD_COUNTER_ROWS)).fetchall()
+        thresholds = {"messages": VACUUM_DEAD_ROWS, "counters": VACUUM_DEAD_COUNTER_ROWS}
+        rows = conn.execute(Q["dead_rows"], thresholds).fetchall()
         done = []
         for table, dead in rows:
             if self._stop.is_set():
                 break
-            # SKIP_LOCKED: a shard being dropped (its queue deleted) is skipped, not waited for.
-            conn.execute(sql.SQL("VACUUM (SKIP_LOCKED) {}").format(sql.Identifier(table)))
+            conn.execute(sql.SQL(Q["vacuum"]).format(table=sql.Identifier(table)))
             log.debug("vacuumed %s (%d dead rows)", table, dead)
             self.vacuums += 1
             done.append(str(table))

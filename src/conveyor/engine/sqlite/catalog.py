@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import TypeVar
 
 from conveyor.engine.base import prefix_range
-from conveyor.engine.catalog_rows import consumer_from_row
+from conveyor.engine.catalog_rows import (
+    consumer_from_row,
+    consumer_parameters,
+    consumer_settings_parameters,
+    queue_parameters,
+)
 from conveyor.engine.sqlfile import load_queries, load_script
 from conveyor.engine.sqlite.snapshot import CatalogSnapshot, QueueEntry
 from conveyor.engine.sqlite.storage import open_database, translate_error
 from conveyor.errors import ConsumerExists, ConsumerNotFound, QueueExists, QueueNotFound
-from conveyor.ids import iso_now, new_id
+from conveyor.ids import new_id
 from conveyor.model import ConsumerInfo, ConsumerSettings, ConsumerType, QueueInfo, QueueSettings
 
 SCHEMA = load_script("conveyor.engine.sqlite", "catalog.sql")
@@ -25,21 +28,6 @@ VERSION = 2
 UPGRADES = {1: load_script("conveyor.engine.sqlite", "catalog_v1_to_v2.sql")}
 Q = load_queries("conveyor.engine.sqlite", "catalog_queries.sql")
 T = TypeVar("T")
-
-_QUEUE_COLUMNS = (
-    "queue_id, name, created_on, modified_on, delivery_delay, delivery_paused, retention, "
-    "(SELECT count(*) FROM shards s WHERE s.queue_id = queues.queue_id)"
-)
-_CONSUMER_COLUMNS = (
-    "c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings"
-)
-
-
-_BUMP_GENERATION = (
-    "INSERT INTO sequences (name, value) VALUES ('catalog_generation', 1) "
-    "ON CONFLICT (name) DO UPDATE SET value = value + 1"
-)
-_GENERATION = "SELECT coalesce((SELECT value FROM sequences WHERE name = 'catalog_generation'), 0)"
 
 
 class Catalog:
@@ -77,20 +65,18 @@ class Catalog:
 
     def changed(self) -> bool:
         """Whether another connection changed the catalog since the last call."""
-        version = self._tx(lambda c: c.execute("PRAGMA data_version").fetchone()[0], write=False)
+        version = self._tx(lambda c: c.execute(Q["data_version"]).fetchone()[0], write=False)
         changed = version != self._seen_version
         self._seen_version = version
         return bool(changed)
 
     # -- queues -------------------------------------------------------------------------------
-    def _queue(self, conn: sqlite3.Connection, where: str, value: str) -> QueueInfo:
-        row = conn.execute(f"SELECT {_QUEUE_COLUMNS} FROM queues WHERE {where} = ?", (value,)).fetchone()
+    def _queue(self, conn: sqlite3.Connection, query: str, key: str) -> QueueInfo:
+        """The queue by ``queue_by_id`` or ``queue_by_name``."""
+        row = conn.execute(Q[query], {"key": key}).fetchone()
         if row is None:
-            raise QueueNotFound(f"queue {value!r} does not exist")
-        consumers = conn.execute(
-            f"SELECT {_CONSUMER_COLUMNS} FROM consumers c JOIN queues q USING (queue_id) WHERE c.queue_id = ?",
-            (row[0],),
-        ).fetchall()
+            raise QueueNotFound(f"queue {key!r} does not exist")
+        consumers = conn.execute(Q["consumers_of"], {"queue": row[0]}).fetchall()
         return QueueInfo(
             queue_id=row[0],
             queue_name=row[1],
@@ -110,36 +96,25 @@ class Catalog:
         materialized in the same commit), so a queue is in the catalog only with its files."""
 
         def fn(conn: sqlite3.Connection) -> QueueInfo:
-            if conn.execute("SELECT 1 FROM queues WHERE name = ?", (name,)).fetchone():
+            if conn.execute(Q["name_taken"], {"name": name}).fetchone():
                 raise QueueExists(f"a queue named {name!r} already exists")
-            now = iso_now()
             new_queue_id = queue_id or new_id()
-            conn.execute(
-                "INSERT INTO queues VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    new_queue_id,
-                    name,
-                    now,
-                    now,
-                    settings.delivery_delay,
-                    int(settings.delivery_paused),
-                    settings.message_retention_period,
-                ),
-            )
+            conn.execute(Q["insert_queue"], queue_parameters(new_queue_id, settings) | {"name": name})
+            made = int(queue_id is not None)
             conn.executemany(
-                "INSERT INTO shards (queue_id, shard_no, created_ms, materialized) VALUES (?, ?, ?, ?)",
-                [(new_queue_id, n, now_ms, int(queue_id is not None)) for n in range(shards)],
+                Q["insert_shard"],
+                [{"queue": new_queue_id, "number": n, "now": now_ms, "made": made} for n in range(shards)],
             )
-            conn.execute(_BUMP_GENERATION)
-            return self._queue(conn, "queue_id", new_queue_id)
+            conn.execute(Q["bump_generation"])
+            return self._queue(conn, "queue_by_id", new_queue_id)
 
         return self._tx(fn)
 
     def get_queue(self, name: str) -> QueueInfo:
-        return self._tx(lambda c: self._queue(c, "name", name), write=False)
+        return self._tx(lambda c: self._queue(c, "queue_by_name", name), write=False)
 
     def get_queue_by_id(self, queue_id: str) -> QueueInfo:
-        return self._tx(lambda c: self._queue(c, "queue_id", queue_id), write=False)
+        return self._tx(lambda c: self._queue(c, "queue_by_id", queue_id), write=False)
 
     def list_queues(self, prefix: str = "") -> list[QueueInfo]:
         def fn(conn: sqlite3.Connection) -> list[QueueInfo]:
@@ -148,27 +123,16 @@ class Catalog:
                 ids = conn.execute(Q["queue_ids_in_range"], {"low": low, "high": high}).fetchall()
             else:
                 ids = conn.execute(Q["queue_ids"]).fetchall()
-            return [self._queue(conn, "queue_id", qid) for (qid,) in ids]
+            return [self._queue(conn, "queue_by_id", qid) for (qid,) in ids]
 
         return self._tx(fn, write=False)
 
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         def fn(conn: sqlite3.Connection) -> QueueInfo:
-            updated = conn.execute(
-                "UPDATE queues SET delivery_delay = ?, delivery_paused = ?, retention = ?, modified_on = ? "
-                "WHERE queue_id = ?",
-                (
-                    settings.delivery_delay,
-                    int(settings.delivery_paused),
-                    settings.message_retention_period,
-                    iso_now(),
-                    queue_id,
-                ),
-            ).rowcount
-            if not updated:
+            if not conn.execute(Q["update_queue"], queue_parameters(queue_id, settings)).rowcount:
                 raise QueueNotFound(f"queue {queue_id!r} does not exist")
-            conn.execute(_BUMP_GENERATION)
-            return self._queue(conn, "queue_id", queue_id)
+            conn.execute(Q["bump_generation"])
+            return self._queue(conn, "queue_by_id", queue_id)
 
         return self._tx(fn)
 
@@ -176,10 +140,10 @@ class Catalog:
         """Delete the queue's rows; returns its shard numbers, whose files the caller removes."""
 
         def fn(conn: sqlite3.Connection) -> list[int]:
-            shards = [n for (n,) in conn.execute("SELECT shard_no FROM shards WHERE queue_id = ?", (queue_id,))]
-            if not conn.execute("DELETE FROM queues WHERE queue_id = ?", (queue_id,)).rowcount:
+            shards = [n for (n, _) in conn.execute(Q["shards_of"], {"queue": queue_id})]
+            if not conn.execute(Q["delete_queue"], {"queue": queue_id}).rowcount:
                 raise QueueNotFound(f"queue {queue_id!r} does not exist")
-            conn.execute(_BUMP_GENERATION)
+            conn.execute(Q["bump_generation"])
             return shards
 
         return self._tx(fn)
@@ -187,40 +151,24 @@ class Catalog:
     # -- shard map ----------------------------------------------------------------------------
     def shards(self, queue_id: str) -> list[tuple[int, str]]:
         """(shard number, state) of every shard of the queue."""
-        return self._tx(
-            lambda c: c.execute(
-                "SELECT shard_no, state FROM shards WHERE queue_id = ? ORDER BY shard_no", (queue_id,)
-            ).fetchall(),
-            write=False,
-        )
+        return self._tx(lambda c: c.execute(Q["shards_of"], {"queue": queue_id}).fetchall(), write=False)
 
     def materialized(self, queue_id: str, shard_no: int) -> bool:
         """Whether the shard's file was made once (so a missing file was deleted)."""
-        row = self._tx(
-            lambda c: c.execute(
-                "SELECT materialized FROM shards WHERE queue_id = ? AND shard_no = ?", (queue_id, shard_no)
-            ).fetchone(),
-            write=False,
-        )
+        args = {"queue": queue_id, "number": shard_no}
+        row = self._tx(lambda c: c.execute(Q["materialized"], args).fetchone(), write=False)
         return bool(row and row[0])
 
     def mark_materialized(self, queue_id: str, shard_no: int) -> None:
-        self._tx(
-            lambda c: c.execute(
-                "UPDATE shards SET materialized = 1 WHERE queue_id = ? AND shard_no = ?", (queue_id, shard_no)
-            )
-        )
+        self._tx(lambda c: c.execute(Q["mark_materialized"], {"queue": queue_id, "number": shard_no}))
 
     def add_shard(self, queue_id: str, now_ms: int) -> int:
         def fn(conn: sqlite3.Connection) -> int:
-            (top,) = conn.execute("SELECT max(shard_no) FROM shards WHERE queue_id = ?", (queue_id,)).fetchone()
+            (top,) = conn.execute(Q["top_shard"], {"queue": queue_id}).fetchone()
             if top is None:
                 raise QueueNotFound(f"queue {queue_id!r} does not exist")
-            conn.execute(
-                "INSERT INTO shards (queue_id, shard_no, created_ms) VALUES (?, ?, ?)",
-                (queue_id, top + 1, now_ms),
-            )
-            conn.execute(_BUMP_GENERATION)
+            conn.execute(Q["insert_shard"], {"queue": queue_id, "number": top + 1, "now": now_ms, "made": 0})
+            conn.execute(Q["bump_generation"])
             return int(top) + 2
 
         return self._tx(fn)
@@ -228,76 +176,57 @@ class Catalog:
     # -- snapshot -----------------------------------------------------------------------------
     def generation(self) -> int:
         """The catalog generation: how many changes to queues and shards were committed."""
-        return int(self._tx(lambda c: c.execute(_GENERATION).fetchone()[0], write=False))
+        return int(self._tx(lambda c: c.execute(Q["generation"]).fetchone()[0], write=False))
 
     def snapshot(self) -> CatalogSnapshot:
         """Every queue's settings and shard map, and the generation they are at, read in one transaction."""
 
         def fn(conn: sqlite3.Connection) -> CatalogSnapshot:
             conn.execute("BEGIN")  # a read transaction: the queries below see one state of the file
-            (generation,) = conn.execute(_GENERATION).fetchone()
+            (generation,) = conn.execute(Q["generation"]).fetchone()
             shards: dict[str, list[tuple[int, str]]] = {}
-            for queue_id, number, state in conn.execute(
-                "SELECT queue_id, shard_no, state FROM shards ORDER BY queue_id, shard_no"
-            ):
+            for queue_id, number, state in conn.execute(Q["all_shards"]):
                 shards.setdefault(queue_id, []).append((number, state))
             queues = {
                 queue_id: QueueEntry(
                     name, QueueSettings(delay, bool(paused), retention), tuple(shards.get(queue_id, ()))
                 )
-                for queue_id, name, delay, paused, retention in conn.execute(
-                    "SELECT queue_id, name, delivery_delay, delivery_paused, retention FROM queues"
-                )
+                for queue_id, name, delay, paused, retention in conn.execute(Q["all_queue_settings"])
             }
             return CatalogSnapshot(int(generation), queues)
 
         return self._tx(fn, write=False)
 
     def next_producer_slot(self) -> int:
-        return int(
-            self._tx(
-                lambda c: c.execute(
-                    "UPDATE sequences SET value = value + 1 WHERE name = 'producer_seq' RETURNING value"
-                ).fetchone()[0]
-            )
-        )
+        return int(self._tx(lambda c: c.execute(Q["next_producer_slot"]).fetchone()[0]))
 
     # -- consumers ----------------------------------------------------------------------------
     def add_consumer(
         self, queue_id: str, type: ConsumerType, script_name: str, settings: ConsumerSettings, dlq: str
     ) -> ConsumerInfo:
         def fn(conn: sqlite3.Connection) -> ConsumerInfo:
-            queue = self._queue(conn, "queue_id", queue_id)
+            queue = self._queue(conn, "queue_by_id", queue_id)
             if queue.consumers:
                 raise ConsumerExists(
                     f"queue {queue.queue_name!r} already has a consumer ({queue.consumers[0].type}); "
                     "a queue has one consumer at a time"
                 )
-            consumer_id = new_id()
-            conn.execute(
-                "INSERT INTO consumers VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (consumer_id, queue_id, type, script_name, iso_now(), dlq, json.dumps(asdict(settings))),
-            )
-            return self._consumer(conn, consumer_id)
+            args = consumer_parameters(new_id(), queue_id, type, script_name, settings, dlq)
+            conn.execute(Q["insert_consumer"], args)
+            return self._consumer(conn, str(args["consumer"]))
 
         return self._tx(fn)
 
     def _consumer(self, conn: sqlite3.Connection, consumer_id: str) -> ConsumerInfo:
-        row = conn.execute(
-            f"SELECT {_CONSUMER_COLUMNS} FROM consumers c JOIN queues q USING (queue_id) WHERE consumer_id = ?",
-            (consumer_id,),
-        ).fetchone()
+        row = conn.execute(Q["consumer"], {"consumer": consumer_id}).fetchone()
         if row is None:
             raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
         return consumer_from_row(row)
 
     def update_consumer(self, consumer_id: str, settings: ConsumerSettings, dlq: str) -> ConsumerInfo:
         def fn(conn: sqlite3.Connection) -> ConsumerInfo:
-            updated = conn.execute(
-                "UPDATE consumers SET settings = ?, dead_letter_queue = ? WHERE consumer_id = ?",
-                (json.dumps(asdict(settings)), dlq, consumer_id),
-            ).rowcount
-            if not updated:
+            args = consumer_settings_parameters(consumer_id, settings, dlq)
+            if not conn.execute(Q["update_consumer"], args).rowcount:
                 raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
             return self._consumer(conn, consumer_id)
 
@@ -305,7 +234,7 @@ class Catalog:
 
     def remove_consumer(self, consumer_id: str) -> None:
         def fn(conn: sqlite3.Connection) -> None:
-            if not conn.execute("DELETE FROM consumers WHERE consumer_id = ?", (consumer_id,)).rowcount:
+            if not conn.execute(Q["delete_consumer"], {"consumer": consumer_id}).rowcount:
                 raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
 
         self._tx(fn)

@@ -21,11 +21,13 @@ from pathlib import Path
 from conveyor.engine.accounts import split
 from conveyor.engine.sqlite.catalog import UPGRADES as CATALOG_UPGRADES
 from conveyor.engine.sqlite.catalog import VERSION as CATALOG_VERSION
+from conveyor.engine.sqlite.catalog import Q as CATALOG_QUERIES
 from conveyor.engine.sqlite.damaged import DAMAGED_DIR
 from conveyor.engine.sqlite.shard import SCHEMA_VERSION as SHARD_VERSION
 from conveyor.engine.sqlite.shard import UPGRADES as SHARD_UPGRADES
+from conveyor.engine.sqlite.shard import Q as SHARD_QUERIES
 from conveyor.engine.sqlite.snapshot import decode
-from conveyor.engine.sqlite.storage import APPLICATION_ID, check_size_and_log, translate_error
+from conveyor.engine.sqlite.storage import APPLICATION_ID, FILE_QUERIES, check_size_and_log, translate_error
 from conveyor.errors import ConveyorError
 
 # How many lines of a failed quick_check are reported.
@@ -118,11 +120,6 @@ def examine(directory: Path, *, thorough: bool = False) -> DoctorReport:
     return report
 
 
-_SHARD_MAP = (
-    "SELECT q.queue_id, q.name, s.shard_no, s.materialized FROM queues q "
-    "JOIN shards s USING (queue_id) ORDER BY q.name, s.shard_no"
-)
-_GENERATION = "SELECT coalesce((SELECT value FROM sequences WHERE name = 'catalog_generation'), 0)"
 # queue id, catalog name (ACCOUNT/NAME), shard number, materialized
 ShardEntry = tuple[str, str, int, bool]
 
@@ -132,13 +129,13 @@ def _read_catalog(path: Path, thorough: bool, report: DoctorReport) -> tuple[lis
     own: the snapshot beside it was published from the file as it is)."""
     conn, found = _open_read_only(path, CATALOG_VERSION, CATALOG_UPGRADES, thorough)
     try:
-        generation = int(conn.execute(_GENERATION).fetchone()[0])
+        generation = int(conn.execute(CATALOG_QUERIES["generation"]).fetchone()[0])
         if found < CATALOG_VERSION:
             report.upgrades.append(Upgrade(path.name, found, CATALOG_VERSION))
             upgraded = _upgraded_copy(conn, found, CATALOG_VERSION, CATALOG_UPGRADES)
             conn.close()
             conn = upgraded
-        rows = conn.execute(_SHARD_MAP).fetchall()
+        rows = conn.execute(CATALOG_QUERIES["shards_by_queue_name"]).fetchall()
     finally:
         conn.close()
     return [(qid, name, number, bool(made)) for qid, name, number, made in rows], generation
@@ -194,8 +191,7 @@ def _examine_shard(path: Path, made: bool, thorough: bool) -> tuple[int, int]:
     try:
         if not found:
             return 0, 0  # empty: its maker has not initialised it yet
-        # Every schema version keeps the counters in `stats`.
-        return int(conn.execute("SELECT backlog_count FROM stats").fetchone()[0]), found
+        return int(conn.execute(SHARD_QUERIES["backlog"]).fetchone()[0]), found
     finally:
         conn.close()
 
@@ -213,10 +209,7 @@ def _open_read_only(
     mode = "ro" if logged else "ro&immutable=1"
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode={mode}", uri=True, timeout=10.0)
     try:
-        app_id, found, tables = conn.execute(
-            "SELECT (SELECT application_id FROM pragma_application_id()), "
-            "(SELECT user_version FROM pragma_user_version()), (SELECT count(*) FROM sqlite_schema)"
-        ).fetchone()
+        app_id, found, tables = conn.execute(FILE_QUERIES["identity"]).fetchone()
         if app_id == 0 and not tables:
             if must_hold_data:
                 raise ConveyorError(f"{path} is empty (no tables) but held data: its contents are lost")

@@ -59,6 +59,10 @@ WHERE seq IN (SELECT value FROM json_each(:seqs));
 SELECT p.seq, p.id, p.timestamp_ms, p.content_type, p.body FROM messages m CROSS JOIN payloads p ON p.seq = m.seq
 WHERE m.lease = :token AND m.seq IN (SELECT value FROM json_each(:seqs));
 
+-- name: held
+-- Which of these messages are still held under the lease (a retry found their deliveries used up).
+SELECT seq FROM messages WHERE lease = :token AND seq IN (SELECT value FROM json_each(:seqs));
+
 -- name: ack
 DELETE FROM messages WHERE lease = :token AND seq IN (SELECT value FROM json_each(:seqs))
 RETURNING seq, size;
@@ -120,7 +124,26 @@ SELECT min(visible_at_ms) FROM messages;
 SELECT count(*) FROM messages WHERE lease IS NOT NULL AND visible_at_ms > :now;
 
 -- name: expire
-DELETE FROM messages WHERE seq IN (SELECT seq FROM payloads WHERE timestamp_ms < :cutoff) RETURNING size;
+-- Costs what expires, not what the shard holds, with no index of its own to pay on every send: sent
+-- messages are stored in send-time order (a retry or a delay changes a state row, never the
+-- payload's seq or timestamp), so those sent before the cutoff come first by seq. They are read in
+-- seq order up to the first one still within retention; the moved ones, which keep older send
+-- times, through their partial index. A message stamped out of order (processes sharing a shard
+-- commit in another order than they read the clock, or the clock stepped back) waits for the ones
+-- before it: it expires later by that difference, never early.
+DELETE FROM messages WHERE seq IN (
+    SELECT seq FROM payloads
+    WHERE moved = 0 AND timestamp_ms < :cutoff
+      -- the boundary: the first sent message still within retention (none: past every seq)
+      AND seq < coalesce((SELECT seq FROM payloads WHERE moved = 0 AND timestamp_ms >= :cutoff ORDER BY seq LIMIT 1),
+                         9223372036854775807)
+    UNION ALL
+    SELECT seq FROM payloads WHERE moved = 1 AND timestamp_ms < :cutoff
+) RETURNING size;
+
+-- name: backlog
+-- Every schema version keeps the counters in `stats` (so `conveyor doctor` reads files of any).
+SELECT backlog_count FROM stats;
 
 -- name: stats
 SELECT backlog_count, backlog_bytes, sent, acked, retried, dead_lettered, expired, dropped FROM stats;

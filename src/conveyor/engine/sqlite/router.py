@@ -1,8 +1,5 @@
-"""The router: which shard files a queue has, and which one this process writes to.
-
-Each process takes a *home slot* from the catalog the first time it sends; it writes a queue's
-messages to active shard ``slot % shards``, so producer processes spread over a queue's shards while
-each process keeps one write path (and one group commit) per queue. Consumers lease from every shard.
+"""The router: which shard files a queue has, open (which one a process writes to is the shared
+policy's: ``ShardedEngine.home_shard``).
 
 The shard map comes from the catalog snapshot (``snapshot/catalog_*``, published through mmapsync
 after every catalog write: see ``snapshot_store.py``), a read of shared memory; cached maps are
@@ -16,6 +13,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from conveyor.engine.sharded import ShardMap
 from conveyor.engine.sqlite.catalog import Catalog
 from conveyor.engine.sqlite.shard import Shard
 from conveyor.engine.sqlite.snapshot import CatalogSnapshot
@@ -31,9 +29,7 @@ class ShardRouter:
         self.catalog = catalog
         self.snapshots = snapshots
         self._lock = threading.RLock()
-        self._shards: dict[str, list[Shard]] = {}
-        self._active: dict[str, list[Shard]] = {}
-        self._slot: int | None = None
+        self._maps: dict[str, ShardMap[Shard]] = {}
         # Every shard object this engine opened, kept across shard-map refreshes.
         self._keep: dict[str, list[Shard]] = {}
         # The snapshot generation the cached shard maps were read at (None: read from the catalog).
@@ -41,17 +37,33 @@ class ShardRouter:
 
     def all(self, queue_id: str) -> list[Shard]:
         """Every shard of the queue (consumers read them all)."""
-        return self._open_shards(queue_id)[0]
+        return self.shard_map(queue_id).all
 
-    def home(self, queue_id: str) -> Shard:
-        """The active shard this process writes the queue's messages to."""
-        active = self._open_shards(queue_id)[1]
-        if self._slot is None:
-            self._slot = self.catalog.next_producer_slot()
-        return active[self._slot % len(active)]
-
-    def by_number(self, queue_id: str) -> dict[int, Shard]:
-        return {s.number: s for s in self.all(queue_id)}
+    def shard_map(self, queue_id: str) -> ShardMap[Shard]:
+        """Every shard of the queue, and those that take writes."""
+        snapshot = self._refresh()
+        with self._lock:
+            if queue_id in self._maps:
+                return self._maps[queue_id]
+        rows = self._shard_rows(queue_id, snapshot)
+        with self._lock:
+            if queue_id in self._maps:
+                return self._maps[queue_id]
+            known = {s.number: s for s in self._keep.get(queue_id, [])}
+            try:
+                for number, _ in rows:
+                    if number not in known:
+                        known[number] = self._open_shard(queue_id, number)
+            finally:  # kept even when a later shard fails to open, so they are closed with the rest
+                self._keep[queue_id] = list(known.values())
+            shards = [known[number] for number, _ in rows]
+            active = [s for s, (_, state) in zip(shards, rows, strict=True) if state == "active"]
+            shard_map = ShardMap(shards, active)
+            # Another thread may have seen a newer generation (and dropped the maps) since this one
+            # read its snapshot: then these rows serve this call only.
+            if snapshot is None or snapshot.generation == self._seen_generation:
+                self._maps[queue_id] = shard_map
+            return shard_map
 
     def make(self, queue_id: str, number: int) -> None:
         """Make a new shard's file now, so that one missing later is noticed."""
@@ -63,15 +75,13 @@ class ShardRouter:
     def forget(self) -> None:
         """Drop the cached shard maps (after this process changed queues or shards)."""
         with self._lock:
-            self._active.clear()
-            self._shards.clear()
+            self._maps.clear()
 
     def drop(self, queue_id: str) -> list[Shard]:
         """Forget a deleted queue; returns the shards opened for it (call :meth:`all` before the
         catalog forgets it), for the caller to close and remove."""
         with self._lock:
-            self._shards.pop(queue_id, None)
-            self._active.pop(queue_id, None)
+            self._maps.pop(queue_id, None)
             return self._keep.pop(queue_id, [])
 
     def close(self) -> None:
@@ -80,8 +90,7 @@ class ShardRouter:
                 for shard in shards:
                     shard.close()
             self._keep.clear()
-            self._shards.clear()
-            self._active.clear()
+            self._maps.clear()
 
     def _refresh(self) -> CatalogSnapshot | None:
         """The catalog snapshot (``None``: read the catalog); drops cached shard maps when any
@@ -108,30 +117,6 @@ class ShardRouter:
         if snapshot is not None:  # it lacks a queue the catalog has: it is behind
             self.snapshots.publish()
         return rows
-
-    def _open_shards(self, queue_id: str) -> tuple[list[Shard], list[Shard]]:
-        snapshot = self._refresh()
-        with self._lock:
-            if queue_id in self._shards:
-                return self._shards[queue_id], self._active[queue_id]
-        rows = self._shard_rows(queue_id, snapshot)
-        with self._lock:
-            if queue_id in self._shards:
-                return self._shards[queue_id], self._active[queue_id]
-            known = {s.number: s for s in self._keep.get(queue_id, [])}
-            try:
-                for number, _ in rows:
-                    if number not in known:
-                        known[number] = self._open_shard(queue_id, number)
-            finally:  # kept even when a later shard fails to open, so they are closed with the rest
-                self._keep[queue_id] = list(known.values())
-            shards = [known[number] for number, _ in rows]
-            active = [s for s, (_, state) in zip(shards, rows, strict=True) if state == "active"]
-            # Another thread may have seen a newer generation (and dropped the maps) since this one
-            # read its snapshot: then these rows serve this call only.
-            if snapshot is None or snapshot.generation == self._seen_generation:
-                self._shards[queue_id], self._active[queue_id] = shards, active
-            return shards, active
 
     def _open_shard(self, queue_id: str, number: int) -> Shard:
         """Open a shard's file, making it the first time; refuse to remake one that was deleted or

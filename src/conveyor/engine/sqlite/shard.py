@@ -10,12 +10,14 @@ import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from conveyor.codec import ContentType
+from conveyor.engine.lease_ids import MISSING, SUPERSEDED
+from conveyor.engine.sharded import LeaseGroup, ShardSettlement
 from conveyor.engine.sqlfile import load_queries, load_script
 from conveyor.engine.sqlite.group_commit import GroupCommitter
 from conveyor.engine.sqlite.storage import open_database, translate_error
@@ -43,20 +45,6 @@ LeasedRow = tuple[int, str, int, ContentType, bytes, int]
 InsertRow = tuple[str, int, str, bytes]
 # One call's store: (rows, visible_at, bytes, sent).
 _Store = tuple[Sequence[InsertRow], int | Sequence[int], int, bool]
-
-MISSING = "message not found: it was already acked, purged, expired or dead-lettered"
-SUPERSEDED = "lease superseded: the message was delivered again since, so this call changed nothing"
-
-
-@dataclass(slots=True)
-class ShardSettlement:
-    acked: int = 0
-    retried: int = 0
-    dropped: int = 0
-    # Messages whose deliveries are used up, still stored under their lease: (token, row).
-    exhausted: list[tuple[int, Row]] = field(default_factory=list)
-    # (token, seq) -> warning text.
-    warnings: dict[tuple[int, int], str] = field(default_factory=dict)
 
 
 def _seqs(seqs: Iterable[int]) -> str:
@@ -153,61 +141,45 @@ class Shard:
 
         return self.committer.run(op, durable=False)
 
-    def extend(self, leases: dict[int, list[int]], until_ms: int) -> None:
+    def extend(self, leases: LeaseGroup, until_ms: int) -> None:
         def op(c: sqlite3.Connection) -> None:
-            for token, seqs in leases.items():
+            for token, seqs in leases.by_token().items():
                 c.execute(Q["extend"], {"until": until_ms, "token": token, "seqs": _seqs(seqs)})
 
         self.committer.run(op, durable=False)
 
-    def release(self, leases: dict[int, list[int]], now_ms: int) -> None:
+    def release(self, leases: LeaseGroup, now_ms: int) -> None:
         def op(c: sqlite3.Connection) -> None:
-            for token, seqs in leases.items():
+            for token, seqs in leases.by_token().items():
                 c.execute(Q["release"], {"now": now_ms, "token": token, "seqs": _seqs(seqs)})
 
         self.committer.run(op, durable=False)
 
-    def settle(
-        self,
-        acks: dict[int, list[int]],
-        retries: dict[tuple[int, int], list[int]],
-        max_deliveries: int,
-        drop_exhausted: bool,
-    ) -> ShardSettlement:
-        """Acks and retries in one commit. ``retries`` maps (token, visible_at_ms) to seqs.
-
-        Retried messages past ``max_deliveries`` are dropped (``drop_exhausted``) or returned in
-        ``exhausted``, still stored, for the caller to copy to a dead letter queue first.
-        """
+    def settle(self, acks: LeaseGroup, retries: LeaseGroup, max_deliveries: int) -> ShardSettlement:
+        """Acks and retries in one commit. Retried messages past ``max_deliveries`` are returned in
+        ``exhausted``, still stored under their leases, for the engine to dead-letter or drop."""
 
         def op(c: sqlite3.Connection) -> ShardSettlement:
             out = ShardSettlement()
             gone_bytes = 0
-            for token, seqs in acks.items():
+            for token, seqs in acks.by_token().items():
                 done = c.execute(Q["ack"], {"token": token, "seqs": _seqs(seqs)}).fetchall()
                 out.acked += len(done)
                 gone_bytes += sum(size for _, size in done)
                 self._warn(c, token, seqs, {seq for seq, _ in done}, out.warnings)
-            for (token, visible_at), seqs in retries.items():
+            for (token, visible_at), seqs in retries.by_token_and_time().items():
                 args = {"visible_at": visible_at, "token": token, "seqs": _seqs(seqs)}
                 moved = {seq for (seq,) in c.execute(Q["retry"], {**args, "max_deliveries": max_deliveries})}
                 out.retried += len(moved)
                 rest = [seq for seq in seqs if seq not in moved]
                 if not rest:
                     continue
-                if drop_exhausted:
-                    dropped = c.execute(Q["take_leased"], {"token": token, "seqs": _seqs(rest)}).fetchall()
-                    out.dropped += len(dropped)
-                    gone_bytes += sum(size for _, size in dropped)
-                    handled = {seq for seq, _ in dropped}
-                else:
-                    found = c.execute(Q["leased_payloads"], {"token": token, "seqs": _seqs(rest)}).fetchall()
-                    out.exhausted.extend((token, row) for row in found)
-                    handled = {row[0] for row in found}
-                self._warn(c, token, rest, handled, out.warnings)
-            gone = out.acked + out.dropped
-            if gone:
-                _count_out(c, gone, gone_bytes, acked=out.acked, dropped=out.dropped)
+                held = {seq for (seq,) in c.execute(Q["held"], {"token": token, "seqs": _seqs(rest)})}
+                for seq in held:
+                    out.exhausted.add(seq, token)
+                self._warn(c, token, rest, held, out.warnings)
+            if out.acked:
+                _count_out(c, out.acked, gone_bytes, acked=out.acked)
             if out.retried:
                 c.execute(Q["count_retried"], {"n": out.retried})
             return out
@@ -229,14 +201,25 @@ class Shard:
         for seq in missed:
             warnings[(token, seq)] = MISSING if seq not in current else SUPERSEDED
 
-    def remove_leased(self, token: int, seqs: Sequence[int], *, dead_lettered: bool) -> int:
-        """Delete messages still held under ``token`` (after they were copied elsewhere)."""
+    def leased_rows(self, leases: LeaseGroup) -> list[Row]:
+        """The messages still held under the given leases, payloads and all (to copy them elsewhere)."""
+        rows: list[Row] = []
+        for token, seqs in leases.by_token().items():
+            rows.extend(self._read(Q["leased_payloads"], {"token": token, "seqs": _seqs(seqs)}))
+        return rows
+
+    def remove_leased(self, leases: LeaseGroup, *, dead_lettered: bool) -> int:
+        """Delete messages still held under their leases (after they were copied elsewhere, or to
+        drop them)."""
 
         def op(c: sqlite3.Connection) -> int:
-            rows = c.execute(Q["take_leased"], {"token": token, "seqs": _seqs(seqs)}).fetchall()
-            moved = len(rows) if dead_lettered else 0
-            _count_out(c, len(rows), sum(size for _, size in rows), dead_lettered=moved, dropped=len(rows) - moved)
-            return len(rows)
+            count = nbytes = 0
+            for token, seqs in leases.by_token().items():
+                rows = c.execute(Q["take_leased"], {"token": token, "seqs": _seqs(seqs)}).fetchall()
+                count, nbytes = count + len(rows), nbytes + sum(size for _, size in rows)
+            moved = count if dead_lettered else 0
+            _count_out(c, count, nbytes, dead_lettered=moved, dropped=count - moved)
+            return count
 
         return self.committer.run(op)
 
@@ -289,7 +272,7 @@ class Shard:
         self.committer.run(lambda c: c.execute(Q["mark_deleted"]))
 
     # -- reads --------------------------------------------------------------------------------
-    def _read(self, sql: str, args: dict[str, int] | None = None) -> list[tuple[int, ...]]:
+    def _read(self, sql: str, args: dict[str, int | str] | None = None) -> list[tuple[Any, ...]]:
         with self._read_lock:
             try:
                 return self._reader.execute(sql, args or {}).fetchall()
@@ -303,20 +286,21 @@ class Shard:
         return self._read(Q["oldest"])[0][0] or 0
 
     def peek(self, n: int) -> list[LeasedRow]:
-        return self._read(Q["peek"], {"n": n})  # type: ignore[return-value]
+        return self._read(Q["peek"], {"n": n})
 
     def oldest_rows(self, n: int) -> list[Row]:
-        return self._read(Q["oldest_rows"], {"n": n})  # type: ignore[return-value]
+        return self._read(Q["oldest_rows"], {"n": n})
 
     def next_visible(self) -> int | None:
-        return self._read(Q["next_visible"])[0][0]
+        value = self._read(Q["next_visible"])[0][0]
+        return None if value is None else int(value)
 
     def in_flight(self, now_ms: int) -> int:
-        return self._read(Q["in_flight"], {"now": now_ms})[0][0]
+        return int(self._read(Q["in_flight"], {"now": now_ms})[0][0])
 
     def changed(self) -> bool:
         """Whether any process committed to this shard since the last call (cheap: no disk read)."""
-        version = self._read("PRAGMA data_version")[0][0]
+        version = int(self._read("PRAGMA data_version")[0][0])
         changed = version != self._seen_version
         self._seen_version = version
         return changed

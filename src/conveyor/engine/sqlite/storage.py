@@ -12,12 +12,14 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
+from conveyor.engine.sqlfile import load_queries
 from conveyor.errors import ConveyorError, CorruptStorage, StorageError, StorageFull
 
 log = logging.getLogger("conveyor.engine")
 
 # PRAGMA application_id of every Conveyor file: the bytes 'Conv'.
 APPLICATION_ID = 0x436F6E76
+FILE_QUERIES = load_queries("conveyor.engine.sqlite", "files.sql")
 # How long opening a file waits for other processes that are switching it to WAL.
 WAL_SWITCH_TIMEOUT = 60.0
 
@@ -317,9 +319,7 @@ def _check_ours(conn: sqlite3.Connection, name: str) -> bool:
     Both facts come from one statement, so from one snapshot: read apart, another process could
     commit the schema in between, and a file being initialised would look like another program's.
     """
-    app_id, tables = conn.execute(
-        "SELECT (SELECT application_id FROM pragma_application_id()), (SELECT count(*) FROM sqlite_schema)"
-    ).fetchone()
+    app_id, _, tables = conn.execute(FILE_QUERIES["identity"]).fetchone()
     if app_id == APPLICATION_ID:
         return True
     if app_id != 0 or tables:

@@ -32,7 +32,7 @@ def test_concurrent_sends_and_batches_with_their_own_delays(data_dir: Path) -> N
     for t in threads:
         t.join()
     assert not errors
-    committer = cv.engine.deployment_engine().router.home(q.id).committer  # type: ignore[union-attr]
+    committer = cv.engine.deployment_engine().home_shard(q.id).committer  # type: ignore[union-attr]
     assert committer.operations > committer.commits, "no commit carried two stores"
     # Per producer: 36 single sends (the 20 odd ones delayed) and 4 batches of 5 (2 of each delayed).
     assert q.metrics().backlog_count == 32 * (36 + 20)
