@@ -151,7 +151,8 @@ class GroupCommitter:
             if self._broken is not None:
                 raise self._broken
             durable = any(op.durable for op in group)
-            units = _units(group)
+            # A lone writer's op is its own unit: no runs to find, no results to hand out.
+            units = _units(group) if len(group) > 1 else [(group[0], group)]
             conn.execute("BEGIN IMMEDIATE")
             for unit, members in units:
                 self._apply(conn, unit, savepoint=len(units) > 1)
@@ -235,8 +236,11 @@ class GroupCommitter:
         if savepoint:
             conn.execute("SAVEPOINT op")
         try:
-            assert op.fn is not None
-            op.result = op.fn(conn)
+            if op.fn is not None:
+                op.result = op.fn(conn)
+            else:  # a batched op alone in its run: its batch function, called for its one item
+                assert op.batch is not None
+                op.result = op.batch[0](conn, [op.batch[1]])[0]
         except sqlite3.Error as exc:
             op.error = translate_error(exc, self._path)
         except BaseException as exc:
@@ -270,7 +274,7 @@ def _units(group: list[_Op[object]]) -> list[tuple[_Op[object], list[_Op[object]
     units: list[tuple[_Op[object], list[_Op[object]]]] = []
     for members in runs:
         first = members[0]
-        if first.batch is None:
+        if first.batch is None or len(members) == 1:
             units.append((first, members))
             continue
         apply, items = first.batch[0], [m.batch[1] for m in members if m.batch is not None]
