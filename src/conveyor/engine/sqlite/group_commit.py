@@ -198,15 +198,16 @@ class GroupCommitter:
                 if self._syncing:
                     self._flushed.wait()
                     continue
-                self._syncing, covered = True, self._committed
+                self._syncing, covered, synced = True, self._committed, False
                 self._mutex.release()
                 try:
                     with contextlib.suppress(StorageError):  # recorded in _broken
                         self._sync_log()
+                        synced = True
                 finally:
                     self._mutex.acquire()
                     self._syncing = False
-                    if self._broken is None:
+                    if synced:
                         self._durable = covered
                     self._flushed.notify_all()
             if self._durable < ticket:
