@@ -179,7 +179,7 @@ def main() -> None:
     best_enqueue = max(PEERS_ONLY, key=enqueue.__getitem__)
     params: dict[str, Any] = {"faster_peer": best, "pins": list(PINS), "rounds": rounds}
     # Headline 1: one message per call, each call durable.
-    one = {"comparison": "one message per call"}
+    one: dict[str, Any] = {"comparison": "one message per call"}
     ratio(
         "one_message_send_vs_raw_single_commit",
         enqueue["conveyor_send"],
@@ -202,7 +202,7 @@ def main() -> None:
     emit("one_message_send_p50_vs_raw_commit_p50", p50, "ratio", count, target_at_most=1.3, met=p50 <= 1.3, **one)
     ratio("one_message_send_end_to_end_vs_faster_peer", rates["conveyor_send"], rates[best], count, **params, **one)
     # Headline 2: Conveyor's batches against the peers' single enqueues (they have no batch enqueue).
-    batches = {"comparison": "send_batch of 100 against the peers' one message per call"}
+    batches: dict[str, Any] = {"comparison": "send_batch of 100 against the peers' one message per call"}
     ratio(
         "batch_send_batch_end_to_end_vs_faster_peer",
         rates["conveyor_send_batch"],

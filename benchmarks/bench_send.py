@@ -114,7 +114,8 @@ def concurrent_sends(directory: Path, per_thread: int, one_thread: int, runs: in
     q = cv.create_queue("concurrent")
     q.send(body(-1))  # open the shard and take the home slot outside the timing
     n = THREADS * per_thread
-    many_rates, one_rates = [], []
+    many_rates: list[float] = []
+    one_rates: list[float] = []
     for run in range(runs):
         for threads, count in ((1, one_thread), (THREADS, per_thread)):
             seconds, commits, operations = sends_of(cv, q, threads, count)
@@ -142,7 +143,7 @@ def concurrent_sends(directory: Path, per_thread: int, one_thread: int, runs: in
     raw_seconds = run_threads(THREADS, per_thread, commit_one)
     raw.close()
     many, one = statistics.median(many_rates), statistics.median(one_rates)
-    params = {"threads": THREADS, "per_thread": per_thread, "runs": runs, "of": "medians"}
+    params: dict[str, Any] = {"threads": THREADS, "per_thread": per_thread, "runs": runs, "of": "medians"}
     emit("concurrent_send_throughput", many, "msg/s", n, target=10_000, **params)
     emit("one_thread_send_throughput", one, "msg/s", one_thread, runs=runs, of="median")
     emit("raw_sqlite_commit_per_send_throughput", n / raw_seconds, "msg/s", n, **params)
