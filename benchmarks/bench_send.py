@@ -6,12 +6,16 @@
   third variant hands the engine the same batches already validated and encoded, to split the cost
   between the client (validation, JSON) and the engine.
 - Concurrent sends: 64 threads each send one message at a time, every send durable. Conveyor's group
-  commit shares an fsync between the sends that arrive together; the comparison is the same 64
-  threads committing once per send on one raw connection.
+  commit shares an fsync between the sends that arrive together; the comparisons are the same 64
+  threads committing once per send on one raw connection, and one thread's ``send()`` rate in the
+  same run (five alternating runs of each, medians; target 64 threads >= 2.5 x one thread). Each
+  run also reports its commits per second and sends per commit (the shard's group-commit counters):
+  the rate is their product, which says whether a slow run waited on the disk or formed small groups.
 """
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -89,16 +93,48 @@ def run_threads(threads: int, per_thread: int, send: Callable[[int], Any]) -> fl
     return time.perf_counter() - started
 
 
-def concurrent_sends(directory: Path, per_thread: int) -> None:
+def sends_of(cv: conveyor.Conveyor, q: conveyor.Queue, threads: int, per_thread: int) -> tuple[float, int, int]:
+    """Seconds for ``threads`` threads to send ``per_thread`` messages each, and the commits and
+    operations the queue's shard counted meanwhile."""
+    committer = cv.engine.inner.router.all(q.id)[0].committer  # type: ignore[attr-defined]
+    commits, operations = committer.commits, committer.operations
+    if threads == 1:
+        bodies = [body(i) for i in range(per_thread)]
+        started = time.perf_counter()
+        for b in bodies:
+            q.send(b)
+        seconds = time.perf_counter() - started
+    else:
+        seconds = run_threads(threads, per_thread, lambda i: q.send(body(i)))
+    return seconds, committer.commits - commits, committer.operations - operations
+
+
+def concurrent_sends(directory: Path, per_thread: int, one_thread: int, runs: int) -> None:
     cv = conveyor.connect(f"sqlite://{directory / 'conveyor'}")
     q = cv.create_queue("concurrent")
     q.send(body(-1))  # open the shard and take the home slot outside the timing
-    conveyor_seconds = run_threads(THREADS, per_thread, lambda i: q.send(body(i)))
+    n = THREADS * per_thread
+    many_rates: list[float] = []
+    one_rates: list[float] = []
+    for run in range(runs):
+        for threads, count in ((1, one_thread), (THREADS, per_thread)):
+            seconds, commits, operations = sends_of(cv, q, threads, count)
+            rate = threads * count / seconds
+            (one_rates if threads == 1 else many_rates).append(rate)
+            emit(
+                f"send_{threads}_threads_run_throughput",
+                rate,
+                "msg/s",
+                threads * count,
+                run=run,
+                commits_per_second=round(commits / seconds),
+                sends_per_commit=round(operations / commits, 2) if commits else None,
+            )
     cv.close()
 
     raw = raw_connection(directory / "raw.db")
     lock = threading.Lock()
-    rows = raw_rows(0, THREADS * per_thread)
+    rows = raw_rows(0, n)
 
     def commit_one(i: int) -> None:
         with lock:
@@ -106,11 +142,13 @@ def concurrent_sends(directory: Path, per_thread: int) -> None:
 
     raw_seconds = run_threads(THREADS, per_thread, commit_one)
     raw.close()
-    n = THREADS * per_thread
-    params = {"threads": THREADS, "per_thread": per_thread}
-    emit("concurrent_send_throughput", n / conveyor_seconds, "msg/s", n, target=10_000, **params)
+    many, one = statistics.median(many_rates), statistics.median(one_rates)
+    params: dict[str, Any] = {"threads": THREADS, "per_thread": per_thread, "runs": runs, "of": "medians"}
+    emit("concurrent_send_throughput", many, "msg/s", n, target=10_000, **params)
+    emit("one_thread_send_throughput", one, "msg/s", one_thread, runs=runs, of="median")
     emit("raw_sqlite_commit_per_send_throughput", n / raw_seconds, "msg/s", n, **params)
-    ratio("concurrent_send_vs_commit_per_send", raw_seconds, conveyor_seconds, n, **params)
+    ratio("concurrent_send_vs_commit_per_send", many, n / raw_seconds, n, **params)
+    ratio("concurrent_send_vs_one_thread_send", many, one, n, target=2.5, **params)
 
 
 def main() -> None:
@@ -118,7 +156,10 @@ def main() -> None:
     with scratch_directory("send") as directory:
         send_batch_vs_raw(directory, rounds=4 if args.quick else 10, batches_per_round=10 if args.quick else 30)
     with scratch_directory("concurrent") as directory:
-        concurrent_sends(directory, per_thread=20 if args.quick else 150)
+        quick = args.quick
+        concurrent_sends(
+            directory, per_thread=20 if quick else 150, one_thread=300 if quick else 2000, runs=2 if quick else 5
+        )
 
 
 if __name__ == "__main__":

@@ -160,3 +160,9 @@ def raw_insert_batch(conn: sqlite3.Connection, rows: Sequence[RawRow]) -> None:
     conn.execute("BEGIN IMMEDIATE")
     conn.executemany(RAW_INSERT, rows)
     conn.execute("COMMIT")
+
+
+def raw_single_commit(conn: sqlite3.Connection, row: RawRow) -> None:
+    """One autocommitted ``INSERT``: SQLite's own commit and, at synchronous=FULL, its own flush of
+    the log. The limit of one durable message per call on this disk."""
+    conn.execute(RAW_INSERT, row)

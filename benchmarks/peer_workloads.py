@@ -2,8 +2,9 @@
 
 ``python peer_workloads.py SYSTEM DIRECTORY COUNT`` enqueues COUNT one-KB JSON bodies one at a
 time (neither peer has a batch enqueue), then one worker processes and acks them all, and prints one
-JSON object: the seconds of each phase and the durability settings it ran with. It imports nothing
-of Conveyor, only the shared body from ``harness``.
+JSON object: the seconds of each phase and the durability settings it ran with. With a fourth
+argument ``enqueue-only`` it stops after the enqueues (``flush_counts.py`` counts their flushes). It
+imports nothing of Conveyor, only the shared body from ``harness``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from harness import body
 
 
-def huey_workload(directory: Path, count: int) -> dict[str, Any]:
+def huey_workload(directory: Path, count: int, enqueue_only: bool = False) -> dict[str, Any]:
     """Huey's SqliteHuey with ``fsync=True`` (synchronous=FULL, WAL): a task call per message, one worker thread."""
     from huey import SqliteHuey  # type: ignore[import-not-found]
     from huey.signals import SIGNAL_COMPLETE  # type: ignore[import-not-found]
@@ -44,6 +45,8 @@ def huey_workload(directory: Path, count: int) -> dict[str, Any]:
     for payload in bodies:
         noop(payload)
     enqueued = time.perf_counter()
+    if enqueue_only:
+        return {"enqueue_seconds": enqueued - started}
     consumer = huey.create_consumer(
         workers=1, worker_type="thread", periodic=False, initial_delay=0.001, check_worker_health=False
     )
@@ -59,7 +62,7 @@ def huey_workload(directory: Path, count: int) -> dict[str, Any]:
     }
 
 
-def persist_queue_workload(directory: Path, count: int) -> dict[str, Any]:
+def persist_queue_workload(directory: Path, count: int, enqueue_only: bool = False) -> dict[str, Any]:
     """persist-queue's SQLiteAckQueue (WAL, a commit per put, get and ack): one worker thread."""
     from persistqueue import SQLiteAckQueue  # type: ignore[import-not-found]
 
@@ -71,6 +74,8 @@ def persist_queue_workload(directory: Path, count: int) -> dict[str, Any]:
     for payload in bodies:
         queue.put(payload)
     enqueued = time.perf_counter()
+    if enqueue_only:
+        return {"enqueue_seconds": enqueued - started}
     taken = 0
 
     def worker() -> None:
@@ -96,7 +101,8 @@ WORKLOADS = {"huey": huey_workload, "persist-queue": persist_queue_workload}
 
 def main() -> None:
     system, directory, count = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
-    print(json.dumps(WORKLOADS[system](directory, count)), flush=True)
+    enqueue_only = sys.argv[4:] == ["enqueue-only"]
+    print(json.dumps(WORKLOADS[system](directory, count, enqueue_only)), flush=True)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from pathlib import Path
+
+import pytest
 
 import conveyor
 from conveyor.engine.sqlite import SQLiteEngine
@@ -33,6 +37,51 @@ def test_concurrent_sends_share_commits(data_dir: Path) -> None:
     assert operations == 32 * 25
     assert commits < operations
     assert q.metrics().backlog_count == 32 * 25 + 1
+    cv.close()
+
+
+def test_groups_committed_during_a_flush_share_the_next_one(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow disk (each flush held 20 ms): the groups that commit while one flush runs are made
+    durable together by the next, and no send returns before a flush that started after it was
+    called has ended."""
+    engine = SQLiteEngine(data_dir)
+    cv = conveyor.Conveyor(engine)
+    q = cv.create_queue("slow-disk")
+    q.send("warm-up", content_type="text")
+    shard = engine.router.all(q.id)[0]
+    flushes: list[tuple[float, float]] = []  # (start, end) of each fdatasync
+    real_fdatasync = os.fdatasync
+
+    def slow_fdatasync(fd: int) -> None:
+        started = time.monotonic()
+        time.sleep(0.02)
+        real_fdatasync(fd)
+        flushes.append((started, time.monotonic()))
+
+    monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
+    before = shard.committer.commits
+    sends: list[tuple[float, float]] = []
+    start = threading.Barrier(16)
+
+    def produce(worker: int) -> None:
+        start.wait()
+        for n in range(5):
+            called = time.monotonic()
+            q.send({"worker": worker, "n": n})
+            sends.append((called, time.monotonic()))
+
+    threads = [threading.Thread(target=produce, args=(w,)) for w in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    monkeypatch.undo()
+    commits = shard.committer.commits - before
+    assert len(sends) == 80
+    assert len(flushes) < commits
+    for called, returned in sends:
+        assert any(called <= began and ended <= returned for began, ended in flushes)
+    assert q.metrics().backlog_count == 81
     cv.close()
 
 

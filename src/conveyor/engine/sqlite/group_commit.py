@@ -20,7 +20,9 @@ log and returns without an fsync (a process crash loses nothing; the machine los
 After a group with any *durable* operation commits, the committer fdatasyncs the log itself — the
 flush ``synchronous=FULL`` would make — which also makes every earlier commit durable. A group of
 only *volatile* operations (``durable=False``: leases and lease renewals, whose loss in a power
-failure only makes a message deliverable again sooner) skips it.
+failure only makes a message deliverable again sooner) skips it. One flush runs at a time: groups
+that commit while it runs share the next one, so the flushes per second stay what the disk allows
+however small the groups come out.
 """
 
 from __future__ import annotations
@@ -81,12 +83,14 @@ class GroupCommitter:
         self._log_fd: int | None = None
         # The first flush that failed: after it, nothing more is stored through this committer.
         self._broken: StorageError | None = None
-        # Flushes are numbered as their groups commit; they may run at once (the next group commits
-        # while one runs), but each reports only after every earlier one did, so that no group is
-        # told it is durable while an earlier flush, whose pages its commit follows in the log, may
-        # still fail.
-        self._flushes_started = 0
-        self._flushes_done = 0
+        # Durable commits are numbered as they commit (the next group commits while a flush runs).
+        # One fdatasync runs at a time and covers every commit numbered before it started: a group
+        # committed meanwhile waits for it to end and is then covered by the next one, together with
+        # every group that committed in between. Sixty-four writers used to start a flush per small
+        # group, side by side on the same file, each its own trip to the disk.
+        self._committed = 0
+        self._durable = 0  # every commit numbered up to this one is on disk
+        self._syncing = False
         self._flushed = threading.Condition(self._mutex)
         # Transactions committed and operations they carried: operations / commits is the sharing.
         self.commits = 0
@@ -130,8 +134,8 @@ class GroupCommitter:
         finally:
             with self._mutex:
                 if flush:
-                    self._flushes_started += 1
-                    ticket = self._flushes_started
+                    self._committed += 1
+                    ticket = self._committed
                 if self._pending:
                     self._pending[0].gate.release()
                 else:
@@ -151,7 +155,8 @@ class GroupCommitter:
             if self._broken is not None:
                 raise self._broken
             durable = any(op.durable for op in group)
-            units = _units(group)
+            # A lone writer's op is its own unit: no runs to find, no results to hand out.
+            units = _units(group) if len(group) > 1 else [(group[0], group)]
             conn.execute("BEGIN IMMEDIATE")
             for unit, members in units:
                 self._apply(conn, unit, savepoint=len(units) > 1)
@@ -185,18 +190,29 @@ class GroupCommitter:
         return flush
 
     def _flush(self, group: list[_Op[object]], ticket: int) -> None:
-        """Flush the log for ``group``, the ``ticket``-th flush; once every earlier flush reported,
-        a failure of its own or of any earlier one fails the group."""
-        with contextlib.suppress(StorageError):  # recorded in _broken
-            self._sync_log()
+        """Return once the ``ticket``-th durable commit is flushed: by the flush under way if it
+        started after that commit, else by the next one, which this writer runs unless another
+        waiting writer got to it first. A failed flush fails every group it did not see to disk."""
         with self._mutex:
-            while self._flushes_done != ticket - 1:
-                self._flushed.wait()
-            if self._broken is not None:
+            while self._durable < ticket and self._broken is None:
+                if self._syncing:
+                    self._flushed.wait()
+                    continue
+                self._syncing, covered, synced = True, self._committed, False
+                self._mutex.release()
+                try:
+                    with contextlib.suppress(StorageError):  # recorded in _broken
+                        self._sync_log()
+                        synced = True
+                finally:
+                    self._mutex.acquire()
+                    self._syncing = False
+                    if synced:
+                        self._durable = covered
+                    self._flushed.notify_all()
+            if self._durable < ticket:
                 for op in group:
                     op.error = self._broken
-            self._flushes_done = ticket
-            self._flushed.notify_all()
 
     def _sync_log(self) -> None:
         """Make every commit so far durable: fdatasync the write-ahead log (SQLite keeps the file,
@@ -224,7 +240,7 @@ class GroupCommitter:
         with contextlib.suppress(StorageError):  # after a failed flush nothing waits to be stored
             self.run(lambda c: None)
         with self._mutex:
-            while self._flushes_done != self._flushes_started:
+            while self._syncing or (self._durable < self._committed and self._broken is None):
                 self._flushed.wait()
             if self._log_fd is not None:
                 os.close(self._log_fd)
@@ -235,8 +251,11 @@ class GroupCommitter:
         if savepoint:
             conn.execute("SAVEPOINT op")
         try:
-            assert op.fn is not None
-            op.result = op.fn(conn)
+            if op.fn is not None:
+                op.result = op.fn(conn)
+            else:  # a batched op alone in its run: its batch function, called for its one item
+                assert op.batch is not None
+                op.result = op.batch[0](conn, [op.batch[1]])[0]
         except sqlite3.Error as exc:
             op.error = translate_error(exc, self._path)
         except BaseException as exc:
@@ -270,7 +289,7 @@ def _units(group: list[_Op[object]]) -> list[tuple[_Op[object], list[_Op[object]
     units: list[tuple[_Op[object], list[_Op[object]]]] = []
     for members in runs:
         first = members[0]
-        if first.batch is None:
+        if first.batch is None or len(members) == 1:
             units.append((first, members))
             continue
         apply, items = first.batch[0], [m.batch[1] for m in members if m.batch is not None]

@@ -21,6 +21,18 @@ SELECT seq, :visible_at, length(body) FROM payloads WHERE seq >= :first;
 INSERT INTO messages (seq, visible_at_ms, size)
 SELECT p.seq, j.value, length(p.body) FROM json_each(:visible_at) j CROSS JOIN payloads p ON p.seq = :first + j.key;
 
+-- name: insert_state
+-- One message's state row, for the payload just stored as :seq (a lone send: no scan of payloads).
+INSERT INTO messages (seq, visible_at_ms, size) VALUES (:seq, :visible_at, :size);
+
+-- name: count_stored
+-- After a lone send's rows are stored: its counts, and the oldest timestamp, which now includes it.
+-- No row when the queue was deleted; the caller's transaction is then rolled back.
+UPDATE stats SET backlog_count = backlog_count + :n, backlog_bytes = backlog_bytes + :bytes,
+                 sent = sent + :sent
+WHERE deleted = 0
+RETURNING backlog_count, backlog_bytes, (SELECT timestamp_ms FROM oldest_payload);
+
 -- name: count_in
 -- Also the seq the next stored payload gets, and the oldest timestamp before this store.
 UPDATE stats SET backlog_count = backlog_count + :n, backlog_bytes = backlog_bytes + :bytes,

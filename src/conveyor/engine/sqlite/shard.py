@@ -109,6 +109,8 @@ class Shard:
     def _insert_many(self, c: sqlite3.Connection, items: list[_Store]) -> list[tuple[int, int, int]]:
         """Store several calls' rows in one go: one count, one statement per call for the payloads,
         one for all the state rows. Every call gets the metrics after all of them."""
+        if len(items) == 1 and len(items[0][0]) == 1:
+            return [self._insert_one(c, *items[0])]
         n = sum(len(rows) for rows, _, _, _ in items)
         sent = sum(len(rows) for rows, _, _, was_sent in items if was_sent)
         counts = c.execute(Q["count_in"], {"n": n, "bytes": sum(size for _, _, size, _ in items), "sent": sent})
@@ -129,6 +131,22 @@ class Shard:
         earliest = min(ts for rows, _, _, _ in items for _, ts, _, _ in rows)
         metrics = (count, nbytes, earliest if oldest is None else min(oldest, earliest))
         return [metrics] * len(items)
+
+    @staticmethod
+    def _insert_one(
+        c: sqlite3.Connection, rows: Sequence[InsertRow], visible_at: int | Sequence[int], nbytes: int, sent: bool
+    ) -> tuple[int, int, int]:
+        """One message alone (the lone ``send()``): its payload, then its state by the payload's
+        rowid, then the counts; three plain statements where a batch's path reads the largest seq
+        first and finds its payloads again to make their states."""
+        seq = c.execute(Q["insert_payload" if sent else "insert_moved_payload"], rows[0]).lastrowid
+        visible = visible_at if isinstance(visible_at, int) else visible_at[0]
+        c.execute(Q["insert_state"], {"seq": seq, "visible_at": visible, "size": len(rows[0][3])})
+        row = c.execute(Q["count_stored"], {"n": 1, "bytes": nbytes, "sent": int(sent)}).fetchone()
+        if row is None:
+            raise QueueNotFound("the queue was deleted while this message was being sent")
+        count, stored_bytes, oldest = row
+        return count, stored_bytes, oldest
 
     def lease(self, now_ms: int, n: int, until_ms: int, token: int) -> list[LeasedRow]:
         def op(c: sqlite3.Connection) -> list[LeasedRow]:
