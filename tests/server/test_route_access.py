@@ -151,3 +151,18 @@ def test_an_operator_token_reads_metrics_and_is_refused_on_every_account_route(
         else:
             assert r.status_code == 403 and "operator" in r.text, (route.path, r.text)
     assert _state(admin) == before
+
+
+def test_another_accounts_token_is_refused_on_every_account_route_and_changes_nothing(
+    server: RunningServer, setup: tuple[conveyor.Conveyor, conveyor.Queue, conveyor.Queue, str]
+) -> None:
+    admin, emails, _, consumer_id = setup
+    stranger = server.tokens.create("other-account")[0]
+    before = _state(admin)
+    on_account = [r for r in _routes(server) if "{account_id}" in r.path]
+    assert len(on_account) >= 30
+    for route in on_account:
+        r = _call(server, route, stranger, queue_id=emails.id, consumer_id=consumer_id, queue_name="emails")
+        assert r.status_code == 403, (route.path, _method(route), r.text)
+        assert "not valid for account" in r.text and "emails" not in r.text
+    assert _state(admin) == before
