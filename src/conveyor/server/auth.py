@@ -50,7 +50,8 @@ class Principal:
             raise QueueNotFound(f"queue {queue_id!r} does not exist")
 
     def check_create(self, name: str) -> None:
-        self.check_write()
+        """``Forbidden`` for a queue-scoped token naming a queue outside its scope (a read-only token
+        never gets here: the route's declaration refuses it first, server/access.py)."""
         if self.token is not None and not self.token.allows_queue(name):
             raise Forbidden(f"this token may not create queue {name!r}")
 
