@@ -92,6 +92,14 @@ class Coordinator:
         self._failing: dict[str, str] = {}
         self._due: dict[str, float] = {}  # monotonic time of each service's next run
 
+    def add_service(self, name: str, interval: float, service: Callable[[], object]) -> None:
+        """Run ``service`` every ``interval`` seconds while this process leads, like the built-in
+        ones: the parts beside the queues (workflow timers and retention, bucket outboxes and
+        lifecycle) add theirs before :meth:`start`; a failing service does not stop the others."""
+        if any(existing == name for existing, _, _ in self.services):
+            raise ValueError(f"coordinator service {name!r} is already added")
+        self.services.append((name, interval, service))
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="conveyor-coordinator", daemon=True)
         self._thread.start()

@@ -18,6 +18,7 @@ import httpx
 import msgspec
 
 from conveyor import errors, wire
+from conveyor.deployment import Deployment
 from conveyor.engine.base import Engine, SystemClock
 from conveyor.errors import ConsumerNotFound, ConveyorError, QueueNotFound
 from conveyor.ids import new_id
@@ -79,6 +80,8 @@ class RemoteEngine(Engine):
             raise errors.InvalidRequest("connecting over HTTP needs an account_id")
         self.clock = SystemClock()
         self.account_id = account_id
+        self._base_url = url.rstrip("/")
+        self._token = token
         headers = {"authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
             base_url=url.rstrip("/"),
@@ -293,6 +296,9 @@ class RemoteEngine(Engine):
         if timeout > 0:
             body = wire.WaitRequest(min(timeout, MAX_WAIT_SECONDS))
             self._result(type(None), "POST", f"{self._cv}/{queue_id}/wait", body)
+
+    def deployment(self) -> Deployment:
+        return Deployment("http", self._base_url, self.account_id, self._token)
 
     def acquire_leadership(self) -> bool:
         # Maintenance (retention, shard splits) runs in the server, next to the storage.

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from conveyor.client.backpressure import QueueLimits, SendGate
+from conveyor.deployment import Deployment
 from conveyor.engine.base import Clock, Engine
 from conveyor.model import (
     ConsumerInfo,
@@ -139,6 +140,9 @@ class LimitedEngine(Engine):
 
     def deployment_engine(self) -> Engine | None:
         return self.inner.deployment_engine()  # maintenance sends nothing: it runs on the inner engine
+
+    def deployment(self) -> Deployment:
+        return self.inner.deployment()
 
     def acquire_leadership(self) -> bool:
         return self.inner.acquire_leadership()

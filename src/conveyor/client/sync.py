@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar, cast
 
 from conveyor import limits
 from conveyor.client import validation as check
 from conveyor.codec import decode
-from conveyor.engine.base import Engine
+from conveyor.deployment import Deployment
+from conveyor.engine.base import Clock, Engine
 from conveyor.errors import ConsumerNotFound, DeliveryPaused, InvalidQueueId, InvalidRequest
 from conveyor.model import (
     AckResult,
@@ -29,6 +31,13 @@ from conveyor.model import (
 )
 
 
+class Closes(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=Closes)
+
+
 def to_pulled(m: StoredMessage) -> PulledMessage:
     return PulledMessage(m.id, decode(m.body, m.content_type), m.attempts, m.lease_id, m.timestamp_ms, m.content_type)
 
@@ -45,6 +54,8 @@ class Conveyor:
     def __init__(self, engine: Engine, url: str = "") -> None:
         self.engine = engine
         self.url = url
+        self._components: dict[str, Any] = {}
+        self._components_lock = threading.Lock()
 
     def __enter__(self) -> Conveyor:
         return self
@@ -53,7 +64,27 @@ class Conveyor:
         self.close()
 
     def close(self) -> None:
+        with self._components_lock:
+            opened, self._components = list(self._components.values()), {}
+        for component in reversed(opened):
+            component.close()
         self.engine.close()
+
+    @property
+    def deployment(self) -> Deployment:
+        """Where this client's deployment keeps its state, and the account it works in."""
+        return self.engine.deployment()
+
+    def component(self, key: str, open: Callable[[Deployment, Clock], C]) -> C:
+        """The store of a part beside the queues (workflows, buckets, KV, a tool), opened once per
+        client by ``open(self.deployment, self.engine.clock)`` and closed with the client.
+
+        >>> store = cv.component("kv", open_kv_store)    # the same object on every call
+        """
+        with self._components_lock:
+            if key not in self._components:
+                self._components[key] = open(self.deployment, self.engine.clock)
+            return cast(C, self._components[key])
 
     def create_queue(
         self,

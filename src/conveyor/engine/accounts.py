@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from conveyor.deployment import Deployment
 from conveyor.engine.base import Clock, Engine
 from conveyor.errors import ConsumerNotFound, ConveyorError, InvalidRequest, QueueNotFound
 from conveyor.model import (
@@ -303,6 +304,9 @@ class AccountEngine(Engine):
 
     def deployment_engine(self) -> Engine | None:
         return self.inner if self.owns_engine else None
+
+    def deployment(self) -> Deployment:
+        return self.inner.deployment().for_account(self.account_id)
 
     def acquire_leadership(self) -> bool:
         return self.owns_engine and self.inner.acquire_leadership()

@@ -28,6 +28,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Protocol
 
+from conveyor.deployment import Deployment
 from conveyor.model import (
     ConsumerInfo,
     ConsumerSettings,
@@ -239,6 +240,11 @@ class Engine(ABC):
         deployment; an account's view gives the engine it opened, or ``None`` if it shares one
         (the server's views: the server runs the coordinator)."""
         return self
+
+    @abstractmethod
+    def deployment(self) -> Deployment:
+        """Where this engine's deployment keeps its state, so workflows, storage and the tools
+        open their own stores beside the queues (:mod:`conveyor.deployment`)."""
 
     def acquire_leadership(self) -> bool:
         """Try (without blocking) to become the deployment's coordinator; True if this engine is."""

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import psycopg
 
+from conveyor.deployment import Deployment
 from conveyor.engine.base import Clock, SystemClock
 from conveyor.engine.lease_ids import MISSING, SUPERSEDED
 from conveyor.engine.postgres.catalog import STAT_SLOTS, Catalog
@@ -317,6 +318,9 @@ class PostgresEngine(ShardedEngine[ShardRef]):
         self._listener.wake(channel_of(queue_id))
 
     # -- leadership ---------------------------------------------------------------------------
+    def deployment(self) -> Deployment:
+        return Deployment("postgresql", self.url)
+
     def acquire_leadership(self) -> bool:
         """Hold the deployment's advisory lock (see ``leadership.py``); the leader also runs the
         :class:`Vacuumer` of the deployment's queue tables."""

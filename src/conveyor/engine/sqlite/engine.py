@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from conveyor.deployment import Deployment
 from conveyor.engine.base import Clock, SystemClock
 from conveyor.engine.sharded import LeaseGroup, ShardedEngine, ShardMap, ShardSettlement
 from conveyor.engine.sqlite.catalog import Catalog
@@ -314,6 +315,9 @@ class SQLiteEngine(ShardedEngine[Shard]):
                 if remaining <= 0:
                     return
                 cond.wait(min(remaining, CROSS_PROCESS_POLL_SECONDS))
+
+    def deployment(self) -> Deployment:
+        return Deployment("sqlite", str(self.directory))
 
     def acquire_leadership(self) -> bool:
         if self._leader_file is not None:
