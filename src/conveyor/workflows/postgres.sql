@@ -1,0 +1,119 @@
+-- The workflow store's queries on PostgreSQL (tables of migrations/0007_workflows.sql); sql_store.py runs them.
+
+-- name: put_workflow
+INSERT INTO workflows (account, name, settings, version_id, success_retention_ms, error_retention_ms, created_ms, modified_ms)
+VALUES (%(account)s, %(name)s, %(settings)s, %(version_id)s, %(success_retention_ms)s, %(error_retention_ms)s, %(now)s, %(now)s)
+ON CONFLICT (account, name) DO UPDATE SET
+    settings = excluded.settings, version_id = excluded.version_id,
+    success_retention_ms = excluded.success_retention_ms, error_retention_ms = excluded.error_retention_ms,
+    modified_ms = excluded.modified_ms;
+
+-- name: get_workflow
+SELECT account, name, settings, version_id, created_ms, modified_ms FROM workflows
+WHERE account = %(account)s AND name = %(name)s;
+
+-- name: list_workflows
+SELECT account, name, settings, version_id, created_ms, modified_ms FROM workflows
+WHERE account = %(account)s ORDER BY name;
+
+-- name: instance_id_taken
+SELECT 1 FROM workflow_instance_ids WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
+
+-- name: take_instance_id
+INSERT INTO workflow_instance_ids (account, workflow, id) VALUES (%(account)s, %(workflow)s, %(id)s);
+
+-- name: insert_instance
+INSERT INTO workflow_instances (account, workflow, id, status, params, output, error, trace_id, version_id, epoch,
+    run_message, wake_at_ms, waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms)
+VALUES (%(account)s, %(workflow)s, %(id)s, %(status)s, %(params)s, %(output)s, %(error)s, %(trace_id)s, %(version_id)s, %(epoch)s,
+    %(run_message)s, %(wake_at_ms)s, %(waiting_for)s, %(paused_at_ms)s, %(resume_status)s, %(created_ms)s, %(modified_ms)s, %(started_ms)s, %(ended_ms)s);
+
+-- name: get_instance
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
+
+-- name: lock_instance
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s FOR UPDATE;
+
+-- name: update_instance
+UPDATE workflow_instances SET status = %(status)s, params = %(params)s, output = %(output)s, error = %(error)s,
+    trace_id = %(trace_id)s, version_id = %(version_id)s, epoch = %(epoch)s, run_message = %(run_message)s,
+    wake_at_ms = %(wake_at_ms)s, waiting_for = %(waiting_for)s, paused_at_ms = %(paused_at_ms)s,
+    resume_status = %(resume_status)s, modified_ms = %(modified_ms)s, started_ms = %(started_ms)s, ended_ms = %(ended_ms)s
+WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
+
+-- name: list_instances_asc
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+FROM workflow_instances
+WHERE account = %(account)s AND workflow = %(workflow)s
+    AND (CAST(%(status)s AS text) IS NULL OR status = CAST(%(status)s AS text))
+    AND (CAST(%(start_ms)s AS bigint) IS NULL OR created_ms >= CAST(%(start_ms)s AS bigint))
+    AND (CAST(%(end_ms)s AS bigint) IS NULL OR created_ms <= CAST(%(end_ms)s AS bigint))
+    AND (CAST(%(after_ms)s AS bigint) IS NULL OR created_ms > %(after_ms)s OR (created_ms = %(after_ms)s AND id > %(after_id)s))
+ORDER BY created_ms, id LIMIT %(limit)s;
+
+-- name: list_instances_desc
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+FROM workflow_instances
+WHERE account = %(account)s AND workflow = %(workflow)s
+    AND (CAST(%(status)s AS text) IS NULL OR status = CAST(%(status)s AS text))
+    AND (CAST(%(start_ms)s AS bigint) IS NULL OR created_ms >= CAST(%(start_ms)s AS bigint))
+    AND (CAST(%(end_ms)s AS bigint) IS NULL OR created_ms <= CAST(%(end_ms)s AS bigint))
+    AND (CAST(%(after_ms)s AS bigint) IS NULL OR created_ms < %(after_ms)s OR (created_ms = %(after_ms)s AND id < %(after_id)s))
+ORDER BY created_ms DESC, id DESC LIMIT %(limit)s;
+
+-- name: delete_instance
+DELETE FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
+
+-- name: steps
+SELECT key, seq, type, name, status, output, attempts, config, start_ms, end_ms FROM workflow_steps
+WHERE account = %(account)s AND workflow = %(workflow)s AND instance = %(id)s ORDER BY seq;
+
+-- name: put_step
+INSERT INTO workflow_steps (account, workflow, instance, key, seq, type, name, status, output, attempts, config, start_ms, end_ms)
+VALUES (%(account)s, %(workflow)s, %(instance)s, %(key)s, %(seq)s, %(type)s, %(name)s, %(status)s, %(output)s, %(attempts)s, %(config)s, %(start_ms)s, %(end_ms)s)
+ON CONFLICT (account, workflow, instance, key) DO UPDATE SET
+    seq = excluded.seq, status = excluded.status, output = excluded.output, attempts = excluded.attempts,
+    config = excluded.config, start_ms = excluded.start_ms, end_ms = excluded.end_ms;
+
+-- name: step_seq
+SELECT seq FROM workflow_steps WHERE account = %(account)s AND workflow = %(workflow)s AND instance = %(id)s AND key = %(key)s;
+
+-- name: delete_steps
+DELETE FROM workflow_steps WHERE account = %(account)s AND workflow = %(workflow)s AND instance = %(id)s;
+
+-- name: delete_steps_from
+DELETE FROM workflow_steps WHERE account = %(account)s AND workflow = %(workflow)s AND instance = %(id)s AND seq >= %(seq)s;
+
+-- name: insert_event
+INSERT INTO workflow_events (account, workflow, instance, type, payload, timestamp_ms)
+VALUES (%(account)s, %(workflow)s, %(id)s, %(type)s, %(payload)s, %(now)s);
+
+-- name: oldest_event
+SELECT seq, payload, timestamp_ms FROM workflow_events
+WHERE account = %(account)s AND workflow = %(workflow)s AND instance = %(id)s AND type = %(type)s AND consumed_by IS NULL
+ORDER BY seq LIMIT 1;
+
+-- name: consume_event
+UPDATE workflow_events SET consumed_by = %(step_key)s WHERE seq = %(seq)s;
+
+-- name: unconsume_events_from
+UPDATE workflow_events SET consumed_by = NULL
+WHERE account = %(account)s AND workflow = %(workflow)s AND instance = %(id)s AND consumed_by IN (
+    SELECT key FROM workflow_steps WHERE account = %(account)s AND workflow = %(workflow)s AND instance = %(id)s AND seq >= %(seq)s);
+
+-- name: delete_events
+DELETE FROM workflow_events WHERE account = %(account)s AND workflow = %(workflow)s AND instance = %(id)s;
+
+-- name: expired_instances
+SELECT i.account, i.workflow, i.id FROM workflow_instances i
+JOIN workflows w ON w.account = i.account AND w.name = i.workflow
+WHERE i.ended_ms IS NOT NULL AND (
+    (i.status = 'complete' AND i.ended_ms + w.success_retention_ms <= %(now)s)
+    OR (i.status IN ('errored', 'terminated') AND i.ended_ms + w.error_retention_ms <= %(now)s))
+LIMIT 1000 FOR UPDATE OF i SKIP LOCKED;

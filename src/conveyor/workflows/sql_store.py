@@ -1,0 +1,355 @@
+"""The :class:`WorkflowStore` on SQL: one implementation of the transitions, over a database
+(SQLite or PostgreSQL) that runs named queries from its own ``.sql`` file.
+
+Every mutation first reads the instance row with ``lock_instance`` (``FOR UPDATE`` on PostgreSQL;
+SQLite's ``BEGIN IMMEDIATE`` already serializes writers), decides in Python, and writes the whole
+row back with ``update_instance``: the rules live in one place and both engines run them alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from conveyor.errors import ConveyorError
+from conveyor.workflows.errors import InstanceExists, InstanceNotFound, InvalidInstanceState, InvalidStepConfig
+from conveyor.workflows.model import (
+    FINISHED,
+    Claim,
+    EventRow,
+    InstanceRow,
+    NewInstance,
+    StepRow,
+    WorkflowRecord,
+    WorkflowSettings,
+)
+from conveyor.workflows.store import Action, SuspendOutcome, WorkflowStore
+
+T = TypeVar("T")
+Row = tuple[Any, ...]
+INSTANCE_FIELDS = [f.name for f in dataclasses.fields(InstanceRow)]
+
+
+class Tx(Protocol):
+    def rows(self, query: str, params: Mapping[str, Any]) -> list[Row]: ...
+    def run(self, query: str, params: Mapping[str, Any]) -> int: ...
+
+
+class Database(Protocol):
+    """A connection to one engine's tables: ``transaction(fn)`` runs ``fn(tx)`` atomically,
+    retrying it whole through transient failures."""
+
+    def transaction(self, fn: Callable[[Tx], T]) -> T: ...
+    def close(self) -> None: ...
+
+
+def _instance(row: Row) -> InstanceRow:
+    return InstanceRow(*row)
+
+
+def _step(row: Row) -> StepRow:
+    return StepRow(*row)
+
+
+def _record(row: Row) -> WorkflowRecord:
+    account, name, settings, version_id, created, modified = row
+    return WorkflowRecord(account, name, WorkflowSettings.from_json(json.loads(settings)), version_id, created, modified)
+
+
+class SqlWorkflowStore(WorkflowStore):
+    def __init__(self, db: Database, queries: Mapping[str, str]) -> None:
+        self._db = db
+        self._q = queries
+
+    def _rows(self, tx: Tx, query: str, /, **params: Any) -> list[Row]:
+        return tx.rows(self._q[query], params)
+
+    def _run(self, tx: Tx, query: str, /, **params: Any) -> int:
+        return tx.run(self._q[query], params)
+
+    def _lock(self, tx: Tx, account: str, workflow: str, instance_id: str) -> InstanceRow | None:
+        rows = self._rows(tx, "lock_instance", account=account, workflow=workflow, id=instance_id)
+        return _instance(rows[0]) if rows else None
+
+    def _write(self, tx: Tx, row: InstanceRow) -> InstanceRow:
+        self._run(tx, "update_instance", **dataclasses.asdict(row))
+        return row
+
+    def _fenced(self, tx: Tx, account: str, workflow: str, instance_id: str, epoch: int) -> InstanceRow | None:
+        row = self._lock(tx, account, workflow, instance_id)
+        if row is None or row.epoch != epoch or row.status not in ("running", "waitingForPause"):
+            return None
+        return row
+
+    # -- workflows ----------------------------------------------------------------------------
+    def put_workflow(
+        self, account: str, name: str, settings: WorkflowSettings, version_id: str, now_ms: int
+    ) -> WorkflowRecord:
+        def put(tx: Tx) -> WorkflowRecord:
+            self._run(
+                tx,
+                "put_workflow",
+                account=account,
+                name=name,
+                settings=json.dumps(settings.to_json()),
+                version_id=version_id,
+                success_retention_ms=settings.success_retention_ms,
+                error_retention_ms=settings.error_retention_ms,
+                now=now_ms,
+            )
+            return _record(self._rows(tx, "get_workflow", account=account, name=name)[0])
+
+        return self._db.transaction(put)
+
+    def get_workflow(self, account: str, name: str) -> WorkflowRecord | None:
+        rows = self._db.transaction(lambda tx: self._rows(tx, "get_workflow", account=account, name=name))
+        return _record(rows[0]) if rows else None
+
+    def list_workflows(self, account: str) -> list[WorkflowRecord]:
+        rows = self._db.transaction(lambda tx: self._rows(tx, "list_workflows", account=account))
+        return [_record(r) for r in rows]
+
+    # -- instances ----------------------------------------------------------------------------
+    def create_instances(
+        self, account: str, workflow: str, version_id: str, items: Sequence[NewInstance], now_ms: int
+    ) -> list[InstanceRow | ConveyorError]:
+        def create(tx: Tx) -> list[InstanceRow | ConveyorError]:
+            out: list[InstanceRow | ConveyorError] = []
+            for item in items:
+                key = {"account": account, "workflow": workflow, "id": item.id}
+                if self._rows(tx, "instance_id_taken", **key):
+                    out.append(InstanceExists(f"instance.already_exists: workflow {workflow!r} already had an instance {item.id!r}; ids are never reused"))
+                    continue
+                self._run(tx, "take_instance_id", **key)
+                row = InstanceRow(
+                    account, workflow, item.id, "queued", item.params, None, None, item.trace_id, version_id,
+                    0, None, None, None, None, None, now_ms, now_ms, None, None,
+                )  # fmt: skip
+                self._run(tx, "insert_instance", **dataclasses.asdict(row))
+                out.append(row)
+            return out
+
+        return self._db.transaction(create)
+
+    def get_instance(self, account: str, workflow: str, instance_id: str) -> InstanceRow | None:
+        rows = self._db.transaction(
+            lambda tx: self._rows(tx, "get_instance", account=account, workflow=workflow, id=instance_id)
+        )
+        return _instance(rows[0]) if rows else None
+
+    def list_instances(
+        self,
+        account: str,
+        workflow: str,
+        *,
+        status: str | None,
+        start_ms: int | None,
+        end_ms: int | None,
+        after: tuple[int, str] | None,
+        limit: int,
+        descending: bool,
+    ) -> list[InstanceRow]:
+        far = (None, None) if after is None else after
+        params = {
+            "account": account,
+            "workflow": workflow,
+            "status": status,
+            "start_ms": start_ms,
+            "end_ms": end_ms,
+            "after_ms": far[0],
+            "after_id": far[1],
+            "limit": limit,
+        }
+        query = "list_instances_desc" if descending else "list_instances_asc"
+        rows = self._db.transaction(lambda tx: self._rows(tx, query, **params))
+        return [_instance(r) for r in rows]
+
+    def steps(self, account: str, workflow: str, instance_id: str) -> list[StepRow]:
+        rows = self._db.transaction(lambda tx: self._rows(tx, "steps", account=account, workflow=workflow, id=instance_id))
+        return [_step(r) for r in rows]
+
+    def delete_instance(self, account: str, workflow: str, instance_id: str) -> bool:
+        def delete(tx: Tx) -> bool:
+            key = {"account": account, "workflow": workflow, "id": instance_id}
+            self._run(tx, "delete_steps", **key)
+            self._run(tx, "delete_events", **key)
+            return self._run(tx, "delete_instance", **key) > 0
+
+        return self._db.transaction(delete)
+
+    def add_event(
+        self, account: str, workflow: str, instance_id: str, type: str, payload: str, now_ms: int
+    ) -> InstanceRow:
+        def add(tx: Tx) -> InstanceRow:
+            row = self._lock(tx, account, workflow, instance_id)
+            if row is None:
+                raise InstanceNotFound(f"workflow {workflow!r} has no instance {instance_id!r}")
+            if row.status in FINISHED:
+                raise InvalidInstanceState(f"instance {instance_id!r} is {row.status}; it takes no more events")
+            self._run(
+                tx, "insert_event", account=account, workflow=workflow, id=instance_id, type=type, payload=payload, now=now_ms
+            )
+            return row
+
+        return self._db.transaction(add)
+
+    def change_status(
+        self, account: str, workflow: str, instance_id: str, action: Action, now_ms: int, from_step: str | None = None
+    ) -> InstanceRow:
+        def change(tx: Tx) -> InstanceRow:
+            row = self._lock(tx, account, workflow, instance_id)
+            if row is None:
+                raise InstanceNotFound(f"workflow {workflow!r} has no instance {instance_id!r}")
+            return self._write(tx, self._changed(tx, row, action, now_ms, from_step))
+
+        return self._db.transaction(change)
+
+    def _changed(self, tx: Tx, row: InstanceRow, action: Action, now: int, from_step: str | None) -> InstanceRow:
+        change = dataclasses.replace
+        if action == "restart":
+            key = {"account": row.account, "workflow": row.workflow, "id": row.id}
+            seq = 0
+            if from_step is not None:
+                found = self._rows(tx, "step_seq", **key, key=from_step)
+                if not found:
+                    raise InvalidStepConfig(f"instance {row.id!r} has no step {from_step!r} to restart from")
+                seq = found[0][0]
+            self._run(tx, "unconsume_events_from", **key, seq=seq)
+            self._run(tx, "delete_steps_from", **key, seq=seq)
+            return change(
+                row, status="queued", epoch=row.epoch + 1, output=None, error=None, run_message=None, wake_at_ms=None,
+                waiting_for=None, paused_at_ms=None, resume_status=None, ended_ms=None, modified_ms=now,
+            )  # fmt: skip
+        if row.status in FINISHED:
+            raise InvalidInstanceState(f"instance {row.id!r} is {row.status}; it cannot {action}")
+        if action == "terminate":
+            return change(row, status="terminated", epoch=row.epoch + 1, run_message=None, ended_ms=now, modified_ms=now)
+        if action == "pause":
+            if row.status in ("paused", "waitingForPause"):
+                raise InvalidInstanceState(f"instance {row.id!r} is already {row.status}")
+            if row.status == "running":
+                return change(row, status="waitingForPause", modified_ms=now)
+            return change(row, status="paused", paused_at_ms=now, resume_status=row.status, modified_ms=now)
+        if row.status == "waitingForPause":
+            return change(row, status="running", modified_ms=now)
+        if row.status != "paused":
+            raise InvalidInstanceState(f"instance {row.id!r} is {row.status}, not paused; there is nothing to resume")
+        paused_for = now - (row.paused_at_ms or now)
+        wake = None if row.wake_at_ms is None else row.wake_at_ms + paused_for
+        return change(
+            row, status=row.resume_status or "queued", wake_at_ms=wake, paused_at_ms=None, resume_status=None, modified_ms=now
+        )
+
+    # -- runs ---------------------------------------------------------------------------------
+    def claim(self, account: str, workflow: str, instance_id: str, message_id: str, now_ms: int) -> Claim | None:
+        def claim(tx: Tx) -> Claim | None:
+            row = self._lock(tx, account, workflow, instance_id)
+            if row is None:
+                return None
+            if row.status in ("running", "waitingForPause"):
+                if row.run_message != message_id:
+                    return None  # another message's run goes on; this one is a duplicate
+                if row.status == "waitingForPause":
+                    self._write(tx, dataclasses.replace(row, status="paused", paused_at_ms=now_ms, resume_status="waiting",
+                                                        wake_at_ms=now_ms, run_message=None, modified_ms=now_ms))  # fmt: skip
+                    return None
+            elif row.status == "waiting":
+                due = row.wake_at_ms is None or row.wake_at_ms <= now_ms
+                if not due and not (row.waiting_for is not None and self._has_event(tx, row, row.waiting_for)):
+                    return None
+            elif row.status != "queued":
+                return None
+            claimed = dataclasses.replace(
+                row, status="running", epoch=row.epoch + 1, run_message=message_id, wake_at_ms=None, waiting_for=None,
+                started_ms=row.started_ms or now_ms, modified_ms=now_ms,
+            )  # fmt: skip
+            self._write(tx, claimed)
+            steps = [_step(r) for r in self._rows(tx, "steps", account=account, workflow=workflow, id=instance_id)]
+            return Claim(claimed, steps)
+
+        return self._db.transaction(claim)
+
+    def _has_event(self, tx: Tx, row: InstanceRow, type: str) -> bool:
+        return bool(self._rows(tx, "oldest_event", account=row.account, workflow=row.workflow, id=row.id, type=type))
+
+    def _put_step(self, tx: Tx, row: InstanceRow, step: StepRow) -> None:
+        self._run(tx, "put_step", account=row.account, workflow=row.workflow, instance=row.id, **dataclasses.asdict(step))
+
+    def save_step(self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow) -> str | None:
+        def save(tx: Tx) -> str | None:
+            row = self._fenced(tx, account, workflow, instance_id, epoch)
+            if row is None:
+                return None
+            self._put_step(tx, row, step)
+            return row.status
+
+        return self._db.transaction(save)
+
+    def take_event(
+        self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow, type: str
+    ) -> tuple[bool, EventRow | None]:
+        def take(tx: Tx) -> tuple[bool, EventRow | None]:
+            row = self._fenced(tx, account, workflow, instance_id, epoch)
+            if row is None:
+                return False, None
+            found = self._rows(tx, "oldest_event", account=account, workflow=workflow, id=instance_id, type=type)
+            if not found:
+                return True, None
+            seq, payload, timestamp = found[0]
+            self._run(tx, "consume_event", seq=seq, step_key=step.key)
+            event = EventRow(type, payload, timestamp)
+            output = json.dumps({"type": type, "payload": json.loads(payload), "timestamp": timestamp})
+            self._put_step(tx, row, dataclasses.replace(step, status="complete", output=output))
+            return True, event
+
+        return self._db.transaction(take)
+
+    def suspend(
+        self, account: str, workflow: str, instance_id: str, epoch: int, wake_at_ms: int, waiting_for: str | None, now_ms: int
+    ) -> SuspendOutcome | None:
+        def suspend(tx: Tx) -> SuspendOutcome | None:
+            row = self._fenced(tx, account, workflow, instance_id, epoch)
+            if row is None:
+                return None
+            if waiting_for is not None and self._has_event(tx, row, waiting_for):
+                return "event"
+            change = dataclasses.replace
+            if row.status == "waitingForPause":
+                self._write(tx, change(row, status="paused", paused_at_ms=now_ms, resume_status="waiting", wake_at_ms=wake_at_ms,
+                                       waiting_for=waiting_for, run_message=None, modified_ms=now_ms))  # fmt: skip
+                return "paused"
+            self._write(tx, change(row, status="waiting", wake_at_ms=wake_at_ms, waiting_for=waiting_for, run_message=None,
+                                   modified_ms=now_ms))  # fmt: skip
+            return "waiting"
+
+        return self._db.transaction(suspend)
+
+    def finish(
+        self, account: str, workflow: str, instance_id: str, epoch: int, status: str, output: str | None, error: str | None, now_ms: int
+    ) -> bool:
+        def finish(tx: Tx) -> bool:
+            row = self._fenced(tx, account, workflow, instance_id, epoch)
+            if row is None:
+                return False
+            self._write(tx, dataclasses.replace(row, status=status, output=output, error=error, run_message=None,
+                                                wake_at_ms=None, waiting_for=None, ended_ms=now_ms, modified_ms=now_ms))  # fmt: skip
+            return True
+
+        return self._db.transaction(finish)
+
+    def prune(self, now_ms: int) -> int:
+        def prune(tx: Tx) -> int:
+            expired = self._rows(tx, "expired_instances", now=now_ms)
+            for account, workflow, instance_id in expired:
+                key = {"account": account, "workflow": workflow, "id": instance_id}
+                self._run(tx, "delete_steps", **key)
+                self._run(tx, "delete_events", **key)
+                self._run(tx, "delete_instance", **key)
+            return len(expired)
+
+        return self._db.transaction(prune)
+
+    def close(self) -> None:
+        self._db.close()

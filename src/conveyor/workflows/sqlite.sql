@@ -1,0 +1,119 @@
+-- The workflow store's queries on SQLite (workflows.db); sql_store.py runs them.
+
+-- name: put_workflow
+INSERT INTO workflows (account, name, settings, version_id, success_retention_ms, error_retention_ms, created_ms, modified_ms)
+VALUES (:account, :name, :settings, :version_id, :success_retention_ms, :error_retention_ms, :now, :now)
+ON CONFLICT (account, name) DO UPDATE SET
+    settings = excluded.settings, version_id = excluded.version_id,
+    success_retention_ms = excluded.success_retention_ms, error_retention_ms = excluded.error_retention_ms,
+    modified_ms = excluded.modified_ms;
+
+-- name: get_workflow
+SELECT account, name, settings, version_id, created_ms, modified_ms FROM workflows
+WHERE account = :account AND name = :name;
+
+-- name: list_workflows
+SELECT account, name, settings, version_id, created_ms, modified_ms FROM workflows
+WHERE account = :account ORDER BY name;
+
+-- name: instance_id_taken
+SELECT 1 FROM workflow_instance_ids WHERE account = :account AND workflow = :workflow AND id = :id;
+
+-- name: take_instance_id
+INSERT INTO workflow_instance_ids (account, workflow, id) VALUES (:account, :workflow, :id);
+
+-- name: insert_instance
+INSERT INTO workflow_instances (account, workflow, id, status, params, output, error, trace_id, version_id, epoch,
+    run_message, wake_at_ms, waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms)
+VALUES (:account, :workflow, :id, :status, :params, :output, :error, :trace_id, :version_id, :epoch,
+    :run_message, :wake_at_ms, :waiting_for, :paused_at_ms, :resume_status, :created_ms, :modified_ms, :started_ms, :ended_ms);
+
+-- name: get_instance
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
+
+-- name: lock_instance
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
+
+-- name: update_instance
+UPDATE workflow_instances SET status = :status, params = :params, output = :output, error = :error,
+    trace_id = :trace_id, version_id = :version_id, epoch = :epoch, run_message = :run_message,
+    wake_at_ms = :wake_at_ms, waiting_for = :waiting_for, paused_at_ms = :paused_at_ms,
+    resume_status = :resume_status, modified_ms = :modified_ms, started_ms = :started_ms, ended_ms = :ended_ms
+WHERE account = :account AND workflow = :workflow AND id = :id;
+
+-- name: list_instances_asc
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+FROM workflow_instances
+WHERE account = :account AND workflow = :workflow
+    AND (:status IS NULL OR status = :status)
+    AND (:start_ms IS NULL OR created_ms >= :start_ms)
+    AND (:end_ms IS NULL OR created_ms <= :end_ms)
+    AND (:after_ms IS NULL OR created_ms > :after_ms OR (created_ms = :after_ms AND id > :after_id))
+ORDER BY created_ms, id LIMIT :limit;
+
+-- name: list_instances_desc
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+FROM workflow_instances
+WHERE account = :account AND workflow = :workflow
+    AND (:status IS NULL OR status = :status)
+    AND (:start_ms IS NULL OR created_ms >= :start_ms)
+    AND (:end_ms IS NULL OR created_ms <= :end_ms)
+    AND (:after_ms IS NULL OR created_ms < :after_ms OR (created_ms = :after_ms AND id < :after_id))
+ORDER BY created_ms DESC, id DESC LIMIT :limit;
+
+-- name: delete_instance
+DELETE FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
+
+-- name: steps
+SELECT key, seq, type, name, status, output, attempts, config, start_ms, end_ms FROM workflow_steps
+WHERE account = :account AND workflow = :workflow AND instance = :id ORDER BY seq;
+
+-- name: put_step
+INSERT INTO workflow_steps (account, workflow, instance, key, seq, type, name, status, output, attempts, config, start_ms, end_ms)
+VALUES (:account, :workflow, :instance, :key, :seq, :type, :name, :status, :output, :attempts, :config, :start_ms, :end_ms)
+ON CONFLICT (account, workflow, instance, key) DO UPDATE SET
+    seq = excluded.seq, status = excluded.status, output = excluded.output, attempts = excluded.attempts,
+    config = excluded.config, start_ms = excluded.start_ms, end_ms = excluded.end_ms;
+
+-- name: step_seq
+SELECT seq FROM workflow_steps WHERE account = :account AND workflow = :workflow AND instance = :id AND key = :key;
+
+-- name: delete_steps
+DELETE FROM workflow_steps WHERE account = :account AND workflow = :workflow AND instance = :id;
+
+-- name: delete_steps_from
+DELETE FROM workflow_steps WHERE account = :account AND workflow = :workflow AND instance = :id AND seq >= :seq;
+
+-- name: insert_event
+INSERT INTO workflow_events (account, workflow, instance, type, payload, timestamp_ms)
+VALUES (:account, :workflow, :id, :type, :payload, :now);
+
+-- name: oldest_event
+SELECT seq, payload, timestamp_ms FROM workflow_events
+WHERE account = :account AND workflow = :workflow AND instance = :id AND type = :type AND consumed_by IS NULL
+ORDER BY seq LIMIT 1;
+
+-- name: consume_event
+UPDATE workflow_events SET consumed_by = :step_key WHERE seq = :seq;
+
+-- name: unconsume_events_from
+UPDATE workflow_events SET consumed_by = NULL
+WHERE account = :account AND workflow = :workflow AND instance = :id AND consumed_by IN (
+    SELECT key FROM workflow_steps WHERE account = :account AND workflow = :workflow AND instance = :id AND seq >= :seq);
+
+-- name: delete_events
+DELETE FROM workflow_events WHERE account = :account AND workflow = :workflow AND instance = :id;
+
+-- name: expired_instances
+SELECT i.account, i.workflow, i.id FROM workflow_instances i
+JOIN workflows w ON w.account = i.account AND w.name = i.workflow
+WHERE i.ended_ms IS NOT NULL AND (
+    (i.status = 'complete' AND i.ended_ms + w.success_retention_ms <= :now)
+    OR (i.status IN ('errored', 'terminated') AND i.ended_ms + w.error_retention_ms <= :now))
+LIMIT 1000;

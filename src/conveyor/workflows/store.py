@@ -1,0 +1,145 @@
+"""``WorkflowStore``: the durable state transitions of workflows, and nothing else.
+
+A store is per deployment and takes the account on every call (the raw, server-side view); the
+client facade passes its own account. Arguments and results are plain data
+(:mod:`conveyor.workflows.model`), so a store can be reached over HTTP as well as opened on SQLite
+or PostgreSQL. Every method is one atomic transaction.
+
+Fencing: :meth:`claim` bumps the instance's ``epoch`` and returns it; every write a run makes
+(:meth:`save_step`, :meth:`take_event`, :meth:`suspend`, :meth:`finish`) carries that epoch and
+changes nothing once another claim, a terminate or a restart bumped it, so a worker that lost its
+lease can never overwrite a newer run.
+
+Instance life cycle::
+
+    queued ──claim──► running ──suspend──► waiting ──(due, or its event)──claim──► running
+                         │  └─ pause ─► waitingForPause ──(step boundary)──► paused ──resume──┐
+                         └─ finish ─► complete | errored          terminate ─► terminated     │
+                                                          restart ─► queued  ◄────────────────┘
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Literal
+
+from conveyor.errors import ConveyorError
+from conveyor.workflows.model import (
+    Claim,
+    EventRow,
+    InstanceRow,
+    NewInstance,
+    StepRow,
+    WorkflowRecord,
+    WorkflowSettings,
+)
+
+Action = Literal["pause", "resume", "terminate", "restart"]
+SuspendOutcome = Literal["waiting", "paused", "event"]
+
+
+class WorkflowStore(ABC):
+    # -- workflows ----------------------------------------------------------------------------
+    @abstractmethod
+    def put_workflow(
+        self, account: str, name: str, settings: WorkflowSettings, version_id: str, now_ms: int
+    ) -> WorkflowRecord:
+        """Create the workflow's record, or replace its settings and version (created time kept)."""
+
+    @abstractmethod
+    def get_workflow(self, account: str, name: str) -> WorkflowRecord | None: ...
+
+    @abstractmethod
+    def list_workflows(self, account: str) -> list[WorkflowRecord]:
+        """The account's workflows, by name."""
+
+    # -- instances ----------------------------------------------------------------------------
+    @abstractmethod
+    def create_instances(
+        self, account: str, workflow: str, version_id: str, items: Sequence[NewInstance], now_ms: int
+    ) -> list[InstanceRow | ConveyorError]:
+        """Store ``items`` as ``queued`` instances; per item the new row, or ``InstanceExists`` for an
+        id this workflow has ever had (ids are never reused, even after delete)."""
+
+    @abstractmethod
+    def get_instance(self, account: str, workflow: str, instance_id: str) -> InstanceRow | None: ...
+
+    @abstractmethod
+    def list_instances(
+        self,
+        account: str,
+        workflow: str,
+        *,
+        status: str | None,
+        start_ms: int | None,
+        end_ms: int | None,
+        after: tuple[int, str] | None,
+        limit: int,
+        descending: bool,
+    ) -> list[InstanceRow]:
+        """Instances ordered by (created, id), after the ``after`` position, filtered."""
+
+    @abstractmethod
+    def steps(self, account: str, workflow: str, instance_id: str) -> list[StepRow]:
+        """Every step of an instance, in order."""
+
+    @abstractmethod
+    def delete_instance(self, account: str, workflow: str, instance_id: str) -> bool:
+        """Delete an instance with its steps and events (its id stays taken); False if none."""
+
+    @abstractmethod
+    def add_event(
+        self, account: str, workflow: str, instance_id: str, type: str, payload: str, now_ms: int
+    ) -> InstanceRow:
+        """Buffer an event for the instance's waits of ``type`` (FIFO); returns the instance, so the
+        caller wakes it if it waits for that type. ``InstanceNotFound``; ``InvalidInstanceState``
+        if it has finished."""
+
+    @abstractmethod
+    def change_status(
+        self, account: str, workflow: str, instance_id: str, action: Action, now_ms: int, from_step: str | None = None
+    ) -> InstanceRow:
+        """Pause, resume, terminate or restart (from the step with key ``from_step``, keeping the
+        steps before it; all when None); returns the instance after. ``InvalidInstanceState`` when
+        the status does not allow the action, ``InvalidStepConfig`` for an unknown ``from_step``."""
+
+    # -- runs (all but claim fenced by the epoch) --------------------------------------------
+    @abstractmethod
+    def claim(self, account: str, workflow: str, instance_id: str, message_id: str, now_ms: int) -> Claim | None:
+        """Start a run driven by queue message ``message_id``, or None when there is nothing to run:
+        the instance is gone, finished, paused, not due, or running under another message. A run
+        under the same message is taken over (that message's previous lease ran out)."""
+
+    @abstractmethod
+    def save_step(self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow) -> str | None:
+        """Store a step (insert or replace by key); the instance's status, or None if fenced."""
+
+    @abstractmethod
+    def take_event(
+        self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow, type: str
+    ) -> tuple[bool, EventRow | None]:
+        """Consume the oldest buffered event of ``type`` into ``step`` (stored complete with the
+        event as its output). ``(False, None)`` if fenced; ``(True, None)`` if none is buffered."""
+
+    @abstractmethod
+    def suspend(
+        self, account: str, workflow: str, instance_id: str, epoch: int, wake_at_ms: int, waiting_for: str | None, now_ms: int
+    ) -> SuspendOutcome | None:
+        """End the run until ``wake_at_ms`` (or an event of ``waiting_for``): ``waiting``;
+        ``paused`` if a pause was asked for; ``event`` (nothing changed) when an event of
+        ``waiting_for`` is already buffered; None if fenced."""
+
+    @abstractmethod
+    def finish(
+        self, account: str, workflow: str, instance_id: str, epoch: int, status: str, output: str | None, error: str | None, now_ms: int
+    ) -> bool:
+        """End the instance ``complete`` or ``errored``; False if fenced."""
+
+    # -- maintenance --------------------------------------------------------------------------
+    @abstractmethod
+    def prune(self, now_ms: int) -> int:
+        """Delete finished instances past their workflow's retention (every account); the count."""
+
+    @abstractmethod
+    def close(self) -> None: ...
