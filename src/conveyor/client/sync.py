@@ -115,6 +115,16 @@ class Conveyor:
     def list_queues(self) -> list[QueueInfo]:
         return self.engine.list_queues()
 
+    def workflow(self, name: str) -> Any:
+        """The workflow ``name`` (a :class:`conveyor.workflows.Workflow`); raises
+        ``conveyor.WorkflowNotFound`` until a worker that runs it has started.
+
+        >>> inst = cv.workflow("download-package").create(params={"name": "jquery"})
+        """
+        from conveyor.workflows.client import Workflow
+
+        return Workflow.open(self, name)
+
     def delete_queue(self, name: str, *, force: bool = False) -> list[str]:
         """Delete the queue ``name``; ``force`` deletes one with damaged storage too, and returns
         where its damaged files were kept aside (see :meth:`Queue.delete`)."""

@@ -53,6 +53,7 @@ class App:
         # apps (conveyor serve) keeps one entry for all of them instead.
         self.registers_itself = True
         self._presence: WorkerPresence | None = None
+        self.workflows: list[Any] = []  # conveyor.workflows.registration.WorkflowDefinition
 
     def consumer(
         self,
@@ -97,6 +98,46 @@ class App:
 
         return register
 
+    def workflow(
+        self,
+        name: str,
+        *,
+        schedules: list[str] | None = None,
+        max_steps: int = 10_000,
+        concurrency: int | None = None,
+        success_retention: float | str | None = None,
+        error_retention: float | str | None = None,
+        visibility_timeout_ms: int = limits.DEFAULT_VISIBILITY_TIMEOUT_MS,
+    ) -> Callable[[F], F]:
+        """Declare ``fn(event, step) -> output`` (plain or ``async``) as the workflow ``name``; this
+        app runs its instances (see :mod:`conveyor.workflows`). Retention of finished instances:
+        3 days complete, 7 days errored unless given (seconds or ``"1 day"``).
+
+        >>> @app.workflow("download-package", max_steps=100)
+        ... def download(event, step):
+        ...     return step.do("fetch", lambda: fetch(event.payload["name"]))
+        """
+        from conveyor.workflows.registration import define
+
+        def register(fn: F) -> F:
+            if any(d.name == name for d in self.workflows):
+                raise ConsumerExists(f"this app already has a workflow {name!r}")
+            self.workflows.append(
+                define(
+                    name,
+                    fn,
+                    schedules=schedules,
+                    max_steps=max_steps,
+                    concurrency=concurrency,
+                    success_retention=success_retention,
+                    error_retention=error_retention,
+                    visibility_timeout_ms=visibility_timeout_ms,
+                )
+            )
+            return fn
+
+        return register
+
     # -- running ------------------------------------------------------------------------------
     def start(self) -> None:
         """Register the consumers and start delivering in background threads."""
@@ -106,14 +147,19 @@ class App:
         engine = self.conveyor.engine
         runner = HandlerRunner()
         dispatchers: dict[str, Dispatcher] = {}
-        for spec in self.specs:
-            queue = self.conveyor.queue(spec.queue)
-            self._register(queue.id, spec)
-            dispatchers[spec.queue] = Dispatcher(engine, queue.id, spec, runner)
+        targets = [(self.conveyor.queue(spec.queue).id, spec) for spec in self.specs]
+        targets += [definition.start(self.conveyor) for definition in self.workflows]
+        for queue_id, spec in targets:
+            self._register(queue_id, spec)
+            dispatchers[spec.queue] = Dispatcher(engine, queue_id, spec, runner)
         self._runner, self.dispatchers = runner, dispatchers
         deployment = engine.deployment_engine()  # None in a server's account views: it coordinates
         if deployment is not None:
             self._coordinator = Coordinator(deployment)
+            if self.workflows:
+                from conveyor.workflows.retention import add_retention_service
+
+                add_retention_service(self._coordinator, self.conveyor)
             self._coordinator.start()
         for dispatcher in dispatchers.values():
             dispatcher.start()

@@ -51,6 +51,9 @@ SEPARATOR = "/"
 # Where embedded use (connect("sqlite://..."), connect("postgresql://..."), the CLI) works unless
 # told otherwise, and where queues made before accounts existed were moved by the upgrade.
 LOCAL_ACCOUNT = "local"
+# Queues whose names hold this mark belong to Conveyor's parts (a workflow's internal queue,
+# ``workflow~NAME``): no name an account chooses can hold it, and an account's listing leaves them out.
+INTERNAL_MARK = "~"
 
 
 def check_account_id(account_id: str) -> str:
@@ -184,7 +187,8 @@ class AccountEngine(Engine):
 
     @_unqualified_errors
     def list_queues(self, prefix: str = "") -> list[QueueInfo]:
-        return [self._queue(q) for q in self.inner.list_queues(self._qualify(prefix))]
+        listed = [self._queue(q) for q in self.inner.list_queues(self._qualify(prefix))]
+        return [q for q in listed if INTERNAL_MARK not in q.queue_name]
 
     @_unqualified_errors
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:

@@ -101,9 +101,13 @@ class PostgresDatabase:
 def open_store(deployment: Deployment, clock: Clock) -> WorkflowStore:
     """The workflow store of ``deployment`` (``clock`` is unused: stores take times as arguments)."""
     if deployment.kind == "sqlite":
-        return SqlWorkflowStore(SqliteDatabase(Path(deployment.location)), load_queries("conveyor.workflows", "sqlite.sql"))
+        return SqlWorkflowStore(
+            SqliteDatabase(Path(deployment.location)), load_queries("conveyor.workflows", "sqlite.sql")
+        )
     if deployment.kind == "postgresql":
-        return SqlWorkflowStore(PostgresDatabase(deployment.location), load_queries("conveyor.workflows", "postgres.sql"))
+        return SqlWorkflowStore(
+            PostgresDatabase(deployment.location), load_queries("conveyor.workflows", "postgres.sql")
+        )
     raise InvalidRequest(
         f"workflows over HTTP ({deployment.location}) are not available yet: connect to the deployment's "
         "SQLite directory or PostgreSQL database"

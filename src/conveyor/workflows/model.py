@@ -53,7 +53,7 @@ class Retries:
             return base
         if self.backoff == "linear":
             return base * attempt
-        return base * 2 ** (attempt - 1)
+        return base * float(2 ** (attempt - 1))
 
 
 @dataclasses.dataclass(frozen=True)

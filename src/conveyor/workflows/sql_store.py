@@ -55,7 +55,9 @@ def _step(row: Row) -> StepRow:
 
 def _record(row: Row) -> WorkflowRecord:
     account, name, settings, version_id, created, modified = row
-    return WorkflowRecord(account, name, WorkflowSettings.from_json(json.loads(settings)), version_id, created, modified)
+    return WorkflowRecord(
+        account, name, WorkflowSettings.from_json(json.loads(settings)), version_id, created, modified
+    )
 
 
 class SqlWorkflowStore(WorkflowStore):
@@ -120,13 +122,35 @@ class SqlWorkflowStore(WorkflowStore):
             for item in items:
                 key = {"account": account, "workflow": workflow, "id": item.id}
                 if self._rows(tx, "instance_id_taken", **key):
-                    out.append(InstanceExists(f"instance.already_exists: workflow {workflow!r} already had an instance {item.id!r}; ids are never reused"))
+                    out.append(
+                        InstanceExists(
+                            f"instance.already_exists: workflow {workflow!r} already had an instance {item.id!r}; "
+                            "ids are never reused"
+                        )
+                    )
                     continue
                 self._run(tx, "take_instance_id", **key)
                 row = InstanceRow(
-                    account, workflow, item.id, "queued", item.params, None, None, item.trace_id, version_id,
-                    0, None, None, None, None, None, now_ms, now_ms, None, None,
-                )  # fmt: skip
+                    account,
+                    workflow,
+                    item.id,
+                    "queued",
+                    item.params,
+                    None,
+                    None,
+                    item.trace_id,
+                    version_id,
+                    0,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    now_ms,
+                    now_ms,
+                    None,
+                    None,
+                )
                 self._run(tx, "insert_instance", **dataclasses.asdict(row))
                 out.append(row)
             return out
@@ -167,7 +191,9 @@ class SqlWorkflowStore(WorkflowStore):
         return [_instance(r) for r in rows]
 
     def steps(self, account: str, workflow: str, instance_id: str) -> list[StepRow]:
-        rows = self._db.transaction(lambda tx: self._rows(tx, "steps", account=account, workflow=workflow, id=instance_id))
+        rows = self._db.transaction(
+            lambda tx: self._rows(tx, "steps", account=account, workflow=workflow, id=instance_id)
+        )
         return [_step(r) for r in rows]
 
     def delete_instance(self, account: str, workflow: str, instance_id: str) -> bool:
@@ -189,7 +215,14 @@ class SqlWorkflowStore(WorkflowStore):
             if row.status in FINISHED:
                 raise InvalidInstanceState(f"instance {instance_id!r} is {row.status}; it takes no more events")
             self._run(
-                tx, "insert_event", account=account, workflow=workflow, id=instance_id, type=type, payload=payload, now=now_ms
+                tx,
+                "insert_event",
+                account=account,
+                workflow=workflow,
+                id=instance_id,
+                type=type,
+                payload=payload,
+                now=now_ms,
             )
             return row
 
@@ -219,13 +252,25 @@ class SqlWorkflowStore(WorkflowStore):
             self._run(tx, "unconsume_events_from", **key, seq=seq)
             self._run(tx, "delete_steps_from", **key, seq=seq)
             return change(
-                row, status="queued", epoch=row.epoch + 1, output=None, error=None, run_message=None, wake_at_ms=None,
-                waiting_for=None, paused_at_ms=None, resume_status=None, ended_ms=None, modified_ms=now,
-            )  # fmt: skip
+                row,
+                status="queued",
+                epoch=row.epoch + 1,
+                output=None,
+                error=None,
+                run_message=None,
+                wake_at_ms=None,
+                waiting_for=None,
+                paused_at_ms=None,
+                resume_status=None,
+                ended_ms=None,
+                modified_ms=now,
+            )
         if row.status in FINISHED:
             raise InvalidInstanceState(f"instance {row.id!r} is {row.status}; it cannot {action}")
         if action == "terminate":
-            return change(row, status="terminated", epoch=row.epoch + 1, run_message=None, ended_ms=now, modified_ms=now)
+            return change(
+                row, status="terminated", epoch=row.epoch + 1, run_message=None, ended_ms=now, modified_ms=now
+            )
         if action == "pause":
             if row.status in ("paused", "waitingForPause"):
                 raise InvalidInstanceState(f"instance {row.id!r} is already {row.status}")
@@ -239,7 +284,12 @@ class SqlWorkflowStore(WorkflowStore):
         paused_for = now - (row.paused_at_ms or now)
         wake = None if row.wake_at_ms is None else row.wake_at_ms + paused_for
         return change(
-            row, status=row.resume_status or "queued", wake_at_ms=wake, paused_at_ms=None, resume_status=None, modified_ms=now
+            row,
+            status=row.resume_status or "queued",
+            wake_at_ms=wake,
+            paused_at_ms=None,
+            resume_status=None,
+            modified_ms=now,
         )
 
     # -- runs ---------------------------------------------------------------------------------
@@ -252,8 +302,18 @@ class SqlWorkflowStore(WorkflowStore):
                 if row.run_message != message_id:
                     return None  # another message's run goes on; this one is a duplicate
                 if row.status == "waitingForPause":
-                    self._write(tx, dataclasses.replace(row, status="paused", paused_at_ms=now_ms, resume_status="waiting",
-                                                        wake_at_ms=now_ms, run_message=None, modified_ms=now_ms))  # fmt: skip
+                    self._write(
+                        tx,
+                        dataclasses.replace(
+                            row,
+                            status="paused",
+                            paused_at_ms=now_ms,
+                            resume_status="waiting",
+                            wake_at_ms=now_ms,
+                            run_message=None,
+                            modified_ms=now_ms,
+                        ),
+                    )
                     return None
             elif row.status == "waiting":
                 due = row.wake_at_ms is None or row.wake_at_ms <= now_ms
@@ -262,9 +322,15 @@ class SqlWorkflowStore(WorkflowStore):
             elif row.status != "queued":
                 return None
             claimed = dataclasses.replace(
-                row, status="running", epoch=row.epoch + 1, run_message=message_id, wake_at_ms=None, waiting_for=None,
-                started_ms=row.started_ms or now_ms, modified_ms=now_ms,
-            )  # fmt: skip
+                row,
+                status="running",
+                epoch=row.epoch + 1,
+                run_message=message_id,
+                wake_at_ms=None,
+                waiting_for=None,
+                started_ms=row.started_ms or now_ms,
+                modified_ms=now_ms,
+            )
             self._write(tx, claimed)
             steps = [_step(r) for r in self._rows(tx, "steps", account=account, workflow=workflow, id=instance_id)]
             return Claim(claimed, steps)
@@ -275,7 +341,9 @@ class SqlWorkflowStore(WorkflowStore):
         return bool(self._rows(tx, "oldest_event", account=row.account, workflow=row.workflow, id=row.id, type=type))
 
     def _put_step(self, tx: Tx, row: InstanceRow, step: StepRow) -> None:
-        self._run(tx, "put_step", account=row.account, workflow=row.workflow, instance=row.id, **dataclasses.asdict(step))
+        self._run(
+            tx, "put_step", account=row.account, workflow=row.workflow, instance=row.id, **dataclasses.asdict(step)
+        )
 
     def save_step(self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow) -> str | None:
         def save(tx: Tx) -> str | None:
@@ -307,7 +375,14 @@ class SqlWorkflowStore(WorkflowStore):
         return self._db.transaction(take)
 
     def suspend(
-        self, account: str, workflow: str, instance_id: str, epoch: int, wake_at_ms: int, waiting_for: str | None, now_ms: int
+        self,
+        account: str,
+        workflow: str,
+        instance_id: str,
+        epoch: int,
+        wake_at_ms: int,
+        waiting_for: str | None,
+        now_ms: int,
     ) -> SuspendOutcome | None:
         def suspend(tx: Tx) -> SuspendOutcome | None:
             row = self._fenced(tx, account, workflow, instance_id, epoch)
@@ -317,24 +392,64 @@ class SqlWorkflowStore(WorkflowStore):
                 return "event"
             change = dataclasses.replace
             if row.status == "waitingForPause":
-                self._write(tx, change(row, status="paused", paused_at_ms=now_ms, resume_status="waiting", wake_at_ms=wake_at_ms,
-                                       waiting_for=waiting_for, run_message=None, modified_ms=now_ms))  # fmt: skip
+                self._write(
+                    tx,
+                    change(
+                        row,
+                        status="paused",
+                        paused_at_ms=now_ms,
+                        resume_status="waiting",
+                        wake_at_ms=wake_at_ms,
+                        waiting_for=waiting_for,
+                        run_message=None,
+                        modified_ms=now_ms,
+                    ),
+                )
                 return "paused"
-            self._write(tx, change(row, status="waiting", wake_at_ms=wake_at_ms, waiting_for=waiting_for, run_message=None,
-                                   modified_ms=now_ms))  # fmt: skip
+            self._write(
+                tx,
+                change(
+                    row,
+                    status="waiting",
+                    wake_at_ms=wake_at_ms,
+                    waiting_for=waiting_for,
+                    run_message=None,
+                    modified_ms=now_ms,
+                ),
+            )
             return "waiting"
 
         return self._db.transaction(suspend)
 
     def finish(
-        self, account: str, workflow: str, instance_id: str, epoch: int, status: str, output: str | None, error: str | None, now_ms: int
+        self,
+        account: str,
+        workflow: str,
+        instance_id: str,
+        epoch: int,
+        status: str,
+        output: str | None,
+        error: str | None,
+        now_ms: int,
     ) -> bool:
         def finish(tx: Tx) -> bool:
             row = self._fenced(tx, account, workflow, instance_id, epoch)
             if row is None:
                 return False
-            self._write(tx, dataclasses.replace(row, status=status, output=output, error=error, run_message=None,
-                                                wake_at_ms=None, waiting_for=None, ended_ms=now_ms, modified_ms=now_ms))  # fmt: skip
+            self._write(
+                tx,
+                dataclasses.replace(
+                    row,
+                    status=status,
+                    output=output,
+                    error=error,
+                    run_message=None,
+                    wake_at_ms=None,
+                    waiting_for=None,
+                    ended_ms=now_ms,
+                    modified_ms=now_ms,
+                ),
+            )
             return True
 
         return self._db.transaction(finish)

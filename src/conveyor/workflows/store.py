@@ -124,7 +124,14 @@ class WorkflowStore(ABC):
 
     @abstractmethod
     def suspend(
-        self, account: str, workflow: str, instance_id: str, epoch: int, wake_at_ms: int, waiting_for: str | None, now_ms: int
+        self,
+        account: str,
+        workflow: str,
+        instance_id: str,
+        epoch: int,
+        wake_at_ms: int,
+        waiting_for: str | None,
+        now_ms: int,
     ) -> SuspendOutcome | None:
         """End the run until ``wake_at_ms`` (or an event of ``waiting_for``): ``waiting``;
         ``paused`` if a pause was asked for; ``event`` (nothing changed) when an event of
@@ -132,7 +139,15 @@ class WorkflowStore(ABC):
 
     @abstractmethod
     def finish(
-        self, account: str, workflow: str, instance_id: str, epoch: int, status: str, output: str | None, error: str | None, now_ms: int
+        self,
+        account: str,
+        workflow: str,
+        instance_id: str,
+        epoch: int,
+        status: str,
+        output: str | None,
+        error: str | None,
+        now_ms: int,
     ) -> bool:
         """End the instance ``complete`` or ``errored``; False if fenced."""
 

@@ -1,0 +1,78 @@
+"""Durable workflows on Conveyor's queues, with Cloudflare Workflows' semantics.
+
+>>> app = conveyor.App(cv)
+>>> @app.workflow("download-package")
+... def download(event: conveyor.WorkflowEvent, step: conveyor.WorkflowStep) -> dict:
+...     meta = step.do("fetch metadata", lambda: fetch(event.payload["name"]))
+...     step.sleep("cool down", "30 seconds")
+...     done = step.wait_for_event("compressed", type="file-compressed", timeout="1 hour")
+...     return {"files": meta["count"], "event": done.payload}
+>>> app.start()
+>>> inst = cv.workflow("download-package").create(params={"name": "jquery"})
+>>> inst.send_event("file-compressed", {"path": "jquery.min.js.br"})
+>>> inst.status().status
+'complete'
+
+The parts: :mod:`.store` (the durable transitions, one contract) with its SQL implementation
+(:mod:`.sql_store`, :mod:`.databases`); :mod:`.runtime` (steps, replay, fencing); :mod:`.execution`
+(the internal queues and the push handler); :mod:`.client` (handles); :mod:`.registration`
+(``@app.workflow``); :mod:`.retention`.
+"""
+
+from conveyor.workflows.client import BatchError, BatchResult, Instance, Workflow
+from conveyor.workflows.durations import parse_duration
+from conveyor.workflows.errors import (
+    InstanceExists,
+    InstanceNotFound,
+    InvalidInstanceId,
+    InvalidInstanceState,
+    InvalidStepConfig,
+    InvalidWorkflowName,
+    NonRetryableError,
+    PayloadTooLarge,
+    StepTimeout,
+    WorkflowNotFound,
+    WorkflowStepError,
+)
+from conveyor.workflows.model import (
+    Attempt,
+    InstancePage,
+    InstanceStatus,
+    InstanceSummary,
+    ReceivedEvent,
+    Retries,
+    StepRecord,
+    WorkflowEvent,
+)
+from conveyor.workflows.runtime import AsyncWorkflowStep, WorkflowStep
+from conveyor.workflows.store import WorkflowStore
+
+__all__ = [
+    "AsyncWorkflowStep",
+    "Attempt",
+    "BatchError",
+    "BatchResult",
+    "Instance",
+    "InstanceExists",
+    "InstanceNotFound",
+    "InstancePage",
+    "InstanceStatus",
+    "InstanceSummary",
+    "InvalidInstanceId",
+    "InvalidInstanceState",
+    "InvalidStepConfig",
+    "InvalidWorkflowName",
+    "NonRetryableError",
+    "PayloadTooLarge",
+    "ReceivedEvent",
+    "Retries",
+    "StepRecord",
+    "StepTimeout",
+    "Workflow",
+    "WorkflowEvent",
+    "WorkflowNotFound",
+    "WorkflowStep",
+    "WorkflowStepError",
+    "WorkflowStore",
+    "parse_duration",
+]

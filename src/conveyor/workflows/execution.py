@@ -1,0 +1,174 @@
+"""Workflows on the queues: each workflow's internal queue, its wake-up messages, and the push
+handler that advances instances.
+
+An instance advances by a message on its workflow's internal queue (``workflow~NAME``: ``~``
+cannot appear in a queue name an account chooses, and account listings leave such queues out).
+The message body is ``{"id": instance id, "wake": wake time in ms or null}``. The handler claims
+the instance under the message's id (fencing every write of the run by the claim's epoch), runs
+the function, and acks. A message for an instance that is not due, paused, finished or already
+running under another message is acked without running anything, so duplicate and late deliveries
+are harmless; a worker killed mid-run loses its lease, the same message comes back, and its claim
+takes the run over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import hashlib
+import inspect
+import json
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+
+from conveyor import limits
+from conveyor.consumer.batch import MessageBatch
+from conveyor.engine.base import Engine
+from conveyor.errors import QueueExists, QueueNotFound
+from conveyor.model import NewMessage, QueueSettings
+from conveyor.workflows.errors import PayloadTooLarge
+from conveyor.workflows.model import InstanceRow, WorkflowEvent, WorkflowSettings
+from conveyor.workflows.runtime import (
+    AsyncWorkflowStep,
+    InstanceFailure,
+    Run,
+    Suspended,
+    WorkflowStep,
+    encode_json,
+    error_of,
+)
+from conveyor.workflows.store import WorkflowStore
+
+log = logging.getLogger("conveyor.workflows")
+
+INTERNAL_PREFIX = "workflow~"
+# Longer sleeps and waits are reached by a chain of messages, each at most the queues' delay limit.
+MAX_WAKE_DELAY_SECONDS = limits.MAX_DELAY_SECONDS
+
+
+def queue_name(workflow: str) -> str:
+    """The internal queue of ``workflow`` (an account-level name)."""
+    return f"{INTERNAL_PREFIX}{workflow}"
+
+
+def ensure_queue(engine: Engine, workflow: str) -> str:
+    """The id of the workflow's internal queue, created (retention: the queues' maximum) if missing."""
+    name = queue_name(workflow)
+    try:
+        return engine.get_queue(name).queue_id
+    except QueueNotFound:
+        pass
+    try:
+        settings = QueueSettings(message_retention_period=limits.MAX_RETENTION_SECONDS)
+        return engine.create_queue(name, settings).queue_id
+    except QueueExists:
+        return engine.get_queue(name).queue_id
+
+
+def wake_message(instance_id: str, wake_at_ms: int | None, now_ms: int) -> NewMessage:
+    delay = 0 if wake_at_ms is None else math.ceil(max(0, wake_at_ms - now_ms) / 1000)
+    body = json.dumps({"id": instance_id, "wake": wake_at_ms}).encode()
+    return NewMessage(body, "json", min(delay, MAX_WAKE_DELAY_SECONDS))
+
+
+def send_wake(engine: Engine, queue_id: str, instance_id: str, wake_at_ms: int | None) -> None:
+    engine.enqueue(queue_id, [wake_message(instance_id, wake_at_ms, engine.clock.now_ms())])
+
+
+def version_id(fn: Callable[..., Any], settings: WorkflowSettings) -> str:
+    """A hash of the code and the settings, shaped as a UUID (Cloudflare's version ids are)."""
+    code = getattr(fn, "__code__", None)
+    digest = hashlib.sha256()
+    digest.update(f"{fn.__module__}:{fn.__qualname__}".encode())
+    if code is not None:
+        digest.update(code.co_code)
+        digest.update(repr(code.co_consts).encode())
+    digest.update(json.dumps(settings.to_json(), sort_keys=True).encode())
+    h = digest.hexdigest()[:32]
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+class WorkflowHandler:
+    """The push handler of one workflow's internal queue (batches of one message)."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        workflow: str,
+        account: str,
+        store: WorkflowStore,
+        engine: Engine,
+        queue_id: str,
+        settings: WorkflowSettings,
+    ) -> None:
+        self.fn = fn
+        self.workflow = workflow
+        self.account = account
+        self.store = store
+        self.engine = engine
+        self.queue_id = queue_id
+        self.settings = settings
+        # The consumer's script name is the workflow function's, as for a push consumer.
+        self.__module__ = fn.__module__
+        self.__qualname__ = fn.__qualname__
+
+    def __call__(self, batch: MessageBatch) -> None:
+        for message in batch.messages:
+            body = message.body
+            if isinstance(body, dict) and isinstance(body.get("id"), str):
+                self.advance(body["id"], body.get("wake"), message.id)
+            else:
+                log.warning("workflow %s: ignored a malformed message %s", self.workflow, message.id)
+            message.ack()
+
+    def advance(self, instance_id: str, wake: int | None, message_id: str) -> None:
+        now = self.engine.clock.now_ms()
+        claim = self.store.claim(self.account, self.workflow, instance_id, message_id, now)
+        if claim is None:
+            self._chain(instance_id, wake, now)
+            return
+        run = Run(
+            self.store,
+            claim,
+            self.engine.clock,
+            lambda at: send_wake(self.engine, self.queue_id, instance_id, at),
+            self.settings.max_steps,
+        )
+        self._execute(run, claim.instance)
+
+    def _chain(self, instance_id: str, wake: int | None, now: int) -> None:
+        """A wake-up sent ahead of a sleep longer than the queues' delay limit sends the next link."""
+        if wake is None or wake <= now:
+            return
+        row = self.store.get_instance(self.account, self.workflow, instance_id)
+        if row is not None and row.status == "waiting" and row.wake_at_ms == wake:
+            send_wake(self.engine, self.queue_id, instance_id, wake)
+
+    def _execute(self, run: Run, row: InstanceRow) -> None:
+        event = WorkflowEvent(
+            json.loads(row.params),
+            _datetime(row.created_ms),
+            row.id,
+            row.workflow,
+        )
+        status, output, error = "complete", None, None
+        try:
+            if inspect.iscoroutinefunction(self.fn):
+                result = asyncio.run(self.fn(event, AsyncWorkflowStep(run)))
+            else:
+                result = self.fn(event, WorkflowStep(run))
+            output = encode_json(result, "the workflow's output")
+        except Suspended:
+            return
+        except (InstanceFailure, PayloadTooLarge, Exception) as exc:
+            status, error = "errored", json.dumps(error_of(exc))
+            log.info("workflow %s: instance %s errored: %s", self.workflow, row.id, exc)
+        now = run.clock.now_ms()
+        if not self.store.finish(row.account, row.workflow, row.id, row.epoch, status, output, error, now):
+            log.info("workflow %s: instance %s was taken over; this run's end is not recorded", self.workflow, row.id)
+
+
+def _datetime(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)

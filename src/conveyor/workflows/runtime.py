@@ -1,0 +1,440 @@
+"""Running one claimed instance: :class:`WorkflowStep` (and its async twin) over a :class:`Run`.
+
+A run replays the function from the start: a ``step.do`` whose result is stored returns it without
+calling its function; the first step without a stored result runs, and from there the function
+keeps going in the same worker while steps succeed, each step one fenced write (so step N costs
+the same as step 1). A sleep, a retry delay or a wait records its step, has a delayed wake-up
+message sent on the workflow's queue and unwinds the function by raising :class:`Suspended` (a
+``BaseException``, so a workflow's ``except Exception`` does not catch it): no worker, no thread
+is held while an instance waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import inspect
+import json
+import math
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from conveyor.engine.base import Clock
+from conveyor.workflows.durations import parse_duration
+from conveyor.workflows.errors import (
+    InvalidStepConfig,
+    NonRetryableError,
+    PayloadTooLarge,
+    StepTimeout,
+    WorkflowStepError,
+)
+from conveyor.workflows.model import (
+    DEFAULT_EVENT_TIMEOUT,
+    DEFAULT_STEP_TIMEOUT,
+    MAX_PAYLOAD_BYTES,
+    MAX_SLEEP_SECONDS,
+    Claim,
+    ReceivedEvent,
+    Retries,
+    StepRow,
+)
+from conveyor.workflows.store import WorkflowStore
+
+MAX_STEP_NAME = 256
+
+
+class Suspended(BaseException):
+    """Unwinds a run whose state is stored: it sleeps, waits, is paused or was fenced."""
+
+
+class InstanceFailure(BaseException):
+    """Errors the instance whatever the workflow catches (the step limit)."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+        self.message = message
+
+
+def encode_json(value: Any, what: str) -> str:
+    """``value`` as JSON text of at most 1 MiB; :class:`PayloadTooLarge` otherwise."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise PayloadTooLarge(f"{what} is not JSON-encodable: {exc}") from None
+    size = len(text.encode())
+    if size > MAX_PAYLOAD_BYTES:
+        raise PayloadTooLarge(f"{what} is {size} bytes of JSON; the limit is {MAX_PAYLOAD_BYTES} (1 MiB)")
+    return text
+
+
+def error_of(exc: BaseException) -> dict[str, str]:
+    name = getattr(exc, "name", None)
+    message = getattr(exc, "message", None) if isinstance(exc, WorkflowStepError | InstanceFailure) else None
+    return {
+        "name": name if isinstance(name, str) else type(exc).__name__,
+        "message": message if isinstance(message, str) else str(exc),
+    }
+
+
+def check_step_name(name: object) -> str:
+    if (
+        not isinstance(name, str)
+        or not name
+        or len(name) > MAX_STEP_NAME
+        or any(ord(c) < 32 or ord(c) == 127 for c in name)
+    ):
+        raise InvalidStepConfig(
+            f"invalid step name {name!r}: use 1 to {MAX_STEP_NAME} characters without control characters"
+        )
+    return name
+
+
+def check_retries(retries: object) -> tuple[Retries, float]:
+    if not isinstance(retries, Retries):
+        raise InvalidStepConfig(f"retries is {retries!r}; give conveyor.Retries(limit=, delay=, backoff=)")
+    if isinstance(retries.limit, bool) or not isinstance(retries.limit, int) or retries.limit < 0:
+        raise InvalidStepConfig(f"retries.limit is {retries.limit!r}; it must be a whole number >= 0")
+    if retries.backoff not in ("constant", "linear", "exponential"):
+        raise InvalidStepConfig(f"retries.backoff is {retries.backoff!r}; use constant, linear or exponential")
+    return retries, parse_duration(retries.delay, "retries.delay")
+
+
+@dataclasses.dataclass
+class _Do:
+    """A ``step.do`` between attempts."""
+
+    key: str
+    seq: int
+    name: str
+    retries: Retries
+    delay: float
+    timeout: float
+    config: str
+    start_ms: int
+    attempts: list[dict[str, Any]]
+    done: bool = False
+    value: Any = None
+
+
+class Run:
+    """One claimed run of one instance: the stored steps, the occurrence counters, the fenced writes.
+
+    ``wake(wake_at_ms)`` sends the instance's delayed wake-up message; ``max_steps`` bounds the
+    ``do`` and ``wait_for_event`` steps (sleeps do not count, as on Cloudflare).
+    """
+
+    def __init__(
+        self,
+        store: WorkflowStore,
+        claim: Claim,
+        clock: Clock,
+        wake: Callable[[int], None],
+        max_steps: int,
+    ) -> None:
+        self.store = store
+        self.row = claim.instance
+        self.clock = clock
+        self.wake = wake
+        self.max_steps = max_steps
+        self.stored = {s.key: s for s in claim.steps}
+        self._counts: dict[tuple[str, str], int] = {}
+        self._seq = 0
+        self._counted = 0
+
+    # -- bookkeeping --------------------------------------------------------------------------
+    def _key(self, type: str, name: str, counts: bool) -> tuple[str, int]:
+        check_step_name(name)
+        n = self._counts.get((type, name), 0) + 1
+        self._counts[(type, name)] = n
+        self._seq += 1
+        if counts:
+            self._counted += 1
+            if self._counted > self.max_steps:
+                raise InstanceFailure(
+                    "StepLimitExceeded", f"the workflow ran more than its limit of {self.max_steps} steps"
+                )
+        return f"{type}:{name}:{n}", self._seq
+
+    def _save(self, step: StepRow) -> None:
+        status = self.store.save_step(self.row.account, self.row.workflow, self.row.id, self.row.epoch, step)
+        if status is None:
+            raise Suspended("fenced: another run owns this instance now")
+        self.stored[step.key] = step
+        if status == "waitingForPause":
+            self.suspend(self.clock.now_ms(), None)
+
+    def suspend(self, wake_at_ms: int, waiting_for: str | None) -> None:
+        """Send the wake-up, store the wait, unwind; returns only if an awaited event is already there."""
+        self.wake(wake_at_ms)
+        outcome = self.store.suspend(
+            self.row.account,
+            self.row.workflow,
+            self.row.id,
+            self.row.epoch,
+            wake_at_ms,
+            waiting_for,
+            self.clock.now_ms(),
+        )
+        if outcome != "event":
+            raise Suspended(outcome or "fenced")
+
+    # -- step.do ------------------------------------------------------------------------------
+    def begin_do(self, name: str, retries: Retries | None, timeout: float | str | None) -> _Do:
+        key, seq = self._key("step", name, True)
+        chosen, delay = check_retries(retries if retries is not None else Retries())
+        seconds = parse_duration(DEFAULT_STEP_TIMEOUT if timeout is None else timeout, "timeout")
+        config = {
+            "retries": {"limit": chosen.limit, "delay": delay * 1000, "backoff": chosen.backoff},
+            "timeout": seconds * 1000,
+        }
+        now = self.clock.now_ms()
+        plan = _Do(key, seq, name, chosen, delay, seconds, json.dumps(config), now, [])
+        stored = self.stored.get(key)
+        if stored is None:
+            return plan
+        if stored.status == "complete":
+            plan.done, plan.value = True, json.loads(stored.output or "null")
+            return plan
+        plan.attempts = json.loads(stored.attempts)
+        plan.start_ms = stored.start_ms
+        if stored.status == "errored":
+            raise WorkflowStepError(**plan.attempts[-1]["error"])
+        retry_at = plan.attempts[-1].get("retry_at", 0) if plan.attempts else 0
+        if retry_at > now:
+            self.suspend(retry_at, None)
+        return plan
+
+    def end_attempt(self, plan: _Do, started_ms: int, value: Any, error: BaseException | None) -> None:
+        """Record one attempt: the result (``plan.done``), a retry now, or a suspension for a later one."""
+        now = self.clock.now_ms()
+        if error is None:
+            try:
+                output = encode_json(value, f"the result of step {plan.name!r}")
+            except PayloadTooLarge as exc:
+                error = exc
+            else:
+                plan.attempts.append({"start": started_ms, "end": now, "success": True})
+                self._save(self._row(plan, "complete", output, now))
+                plan.done, plan.value = True, json.loads(output)
+                return
+        attempt = len(plan.attempts) + 1
+        plan.attempts.append({"start": started_ms, "end": now, "success": False, "error": error_of(error)})
+        final = isinstance(error, NonRetryableError | PayloadTooLarge) or attempt > plan.retries.limit
+        if final:
+            self._save(self._row(plan, "errored", None, now))
+            raise WorkflowStepError(**plan.attempts[-1]["error"])
+        wait_ms = math.ceil(plan.retries.delay_after(attempt, plan.delay) * 1000)
+        plan.attempts[-1]["retry_at"] = now + wait_ms
+        self._save(self._row(plan, "running", None, None))
+        if wait_ms > 0:
+            self.suspend(now + wait_ms, None)
+
+    def _row(self, plan: _Do, status: str, output: str | None, end: int | None) -> StepRow:
+        return StepRow(
+            plan.key,
+            plan.seq,
+            "step",
+            plan.name,
+            status,
+            output,
+            json.dumps(plan.attempts),
+            plan.config,
+            plan.start_ms,
+            end,
+        )
+
+    # -- sleeps -------------------------------------------------------------------------------
+    def sleep_until(self, name: str, until_ms: int) -> None:
+        key, seq = self._key("sleep", name, False)
+        now = self.clock.now_ms()
+        stored = self.stored.get(key)
+        if stored is not None and stored.status == "complete":
+            return
+        if stored is not None:
+            until_ms = json.loads(stored.config)["until"]
+        if until_ms - now > MAX_SLEEP_SECONDS * 1000:
+            raise InvalidStepConfig(f"sleep {name!r} is {(until_ms - now) / 1000:.0f} s; the limit is 365 days")
+        start = stored.start_ms if stored is not None else now
+        config = json.dumps({"until": until_ms})
+        if now >= until_ms:
+            self._save(StepRow(key, seq, "sleep", name, "complete", None, "[]", config, start, now))
+            return
+        if stored is None:
+            self._save(StepRow(key, seq, "sleep", name, "running", None, "[]", config, start, None))
+        self.suspend(until_ms, None)
+
+    # -- events -------------------------------------------------------------------------------
+    def wait_for_event(self, name: str, type: str, timeout: float | str) -> ReceivedEvent:
+        if not isinstance(type, str) or not type or len(type) > 100:
+            raise InvalidStepConfig(f"event type {type!r} is invalid: use 1 to 100 characters")
+        seconds = parse_duration(timeout, "timeout")
+        key, seq = self._key("waitForEvent", name, True)
+        now = self.clock.now_ms()
+        stored = self.stored.get(key)
+        if stored is not None and stored.status == "complete":
+            return _received(stored.output)
+        if stored is not None and stored.status == "errored":
+            raise WorkflowStepError(**json.loads(stored.attempts)[-1]["error"])
+        deadline = json.loads(stored.config)["deadline"] if stored is not None else now + math.ceil(seconds * 1000)
+        config = json.dumps({"type": type, "timeout": seconds * 1000, "deadline": deadline})
+        step = StepRow(
+            key, seq, "waitForEvent", name, "running", None, "[]", config, stored.start_ms if stored else now, None
+        )
+        while True:
+            found, event = self.store.take_event(
+                self.row.account, self.row.workflow, self.row.id, self.row.epoch, step, type
+            )
+            if not found:
+                raise Suspended("fenced")
+            if event is not None:
+                done = dataclasses.replace(step, status="complete", end_ms=self.clock.now_ms())
+                output = json.dumps(
+                    {"type": type, "payload": json.loads(event.payload), "timestamp": event.timestamp_ms}
+                )
+                self._save(dataclasses.replace(done, output=output))
+                return _received(output)
+            now = self.clock.now_ms()
+            if now >= deadline:
+                error = {"name": "WorkflowTimeoutError", "message": f"no {type!r} event within {seconds:g} s"}
+                attempts = json.dumps([{"start": step.start_ms, "end": now, "success": False, "error": error}])
+                self._save(dataclasses.replace(step, status="errored", attempts=attempts, end_ms=now))
+                raise WorkflowStepError(**error)
+            if key not in self.stored:
+                self._save(step)
+            self.suspend(deadline, type)
+
+
+def _received(output: str | None) -> ReceivedEvent:
+    data = json.loads(output or "{}")
+    when = datetime.datetime.fromtimestamp(data["timestamp"] / 1000, datetime.UTC)
+    return ReceivedEvent(data["type"], data["payload"], when)
+
+
+def _until_ms(when: object, what: str) -> int:
+    if isinstance(when, datetime.datetime):
+        if when.tzinfo is None:
+            raise InvalidStepConfig(f"{what} is a naive datetime; give one with a time zone (datetime.UTC)")
+        return math.ceil(when.timestamp() * 1000)
+    if isinstance(when, int | float) and not isinstance(when, bool) and math.isfinite(when):
+        return math.ceil(when * 1000)
+    raise InvalidStepConfig(f"{what} is {when!r}; give a datetime or epoch seconds")
+
+
+class _Attempts:
+    """Runs a sync step function with a per-attempt timeout on a thread of its own; a function that
+    overruns is abandoned to finish on its own (Python cannot stop a thread), and a fresh thread
+    serves the next attempt."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def run(self, fn: Callable[[], Any], timeout: float) -> tuple[Any, BaseException | None]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="conveyor-step")
+            pool = self._pool
+        future = pool.submit(fn)
+        try:
+            return future.result(timeout=timeout), None
+        except FutureTimeout:
+            with self._lock:
+                self._pool = None
+            pool.shutdown(wait=False)
+            return None, StepTimeout(f"the attempt ran past its timeout of {timeout:g} s")
+        except Exception as exc:
+            return None, exc
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+
+
+class WorkflowStep:
+    """What a workflow function gets as ``step``: durable steps, sleeps and waits.
+
+    >>> meta = step.do("fetch metadata", lambda: fetch(name), retries=conveyor.Retries(limit=3), timeout="1 minute")
+    >>> step.sleep("cool down", "1 hour")
+    >>> done = step.wait_for_event("compressed", type="file-compressed", timeout="24 hours")
+    """
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        self._attempts = _Attempts()
+
+    def do(
+        self, name: str, fn: Callable[[], Any], *, retries: Retries | None = None, timeout: float | str | None = None
+    ) -> Any:
+        """Run ``fn()`` durably: its JSON result is stored once and returned again on every replay.
+        A failing attempt is retried by ``retries`` (default ``Retries()``: 5 retries, 10 s,
+        exponential); when they run out, or on :class:`NonRetryableError`, raises
+        :class:`WorkflowStepError` here."""
+        plan = self._run.begin_do(name, retries, timeout)
+        while not plan.done:
+            started = self._run.clock.now_ms()
+            value, error = self._attempts.run(fn, plan.timeout)
+            self._run.end_attempt(plan, started, value, error)
+        return plan.value
+
+    def sleep(self, name: str, duration: float | str) -> None:
+        """Sleep ``duration`` (seconds or ``"1 hour"``, up to 365 days) without holding a worker."""
+        seconds = parse_duration(duration, f"sleep {name!r}")
+        self._run.sleep_until(name, self._run.clock.now_ms() + math.ceil(seconds * 1000))
+
+    def sleep_until(self, name: str, when: datetime.datetime | float) -> None:
+        """Sleep until ``when`` (an aware datetime or epoch seconds), at most 365 days ahead."""
+        self._run.sleep_until(name, _until_ms(when, f"sleep_until {name!r}"))
+
+    def wait_for_event(self, name: str, *, type: str, timeout: float | str = DEFAULT_EVENT_TIMEOUT) -> ReceivedEvent:
+        """The next event of ``type`` sent to this instance (buffered ones first, oldest first);
+        raises :class:`WorkflowStepError` (``WorkflowTimeoutError``) after ``timeout``."""
+        return self._run.wait_for_event(name, type, timeout)
+
+
+class AsyncWorkflowStep:
+    """``step`` of an ``async def`` workflow: the same steps, awaited; ``do`` takes a plain or an
+    ``async`` function."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+
+    async def do(
+        self,
+        name: str,
+        fn: Callable[[], Any] | Callable[[], Awaitable[Any]],
+        *,
+        retries: Retries | None = None,
+        timeout: float | str | None = None,
+    ) -> Any:
+        plan = self._run.begin_do(name, retries, timeout)
+        while not plan.done:
+            started = self._run.clock.now_ms()
+            error: BaseException | None
+            try:
+                if inspect.iscoroutinefunction(fn):
+                    value, error = await asyncio.wait_for(fn(), plan.timeout), None
+                else:
+                    value, error = await asyncio.wait_for(asyncio.to_thread(fn), plan.timeout), None
+            except TimeoutError:
+                value, error = None, StepTimeout(f"the attempt ran past its timeout of {plan.timeout:g} s")
+            except Exception as exc:
+                value, error = None, exc
+            self._run.end_attempt(plan, started, value, error)
+        return plan.value
+
+    async def sleep(self, name: str, duration: float | str) -> None:
+        seconds = parse_duration(duration, f"sleep {name!r}")
+        self._run.sleep_until(name, self._run.clock.now_ms() + math.ceil(seconds * 1000))
+
+    async def sleep_until(self, name: str, when: datetime.datetime | float) -> None:
+        self._run.sleep_until(name, _until_ms(when, f"sleep_until {name!r}"))
+
+    async def wait_for_event(
+        self, name: str, *, type: str, timeout: float | str = DEFAULT_EVENT_TIMEOUT
+    ) -> ReceivedEvent:
+        return self._run.wait_for_event(name, type, timeout)
