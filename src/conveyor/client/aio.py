@@ -72,6 +72,13 @@ class AsyncConveyor:
     async def delete_queue(self, name: str, *, force: bool = False) -> list[str]:
         return await asyncio.to_thread(self.sync.delete_queue, name, force=force)
 
+    async def workflow(self, name: str) -> Any:
+        """The workflow ``name`` (a :class:`conveyor.workflows.aio.AsyncWorkflow`);
+        ``conveyor.WorkflowNotFound`` until a worker that runs it has started."""
+        from conveyor.workflows.aio import AsyncWorkflow
+
+        return AsyncWorkflow(await asyncio.to_thread(self.sync.workflow, name))
+
 
 class AsyncQueue:
     """A handle on one queue, for asyncio code."""
