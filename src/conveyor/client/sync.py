@@ -12,6 +12,7 @@ from conveyor import limits
 from conveyor.client import validation as check
 from conveyor.codec import decode
 from conveyor.deployment import Deployment
+from conveyor.engine.accounts import INTERNAL_MARK
 from conveyor.engine.base import Clock, Engine
 from conveyor.errors import ConsumerNotFound, DeliveryPaused, InvalidQueueId, InvalidRequest
 from conveyor.model import (
@@ -113,7 +114,8 @@ class Conveyor:
         return Queue(self, self.engine.get_queue_by_id(queue_id))
 
     def list_queues(self) -> list[QueueInfo]:
-        return self.engine.list_queues()
+        """The queues, by name; the internal queues of Conveyor's parts (``workflow~NAME``) left out."""
+        return [q for q in self.engine.list_queues() if INTERNAL_MARK not in q.queue_name]
 
     def workflow(self, name: str) -> Any:
         """The workflow ``name`` (a :class:`conveyor.workflows.Workflow`); raises

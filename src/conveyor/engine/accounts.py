@@ -223,7 +223,8 @@ class AccountEngine(Engine):
         self.inner.remove_consumer(consumer_id)
 
     def _own_consumer_or_fail(self, consumer_id: str) -> None:
-        if not any(c.consumer_id == consumer_id for q in self.list_queues() for c in q.consumers):
+        owned = self.inner.list_queues(self._qualify(""))
+        if not any(c.consumer_id == consumer_id for q in owned for c in q.consumers):
             raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
 
     @_unqualified_errors
