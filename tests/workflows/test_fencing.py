@@ -1,0 +1,132 @@
+"""Fencing and duplicate deliveries: a run's writes count only under the claim that made them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import conveyor
+from conveyor.workflows.client import workflow_store
+from conveyor.workflows.execution import WorkflowHandler, ensure_queue, send_wake
+from conveyor.workflows.model import StepRow
+from tests.workflows.conftest import ENGINES
+from tests.workflows.support import Ledger, running, settled
+
+
+def _step(key: str, output: str) -> StepRow:
+    return StepRow(key, 1, "step", key, "complete", output, "[]", "{}", 0, 1)
+
+
+def test_a_stale_claim_commits_nothing(cv, app) -> None:
+    @app.workflow("fenced")
+    def run(event, step):
+        return None
+
+    app.start()
+    app.stop(grace=1)
+    inst = cv.workflow("fenced").create(id="i")
+    store = workflow_store(cv)
+    account = cv.deployment.account
+    old = store.claim(account, "fenced", "i", "message-1", 1)
+    assert old is not None
+    assert store.claim(account, "fenced", "i", "message-2", 2) is None, "a duplicate message claimed a running instance"
+    new = store.claim(account, "fenced", "i", "message-1", 3)  # the same message again: its lease ran out
+    assert new is not None and new.instance.epoch == old.instance.epoch + 1
+    e_old, e_new = old.instance.epoch, new.instance.epoch
+    assert store.save_step(account, "fenced", "i", e_old, _step("step:a:1", '"stale"')) is None
+    assert store.take_event(account, "fenced", "i", e_old, _step("waitForEvent:w:1", "null"), "t") == (False, None)
+    assert store.suspend(account, "fenced", "i", e_old, 10, None, 4) is None
+    assert store.finish(account, "fenced", "i", e_old, "complete", '"stale"', None, 5) is False
+    assert inst.status().status == "running" and inst.status().steps == []
+    assert store.save_step(account, "fenced", "i", e_new, _step("step:a:1", '"fresh"')) == "running"
+    assert store.finish(account, "fenced", "i", e_new, "complete", '"fresh"', None, 6) is True
+    s = inst.status()
+    assert (s.status, s.output, [st.output for st in s.steps]) == ("complete", "fresh", ["fresh"])
+
+
+def test_two_workers_the_one_that_lost_its_lease_cannot_overwrite(cv, app, tmp_path: Path, request) -> None:
+    """Worker A runs a step; its lease is lost and worker B (another client of the deployment) takes
+    the same message over and finishes the instance. A's late result is refused."""
+    engine = request.node.callspec.params["cv"]
+    in_a, release_a = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def body(who: str):
+        def fn() -> str:
+            ran.append(who)
+            if who == "A":
+                in_a.set()
+                release_a.wait(10)
+            return who
+
+        return fn
+
+    def workflow(who: str):
+        def run(event, step):
+            return step.do("work", body(who))
+
+        run.__qualname__ = "run"
+        return run
+
+    @app.workflow("contested")
+    def registered(event, step):
+        return None
+
+    app.start()
+    app.stop(grace=1)
+    inst = cv.workflow("contested").create(id="c")
+    other = ENGINES[engine](tmp_path)
+    try:
+        handlers = []
+        for who, client in (("A", cv), ("B", other)):
+            queue_id = ensure_queue(client.engine, "contested")
+            settings = app.workflows[0].settings
+            store = workflow_store(client)
+            handlers.append(
+                WorkflowHandler(
+                    workflow(who), "contested", client.deployment.account, store, client.engine, queue_id, settings
+                )
+            )
+        a = threading.Thread(target=handlers[0].advance, args=("c", None, "m"))
+        a.start()
+        assert in_a.wait(10)
+        handlers[1].advance("c", None, "m")  # the message redelivered to B
+        assert inst.status().output == "B"
+        release_a.set()
+        a.join(10)
+    finally:
+        other.close()
+    s = inst.status()
+    assert (s.status, s.output, s.steps[0].output, ran) == ("complete", "B", "B", ["A", "B"])
+
+
+def test_duplicate_and_early_messages_run_nothing(cv, app, clock) -> None:
+    ledger = Ledger()
+
+    @app.workflow("dupes")
+    def run(event, step):
+        step.do("once", ledger("once"))
+        step.sleep("nap", 600)
+        return step.do("after", ledger("after"))
+
+    with running(app):
+        inst = cv.workflow("dupes").create()
+        settled(inst, "waiting")
+        queue_id = ensure_queue(cv.engine, "dupes")
+        for _ in range(3):
+            send_wake(cv.engine, queue_id, inst.id, None)  # a wake-up too early, three times
+        time.sleep(0.5)
+        assert ledger.calls == {"once": 1}
+        assert inst.status().status == "waiting"
+        assert cv.engine.metrics(queue_id).backlog_count == 1  # only the real wake-up is left
+        clock.advance(600)
+        for d in app.dispatchers.values():
+            cv.engine.wake(d.queue_id)
+        settled(inst, "complete")
+        for _ in range(2):
+            send_wake(cv.engine, queue_id, inst.id, None)  # late duplicates of a finished instance
+        time.sleep(0.3)
+    assert ledger.calls == {"once": 1, "after": 1}
+    assert inst.status().status == "complete"
+    assert isinstance(inst, conveyor.workflows.Instance)

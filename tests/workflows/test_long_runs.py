@@ -1,0 +1,36 @@
+"""A long run keeps going in one worker: step N costs what step 1 costs (no replay per step)."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+
+from tests.waiting import wait_for
+from tests.workflows.support import running, settled
+
+STEPS = 3000
+WINDOW = 500
+
+
+def test_the_cost_of_a_step_does_not_grow_with_the_number_of_steps_before_it(cv, app) -> None:
+    stamps: list[float] = []
+
+    @app.workflow("long", max_steps=STEPS)
+    def run(event, step):
+        for n in range(STEPS):
+            step.do(f"s{n}", lambda n=n: stamps.append(time.perf_counter()) or n)
+        return "done"
+
+    with running(app):
+        inst = cv.workflow("long").create()
+        # Not polling status() meanwhile: it reads every step, which would load the machine more
+        # as the run grows.
+        wait_for(lambda: len(stamps) == STEPS, timeout=120, what=f"{STEPS} steps")
+        s = settled(inst, "complete")
+    assert s.output == "done" and len(s.steps) == STEPS
+    assert len(stamps) == STEPS, "a step ran twice: the run was replayed"
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
+    first, last = statistics.median(gaps[:WINDOW]), statistics.median(gaps[-WINDOW:])
+    # Medians on a shared machine: a growing cost (a replay per step) would be ~STEPS/WINDOW times.
+    assert last <= 2.5 * first, f"median step cost grew from {first * 1e3:.2f} ms to {last * 1e3:.2f} ms"
