@@ -26,7 +26,7 @@ from typing import Any
 from conveyor import limits
 from conveyor.consumer.batch import MessageBatch
 from conveyor.engine.base import Engine
-from conveyor.errors import QueueExists, QueueNotFound
+from conveyor.errors import QueueExists, QueueNotFound, StorageError
 from conveyor.model import NewMessage, QueueSettings
 from conveyor.workflows.errors import PayloadTooLarge
 from conveyor.workflows.model import InstanceRow, WorkflowEvent, WorkflowSettings
@@ -162,6 +162,10 @@ class WorkflowHandler:
             output = encode_json(result, "the workflow's output")
         except Suspended:
             return
+        except StorageError:
+            # The store is unreachable: not the workflow's fault. The handler fails, the message
+            # comes back after a pause, and the next delivery takes the run over.
+            raise
         except (InstanceFailure, PayloadTooLarge, Exception) as exc:
             status, error = "errored", json.dumps(error_of(exc))
             log.info("workflow %s: instance %s errored: %s", self.workflow, row.id, exc)

@@ -1,0 +1,74 @@
+"""The workflow store's files and records: workflows.db beside the queues, refused when foreign or
+newer; workflow records keep their creation time and take a new version id on new code."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import conveyor
+from conveyor.workflows.client import workflow_store
+from conveyor.workflows.databases import SQLITE_FILE
+from conveyor.workflows.model import WorkflowSettings
+
+
+def test_records_keep_their_creation_time_and_take_new_versions(cv) -> None:
+    store = workflow_store(cv)
+    account = cv.deployment.account
+    first = store.put_workflow(account, "w", WorkflowSettings(max_steps=5), "v1", 1000)
+    second = store.put_workflow(account, "w", WorkflowSettings(max_steps=6), "v2", 2000)
+    assert (second.created_ms, second.modified_ms, second.version_id) == (1000, 2000, "v2")
+    assert second.settings.max_steps == 6 and first.settings.max_steps == 5
+    assert [r.name for r in store.list_workflows(account)] == ["w"]
+    assert store.list_workflows("another-account") == []
+    assert store.get_workflow("another-account", "w") is None
+
+
+def test_a_new_version_of_the_code_gets_a_new_version_id(cv) -> None:
+    def register(fn) -> str:
+        app = conveyor.App(cv)
+        app.workflow("versioned")(fn)
+        app.start()
+        app.stop(grace=1)
+        return cv.workflow("versioned").record.version_id
+
+    one = register(lambda event, step: 1)
+    assert register(lambda event, step: 1) == one
+    two = register(lambda event, step: 2)
+    assert two != one and len(two) == 36
+    inst = cv.workflow("versioned").create()
+    assert inst.status().version_id == two
+
+
+def _sqlite_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+def test_workflows_db_lives_in_the_deployment_directory(tmp_path: Path) -> None:
+    with conveyor.connect(f"sqlite://{_sqlite_dir(tmp_path)}") as cv:
+        workflow_store(cv).put_workflow("local", "w", WorkflowSettings(), "v", 1)
+    path = _sqlite_dir(tmp_path) / SQLITE_FILE
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (1,)
+        assert db.execute("SELECT name FROM workflows").fetchall() == [("w",)]
+
+
+def test_a_newer_or_foreign_workflows_db_is_refused_and_left_alone(tmp_path: Path) -> None:
+    directory = _sqlite_dir(tmp_path)
+    with conveyor.connect(f"sqlite://{directory}") as cv:
+        workflow_store(cv)
+    path = directory / SQLITE_FILE
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 2")
+    with conveyor.connect(f"sqlite://{directory}") as cv, pytest.raises(conveyor.CorruptStorage) as newer:
+        workflow_store(cv)
+    assert "schema version 2" in str(newer.value)
+    path.unlink()
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE theirs (x)")
+    before = path.read_bytes()
+    with conveyor.connect(f"sqlite://{directory}") as cv, pytest.raises(conveyor.CorruptStorage):
+        workflow_store(cv)
+    assert path.read_bytes() == before
