@@ -122,3 +122,19 @@ def test_bad_events_are_refused_and_change_nothing(cv, app) -> None:
         missing = conveyor.workflows.Instance(inst.workflow, "nope")
         with pytest.raises(conveyor.InstanceNotFound):
             missing.send_event("t", 1)
+
+
+def test_an_event_sent_while_paused_is_taken_on_resume(cv, app) -> None:
+    @app.workflow("paused-wait")
+    def run(event, step):
+        return step.wait_for_event("e", type="t", timeout="1 day").payload
+
+    with running(app):
+        inst = cv.workflow("paused-wait").create()
+        settled(inst, "waiting")
+        inst.pause()
+        inst.send_event("t", "while paused")
+        time.sleep(0.3)
+        assert inst.status().status == "paused"
+        inst.resume()
+        assert settled(inst, "complete").output == "while paused"

@@ -254,8 +254,11 @@ class Instance:
         """Resume a paused instance (its timers shifted by the time it was paused);
         ``InvalidInstanceState`` if it is not paused."""
         row = self._store.change_status(self._account, self.workflow.name, self.id, "resume", self._now())
-        if row.status != "running":
-            self._wake(row.wake_at_ms)
+        if row.status == "running":
+            return
+        self._wake(row.wake_at_ms)
+        if row.waiting_for is not None:
+            self._wake(None)  # its event may have come while it was paused
 
     def terminate(self) -> None:
         """End the instance ``terminated`` (a running step's result is not recorded);
