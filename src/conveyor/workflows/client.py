@@ -104,6 +104,7 @@ class Workflow:
         self.record = record
         self.name = record.name
         self._account = record.account
+        self._internal_queue: str | None = None
 
     def __repr__(self) -> str:
         return f"<Workflow {self.name}>"
@@ -117,7 +118,9 @@ class Workflow:
         return cls(client, record)
 
     def _queue_id(self) -> str:
-        return ensure_queue(self._client.engine, self.name)
+        if self._internal_queue is None:
+            self._internal_queue = ensure_queue(self._client.engine, self.name)
+        return self._internal_queue
 
     def create(self, params: Any = None, id: str | None = None) -> Instance:
         """A new ``queued`` instance with ``params`` (JSON, at most 1 MiB) and ``id`` (unique in

@@ -154,11 +154,12 @@ class WorkflowHandler:
             row.workflow,
         )
         status, output, error = "complete", None, None
+        sync_step = WorkflowStep(run)
         try:
             if inspect.iscoroutinefunction(self.fn):
                 result = asyncio.run(self.fn(event, AsyncWorkflowStep(run)))
             else:
-                result = self.fn(event, WorkflowStep(run))
+                result = self.fn(event, sync_step)
             output = encode_json(result, "the workflow's output")
         except Suspended:
             return
@@ -169,6 +170,8 @@ class WorkflowHandler:
         except (InstanceFailure, PayloadTooLarge, Exception) as exc:
             status, error = "errored", json.dumps(error_of(exc))
             log.info("workflow %s: instance %s errored: %s", self.workflow, row.id, exc)
+        finally:
+            sync_step.close()
         now = run.clock.now_ms()
         if not self.store.finish(row.account, row.workflow, row.id, row.epoch, status, output, error, now):
             log.info("workflow %s: instance %s was taken over; this run's end is not recorded", self.workflow, row.id)

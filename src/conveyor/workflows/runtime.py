@@ -381,6 +381,10 @@ class WorkflowStep:
             self._run.end_attempt(plan, started, value, error)
         return plan.value
 
+    def close(self) -> None:
+        """Let the thread of this run's attempts go (called when the run ends)."""
+        self._attempts.close()
+
     def sleep(self, name: str, duration: float | str) -> None:
         """Sleep ``duration`` (seconds or ``"1 hour"``, up to 365 days) without holding a worker."""
         seconds = parse_duration(duration, f"sleep {name!r}")
