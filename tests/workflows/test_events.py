@@ -138,3 +138,22 @@ def test_an_event_sent_while_paused_is_taken_on_resume(cv, app) -> None:
         assert inst.status().status == "paused"
         inst.resume()
         assert settled(inst, "complete").output == "while paused"
+
+
+def test_restart_from_a_wait_gives_its_event_back(cv, app) -> None:
+    seen: list[str] = []
+
+    @app.workflow("rewait")
+    def run(event, step):
+        got = step.wait_for_event("e", type="t")
+        step.do("record", lambda: seen.append(got.payload) or len(seen))
+        return got.payload
+
+    with running(app):
+        inst = cv.workflow("rewait").create()
+        settled(inst, "waiting")
+        inst.send_event("t", "first")
+        settled(inst, "complete")
+        inst.restart(from_step={"name": "e", "type": "waitForEvent"})
+        assert settled(inst, "complete").output == "first"
+    assert seen == ["first", "first"]
