@@ -157,9 +157,9 @@ class App:
         if deployment is not None:
             self._coordinator = Coordinator(deployment)
             if self.workflows:
-                from conveyor.workflows.retention import add_retention_service
+                from conveyor.workflows.retention import add_workflow_services
 
-                add_retention_service(self._coordinator, self.conveyor)
+                add_workflow_services(self._coordinator, self.conveyor)
             self._coordinator.start()
         for dispatcher in dispatchers.values():
             dispatcher.start()

@@ -1,5 +1,6 @@
-"""Retention of finished instances: a coordinator service deletes those past their workflow's
-retention (3 days complete, 7 days errored or terminated by default), by the engine's clock."""
+"""The workflows' coordinator services: retention of finished instances (deleted past their
+workflow's retention, 3 days complete and 7 days errored or terminated by default, by the engine's
+clock) and the rescuer (:mod:`conveyor.workflows.rescue`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from typing import TYPE_CHECKING
 
 from conveyor.broker.coordinator import Coordinator
 from conveyor.workflows.client import workflow_store
+from conveyor.workflows.rescue import INTERVAL_SECONDS as RESCUE_INTERVAL
+from conveyor.workflows.rescue import SERVICE as RESCUE_SERVICE
+from conveyor.workflows.rescue import rescue_overdue
 
 if TYPE_CHECKING:
     from conveyor.client.sync import Conveyor
@@ -26,5 +30,8 @@ def prune_finished(client: Conveyor) -> int:
     return count
 
 
-def add_retention_service(coordinator: Coordinator, client: Conveyor) -> None:
+def add_workflow_services(coordinator: Coordinator, client: Conveyor) -> None:
+    """Retention and the rescuer, on the coordinator of ``client``'s deployment."""
     coordinator.add_service(SERVICE, INTERVAL_SECONDS, lambda: prune_finished(client))
+    store = workflow_store(client)
+    coordinator.add_service(RESCUE_SERVICE, RESCUE_INTERVAL, lambda: rescue_overdue(store, coordinator.engine))

@@ -466,5 +466,9 @@ class SqlWorkflowStore(WorkflowStore):
 
         return self._db.transaction(prune)
 
+    def overdue(self, before_ms: int, limit: int) -> list[InstanceRow]:
+        rows = self._db.transaction(lambda tx: self._rows(tx, "overdue_instances", before=before_ms, limit=limit))
+        return [_instance(r) for r in rows]
+
     def close(self) -> None:
         self._db.close()

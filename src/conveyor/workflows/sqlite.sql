@@ -117,3 +117,10 @@ WHERE i.ended_ms IS NOT NULL AND (
     (i.status = 'complete' AND i.ended_ms + w.success_retention_ms <= :now)
     OR (i.status IN ('errored', 'terminated') AND i.ended_ms + w.error_retention_ms <= :now))
 LIMIT 1000;
+
+-- name: overdue_instances
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+FROM workflow_instances
+WHERE (status = 'waiting' AND wake_at_ms < :before) OR (status = 'queued' AND modified_ms < :before)
+LIMIT :limit;

@@ -157,4 +157,9 @@ class WorkflowStore(ABC):
         """Delete finished instances past their workflow's retention (every account); the count."""
 
     @abstractmethod
+    def overdue(self, before_ms: int, limit: int) -> list[InstanceRow]:
+        """Instances (every account) that should have been advanced by ``before_ms``: waiting with
+        a wake time before it, or queued since before it."""
+
+    @abstractmethod
     def close(self) -> None: ...

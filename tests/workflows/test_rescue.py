@@ -1,0 +1,29 @@
+"""The rescuer wakes instances whose wake-up message was lost, and only those."""
+
+from __future__ import annotations
+
+from conveyor.workflows.client import workflow_store
+from conveyor.workflows.execution import ensure_queue
+from conveyor.workflows.rescue import GRACE_SECONDS, rescue_overdue
+from tests.workflows.support import running, settled
+
+
+def test_an_instance_whose_message_was_lost_is_woken_again(cv, app, clock) -> None:
+    @app.workflow("lost")
+    def run(event, step):
+        return step.do("work", lambda: "done")
+
+    app.start()
+    app.stop(grace=1)
+    inst = cv.workflow("lost").create()
+    store, raw = workflow_store(cv), cv.engine.deployment_engine()
+    assert raw is not None
+    clock.advance(GRACE_SECONDS + 1)
+    assert rescue_overdue(store, raw) == 0, "its message is still there: nothing to rescue"
+    queue_id = ensure_queue(cv.engine, "lost")
+    assert cv.engine.purge(queue_id) == 1  # the message is lost
+    assert rescue_overdue(store, raw) == 1
+    assert rescue_overdue(store, raw) == 0, "woken once; the message waits for a worker"
+    with running(app):
+        assert settled(inst, "complete").output == "done"
+    assert rescue_overdue(store, raw) == 0
