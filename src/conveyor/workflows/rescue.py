@@ -1,9 +1,12 @@
 """The rescuer: a coordinator service that sends a wake-up again for instances whose message was
 lost (a message dropped after its deliveries ran out, a queue purged by hand).
 
-An instance is rescued when it is overdue by ``GRACE_SECONDS`` — waiting past its wake time, or
-queued for that long — and its workflow's internal queue holds no message at all: then nothing can
-advance it. A wake-up sent for nothing is harmless (a message for an instance that is not due or
+An instance is rescued when it is overdue by ``GRACE_SECONDS`` — waiting past its wake time,
+queued for that long, or running without a change for that long — and its workflow's internal
+queue holds no message at all: then nothing can advance it (a live run holds its message leased
+until the run has stored its end, so a running instance with an empty queue has no run). A running
+one is first queued again under a new epoch, so a run that somehow went on could store nothing.
+A wake-up sent for nothing is harmless (a message for an instance that is not due or
 already running is acked without running anything); a workflow no worker runs keeps its one
 message, so it gets no more.
 """
@@ -37,9 +40,14 @@ def rescue_overdue(store: WorkflowStore, engine: Engine) -> int:
         if key not in empty:
             empty[key] = _empty_queue(engine, row.account, row.workflow)
         queue_id = empty[key]
-        if queue_id is not None:
-            send_wake(engine, queue_id, row.id, None)
-            woken += 1
+        if queue_id is None:
+            continue
+        if row.status in ("running", "waitingForPause") and not store.requeue_orphan(
+            row.account, row.workflow, row.id, row.epoch, now
+        ):
+            continue
+        send_wake(engine, queue_id, row.id, None)
+        woken += 1
     if woken:
         log.warning("workflow rescue: woke %d overdue instances whose wake-up message was lost", woken)
     return woken

@@ -470,5 +470,23 @@ class SqlWorkflowStore(WorkflowStore):
         rows = self._db.transaction(lambda tx: self._rows(tx, "overdue_instances", before=before_ms, limit=limit))
         return [_instance(r) for r in rows]
 
+    def requeue_orphan(self, account: str, workflow: str, instance_id: str, epoch: int, now_ms: int) -> bool:
+        def requeue(tx: Tx) -> bool:
+            row = self._fenced(tx, account, workflow, instance_id, epoch)
+            if row is None:
+                return False
+            change = dataclasses.replace
+            if row.status == "waitingForPause":
+                paused = change(
+                    row, status="paused", paused_at_ms=now_ms, resume_status="waiting", wake_at_ms=now_ms,
+                    epoch=row.epoch + 1, run_message=None, modified_ms=now_ms,
+                )  # fmt: skip
+                self._write(tx, paused)
+                return False
+            self._write(tx, change(row, status="queued", epoch=row.epoch + 1, run_message=None, modified_ms=now_ms))
+            return True
+
+        return self._db.transaction(requeue)
+
     def close(self) -> None:
         self._db.close()

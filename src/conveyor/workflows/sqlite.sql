@@ -122,5 +122,5 @@ LIMIT 1000;
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
     waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
 FROM workflow_instances
-WHERE (status = 'waiting' AND wake_at_ms < :before) OR (status = 'queued' AND modified_ms < :before)
+WHERE (status = 'waiting' AND wake_at_ms < :before) OR (status IN ('queued', 'running', 'waitingForPause') AND modified_ms < :before)
 LIMIT :limit;

@@ -159,7 +159,12 @@ class WorkflowStore(ABC):
     @abstractmethod
     def overdue(self, before_ms: int, limit: int) -> list[InstanceRow]:
         """Instances (every account) that should have been advanced by ``before_ms``: waiting with
-        a wake time before it, or queued since before it."""
+        a wake time before it, queued since before it, or running without a change since then."""
+
+    @abstractmethod
+    def requeue_orphan(self, account: str, workflow: str, instance_id: str, epoch: int, now_ms: int) -> bool:
+        """Make a run that no message drives any more ``queued`` again (its epoch fenced), if it is
+        still at ``epoch``; ``waitingForPause`` becomes ``paused``. True if it should be woken."""
 
     @abstractmethod
     def close(self) -> None: ...
