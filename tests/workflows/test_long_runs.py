@@ -9,8 +9,8 @@ import time
 from tests.waiting import wait_for
 from tests.workflows.support import running, settled
 
-STEPS = 3000
-WINDOW = 500
+STEPS = 2000
+WINDOW = 400
 
 
 def test_the_cost_of_a_step_does_not_grow_with_the_number_of_steps_before_it(cv, app) -> None:
