@@ -87,17 +87,20 @@ def worker(state: CliState, target: str, grace_period: float | None, log_level: 
     if grace_period is not None:
         app.grace_period = grace_period
     log = logging.getLogger("conveyor.worker")
-    if not app.specs:
-        log.warning("%s declares no consumers; nothing to run", target)
+    if not app.specs and not app.workflows:
+        log.warning("%s declares no consumers and no workflows; nothing to run", target)
         return
     log.info(
         "running %s on %s: %s",
         target,
         app.conveyor.url,
         "; ".join(
-            f"{s.queue} -> {s.script_name} (batch {s.settings.batch_size}, "
-            f"concurrency {s.settings.max_concurrency or 'auto'})"
-            for s in app.specs
+            [
+                f"{s.queue} -> {s.script_name} (batch {s.settings.batch_size}, "
+                f"concurrency {s.settings.max_concurrency or 'auto'})"
+                for s in app.specs
+            ]
+            + [f"workflow {w.name} -> {w.settings.script_name}" for w in app.workflows]
         ),
     )
     app.run()
