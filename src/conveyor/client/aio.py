@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conveyor.client.backpressure import QueueLimits
 from conveyor.client.connect import connect
@@ -30,6 +30,9 @@ from conveyor.model import (
     SendBatchResult,
     SendResult,
 )
+
+if TYPE_CHECKING:  # workflows sit above the client: imported when used, never at module level
+    from conveyor.workflows.aio import AsyncWorkflow
 
 
 async def connect_async(
@@ -72,7 +75,7 @@ class AsyncConveyor:
     async def delete_queue(self, name: str, *, force: bool = False) -> list[str]:
         return await asyncio.to_thread(self.sync.delete_queue, name, force=force)
 
-    async def workflow(self, name: str) -> Any:
+    async def workflow(self, name: str) -> AsyncWorkflow:
         """The workflow ``name`` (a :class:`conveyor.workflows.aio.AsyncWorkflow`);
         ``conveyor.WorkflowNotFound`` until a worker that runs it has started."""
         from conveyor.workflows.aio import AsyncWorkflow

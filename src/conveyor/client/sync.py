@@ -6,7 +6,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from conveyor import limits
 from conveyor.client import validation as check
@@ -30,6 +30,9 @@ from conveyor.model import (
     SendResult,
     StoredMessage,
 )
+
+if TYPE_CHECKING:  # workflows sit above the client: imported when used, never at module level
+    from conveyor.workflows.client import Workflow
 
 
 class Closes(Protocol):
@@ -117,7 +120,7 @@ class Conveyor:
         """The queues, by name; the internal queues of Conveyor's parts (``workflow~NAME``) left out."""
         return [q for q in self.engine.list_queues() if INTERNAL_MARK not in q.queue_name]
 
-    def workflow(self, name: str) -> Any:
+    def workflow(self, name: str) -> Workflow:
         """The workflow ``name`` (a :class:`conveyor.workflows.Workflow`); raises
         ``conveyor.WorkflowNotFound`` until a worker that runs it has started.
 
