@@ -39,6 +39,8 @@ def test_a_worker_killed_mid_step_is_taken_over_and_the_step_runs_again(tmp_path
         wait_for(lambda: _try_workflow(cv), timeout=30, what="the worker to register the workflow")
         inst = cv.workflow("ledgered").create(id="victim")
         wait_for(lambda: any(line[0] == "slow-started" for line in _lines(ledger)), timeout=30, what="the slow step")
+        # Past a second, the attempt is recorded as under way: its interruption then shows.
+        wait_for(lambda: len(inst.status().steps) == 2, timeout=30, what="the slow step's attempt to show")
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         assert inst.status().status == "running"
@@ -54,6 +56,8 @@ def test_a_worker_killed_mid_step_is_taken_over_and_the_step_runs_again(tmp_path
         if engine == "postgres":
             drop_schema(schema)
     assert s.output == ["before", "slow", "after"]
+    slow = s.steps[1]
+    assert [(a.success, (a.error or {}).get("name")) for a in slow.attempts] == [(False, "WorkerLost"), (True, None)]
     runs = collections.Counter(line[0] for line in _lines(ledger))
     assert runs == {"before": 1, "slow": 2, "slow-started": 1, "after": 1}, log.read_text()
     pids = {line[0]: line[1] for line in _lines(ledger) if line[0] in ("before", "after")}

@@ -11,6 +11,7 @@ import pytest
 
 import conveyor
 from conveyor.workflows import InvalidInstanceId, InvalidWorkflowName, PayloadTooLarge
+from tests.waiting import wait_for
 from tests.workflows.support import Ledger, advance, running, settled
 
 
@@ -162,6 +163,12 @@ def test_pausing_a_running_instance_waits_for_its_step(cv, app) -> None:
     with running(app):
         inst = cv.workflow("busy").create()
         assert started.wait(10)
+        # An attempt running past a second is shown as under way.
+        wait_for(lambda: inst.status().steps, timeout=10, what="the running step to show")
+        (running_step,) = inst.status().steps
+        assert (running_step.name, running_step.success, running_step.end) == ("long-1", None, None)
+        assert [(a.end, a.success) for a in running_step.attempts] == [(None, None)]
+        assert running_step.attempts[0].start is not None
         inst.pause()
         assert inst.status().status == "waitingForPause"
         release.set()

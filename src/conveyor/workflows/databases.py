@@ -49,19 +49,25 @@ class SqliteDatabase:
         )
         self._lock = threading.Lock()
 
-    def transaction(self, fn: Callable[[Tx], T]) -> T:
+    def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True) -> T:
         from conveyor.engine.sqlite.storage import translate_error
 
         with self._lock:
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                if not durable:  # WAL order keeps it before any later (synced) commit
+                    self._conn.execute("PRAGMA synchronous = NORMAL")
                 try:
-                    result = fn(_SqliteTx(self._conn))
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-                self._conn.execute("COMMIT")
-                return result
+                    self._conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        result = fn(_SqliteTx(self._conn))
+                    except BaseException:
+                        self._conn.execute("ROLLBACK")
+                        raise
+                    self._conn.execute("COMMIT")
+                    return result
+                finally:
+                    if not durable:
+                        self._conn.execute("PRAGMA synchronous = FULL")
             except sqlite3.Error as exc:
                 raise translate_error(exc, str(self.path)) from None
 
@@ -91,8 +97,13 @@ class PostgresDatabase:
 
         self._pool = ReadPool(conninfo, max_size=8)
 
-    def transaction(self, fn: Callable[[Tx], T]) -> T:
-        return self._pool.transaction(lambda conn: fn(_PostgresTx(conn)), "workflow store")
+    def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True) -> T:
+        def run(conn: Any) -> T:
+            if not durable:  # PostgreSQL's WAL order keeps it before any later flushed commit
+                conn.execute("SET LOCAL synchronous_commit TO OFF")
+            return fn(_PostgresTx(conn))
+
+        return self._pool.transaction(run, "workflow store")
 
     def close(self) -> None:
         self._pool.close()

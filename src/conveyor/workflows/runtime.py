@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import functools
 import inspect
 import json
 import math
@@ -45,6 +46,9 @@ from conveyor.workflows.model import (
 from conveyor.workflows.store import WorkflowStore
 
 MAX_STEP_NAME = 256
+# An attempt still running after this long is recorded as under way.
+SHOW_RUNNING_AFTER = 1.0
+INTERRUPTED = {"name": "WorkerLost", "message": "the worker running this attempt stopped before it ended"}
 
 
 class Suspended(BaseException):
@@ -204,10 +208,28 @@ class Run:
         plan.start_ms = stored.start_ms
         if stored.status == "errored":
             raise WorkflowStepError(**plan.attempts[-1]["error"])
+        if plan.attempts and "end" not in plan.attempts[-1]:
+            # Started and never ended: its worker died (or lost its lease) during it. Shown, not
+            # counted against the retries: the step runs again.
+            plan.attempts[-1].update(end=None, success=False, interrupted=True, error=INTERRUPTED)
         retry_at = plan.attempts[-1].get("retry_at", 0) if plan.attempts else 0
         if retry_at > now:
             self.suspend(retry_at, None)
         return plan
+
+    def show_attempt(self, plan: _Do, started_ms: int) -> None:
+        """Record that an attempt is under way (not durably: it only shows), for one that runs
+        longer than ``SHOW_RUNNING_AFTER``: status() shows it, and an attempt whose worker dies
+        is then seen as interrupted. Fast attempts cost no write."""
+        attempts = json.dumps([*plan.attempts, {"start": started_ms}])
+        step = StepRow(
+            plan.key, plan.seq, "step", plan.name, "running", None, attempts, plan.config, plan.start_ms, None
+        )
+        if (
+            self.store.save_step(self.row.account, self.row.workflow, self.row.id, self.row.epoch, step, durable=False)
+            is None
+        ):
+            raise Suspended("fenced: another run owns this instance now")
 
     def end_attempt(self, plan: _Do, started_ms: int, value: Any, error: BaseException | None) -> None:
         """Record one attempt: the result (``plan.done``), a retry now, or a suspension for a later one."""
@@ -222,7 +244,7 @@ class Run:
                 self._save(self._row(plan, "complete", output, now))
                 plan.done, plan.value = True, json.loads(output)
                 return
-        attempt = len(plan.attempts) + 1
+        attempt = sum(1 for a in plan.attempts if not a.get("interrupted")) + 1
         plan.attempts.append({"start": started_ms, "end": now, "success": False, "error": error_of(error)})
         final = isinstance(error, NonRetryableError | PayloadTooLarge) or attempt > plan.retries.limit
         if final:
@@ -334,21 +356,29 @@ class _Attempts:
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
-    def run(self, fn: Callable[[], Any], timeout: float) -> tuple[Any, BaseException | None]:
+    def run(
+        self, fn: Callable[[], Any], timeout: float, on_slow: Callable[[], None]
+    ) -> tuple[Any, BaseException | None]:
+        """``fn()``'s value or exception; ``on_slow()`` once it ran ``SHOW_RUNNING_AFTER``."""
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="conveyor-step")
             pool = self._pool
         future = pool.submit(fn)
-        try:
-            return future.result(timeout=timeout), None
-        except FutureTimeout:
-            with self._lock:
-                self._pool = None
-            pool.shutdown(wait=False)
-            return None, StepTimeout(f"the attempt ran past its timeout of {timeout:g} s")
-        except Exception as exc:
-            return None, exc
+        first = min(timeout, SHOW_RUNNING_AFTER)
+        for wait, last in ((first, timeout <= first), (timeout - first, True)):
+            try:
+                return future.result(timeout=wait), None
+            except FutureTimeout:
+                if last:
+                    with self._lock:
+                        self._pool = None
+                    pool.shutdown(wait=False)
+                    return None, StepTimeout(f"the attempt ran past its timeout of {timeout:g} s")
+                on_slow()
+            except Exception as exc:
+                return None, exc
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         if self._pool is not None:
@@ -377,7 +407,9 @@ class WorkflowStep:
         plan = self._run.begin_do(name, retries, timeout)
         while not plan.done:
             started = self._run.clock.now_ms()
-            value, error = self._attempts.run(fn, plan.timeout)
+            value, error = self._attempts.run(
+                fn, plan.timeout, functools.partial(self._run.show_attempt, plan, started)
+            )
             self._run.end_attempt(plan, started, value, error)
         return plan.value
 
@@ -418,16 +450,23 @@ class AsyncWorkflowStep:
         plan = self._run.begin_do(name, retries, timeout)
         while not plan.done:
             started = self._run.clock.now_ms()
-            error: BaseException | None
-            try:
-                if inspect.iscoroutinefunction(fn):
-                    value, error = await asyncio.wait_for(fn(), plan.timeout), None
-                else:
-                    value, error = await asyncio.wait_for(asyncio.to_thread(fn), plan.timeout), None
-            except TimeoutError:
-                value, error = None, StepTimeout(f"the attempt ran past its timeout of {plan.timeout:g} s")
-            except Exception as exc:
-                value, error = None, exc
+            work = asyncio.ensure_future(fn() if inspect.iscoroutinefunction(fn) else asyncio.to_thread(fn))
+            first = min(plan.timeout, SHOW_RUNNING_AFTER)
+            done, _ = await asyncio.wait({work}, timeout=first)
+            if not done and plan.timeout > first:
+                self._run.show_attempt(plan, started)
+                done, _ = await asyncio.wait({work}, timeout=plan.timeout - first)
+            value: Any = None
+            error: BaseException | None = None
+            if not done:
+                work.cancel()
+                error = StepTimeout(f"the attempt ran past its timeout of {plan.timeout:g} s")
+            elif (failure := work.exception()) is None:
+                value = work.result()
+            elif isinstance(failure, Exception):
+                error = failure
+            else:
+                raise failure
             self._run.end_attempt(plan, started, value, error)
         return plan.value
 

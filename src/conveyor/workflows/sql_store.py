@@ -41,7 +41,11 @@ class Database(Protocol):
     """A connection to one engine's tables: ``transaction(fn)`` runs ``fn(tx)`` atomically,
     retrying it whole through transient failures."""
 
-    def transaction(self, fn: Callable[[Tx], T]) -> T: ...
+    def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True) -> T:
+        """``durable=False``: the commit may be lost in a crash, but never reordered after a
+        later durable one (what a record that is only informative needs)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -345,7 +349,9 @@ class SqlWorkflowStore(WorkflowStore):
             tx, "put_step", account=row.account, workflow=row.workflow, instance=row.id, **dataclasses.asdict(step)
         )
 
-    def save_step(self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow) -> str | None:
+    def save_step(
+        self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow, *, durable: bool = True
+    ) -> str | None:
         def save(tx: Tx) -> str | None:
             row = self._fenced(tx, account, workflow, instance_id, epoch)
             if row is None:
@@ -353,7 +359,7 @@ class SqlWorkflowStore(WorkflowStore):
             self._put_step(tx, row, step)
             return row.status
 
-        return self._db.transaction(save)
+        return self._db.transaction(save, durable=durable)
 
     def take_event(
         self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow, type: str

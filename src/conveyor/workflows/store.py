@@ -112,8 +112,12 @@ class WorkflowStore(ABC):
         under the same message is taken over (that message's previous lease ran out)."""
 
     @abstractmethod
-    def save_step(self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow) -> str | None:
-        """Store a step (insert or replace by key); the instance's status, or None if fenced."""
+    def save_step(
+        self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow, *, durable: bool = True
+    ) -> str | None:
+        """Store a step (insert or replace by key); the instance's status, or None if fenced.
+        ``durable=False`` (an attempt's start, only informative) may be lost in a crash but is never
+        applied after a later durable write."""
 
     @abstractmethod
     def take_event(
