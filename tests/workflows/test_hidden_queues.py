@@ -23,3 +23,16 @@ def test_the_rest_queue_list_leaves_workflow_queues_out(tmp_path: Path) -> None:
         assert [q.queue_name for q in remote.list_queues()] == ["mine"]
     finally:
         remote.close()
+
+
+def test_workflows_over_http_are_refused_with_a_clear_error(tmp_path: Path) -> None:
+    remote = http_client(tmp_path / "data", account_id="local")
+    try:
+        try:
+            remote.workflow("any")
+        except conveyor.InvalidRequest as exc:
+            assert "over HTTP" in str(exc) and "not available yet" in str(exc)
+        else:
+            raise AssertionError("a workflow over HTTP was opened")
+    finally:
+        remote.close()
