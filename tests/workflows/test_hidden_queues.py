@@ -30,7 +30,7 @@ def test_the_rest_queue_list_leaves_workflow_queues_out(tmp_path: Path) -> None:
 def test_workflows_over_http_are_refused_with_a_clear_error(tmp_path: Path) -> None:
     remote = http_client(tmp_path / "data", account_id="local")
     try:
-        with pytest.raises(conveyor.InvalidRequest, match="over HTTP .* not available yet"):
+        with pytest.raises(conveyor.InvalidRequest, match=r"over HTTP .* not available yet"):
             remote.workflow("any")
     finally:
         remote.close()
