@@ -30,9 +30,10 @@ INSERT INTO messages (seq, visible_at_ms, size) VALUES (:seq, :visible_at, :size
 -- bytes with the sends not yet counted (shard.sql), the oldest timestamp, which now includes this
 -- send, how many sends wait to be folded in, and whether the queue was deleted (the caller's
 -- transaction is then rolled back).
-SELECT s.backlog_count + u.n, s.backlog_bytes + u.bytes, (SELECT timestamp_ms FROM oldest_payload), u.n, s.deleted
-FROM stats s, (SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM messages
-               WHERE seq > (SELECT counted_through FROM stats)) u;
+-- (A join, not a subquery of the uncounted rows: half the time.)
+SELECT s.backlog_count + count(m.seq), s.backlog_bytes + coalesce(sum(m.size), 0),
+       (SELECT timestamp_ms FROM oldest_payload), count(m.seq), s.deleted
+FROM stats s LEFT JOIN messages m ON m.seq > s.counted_through;
 
 -- name: fold
 -- Count the sends past `counted_through` into the row (none: the row is not written). Before any
@@ -176,7 +177,6 @@ SELECT backlog_count + (SELECT count(*) FROM messages WHERE seq > counted_throug
 SELECT backlog_count FROM stats;
 
 -- name: stats
-SELECT s.backlog_count + u.n, s.backlog_bytes + u.bytes, s.sent + u.n, s.acked, s.retried, s.dead_lettered,
-       s.expired, s.dropped
-FROM stats s, (SELECT count(*) AS n, coalesce(sum(size), 0) AS bytes FROM messages
-               WHERE seq > (SELECT counted_through FROM stats)) u;
+SELECT s.backlog_count + count(m.seq), s.backlog_bytes + coalesce(sum(m.size), 0), s.sent + count(m.seq),
+       s.acked, s.retried, s.dead_lettered, s.expired, s.dropped
+FROM stats s LEFT JOIN messages m ON m.seq > s.counted_through;
