@@ -5,10 +5,14 @@ including deletes of the highest seqs, which SQLite gives out again."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
+from click.testing import CliRunner
+
 import conveyor
+from conveyor.cli.main import cli
 from conveyor.engine.sqlite.shard import FOLD_EVERY
 
 
@@ -80,3 +84,17 @@ def test_expiry_dead_letters_and_purge_count_the_uncounted_sends(data_dir: Path)
         assert (q.metrics().backlog_count, q.counters().sent) == (0, 3)
         q.send({"n": 9})
         assert (q.metrics().backlog_count, q.counters().sent) == (1, 4)
+
+
+def test_doctor_counts_the_uncounted_sends_in_the_backlog(data_dir: Path) -> None:
+    with conveyor.connect(f"sqlite://{data_dir}") as cv:
+        q = cv.create_queue("jobs")
+        q.send_batch([{"body": n} for n in range(3)])  # counted in the row
+        for n in range(5):
+            q.send(n)  # counted on read
+        queue_id = q.id
+    assert _row(data_dir, queue_id)[0] == 3
+    result = CliRunner().invoke(cli, ["--url", f"sqlite://{data_dir}", "doctor", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.stdout
+    (queue,) = json.loads(result.stdout)["queues"]
+    assert queue["backlog"] == 8
