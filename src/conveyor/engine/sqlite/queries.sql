@@ -45,10 +45,12 @@ UPDATE stats SET (backlog_count, backlog_bytes, sent, counted_through) = (
 WHERE EXISTS (SELECT 1 FROM messages WHERE seq > stats.counted_through);
 
 -- name: count_in
--- A batch's counts, after a fold: also the seq the next stored payload gets, and the oldest
--- timestamp before this store. The batch's rows are counted as they are stored.
-UPDATE stats SET backlog_count = backlog_count + :n, backlog_bytes = backlog_bytes + :bytes,
-                 sent = sent + :sent, counted_through = (SELECT coalesce(max(seq), 0) FROM payloads) + :n
+-- A batch's counts, with the sends not yet counted folded in: also the seq the next stored payload
+-- gets, and the oldest timestamp before this store. The batch's rows are counted as they are stored.
+UPDATE stats SET (backlog_count, backlog_bytes, sent, counted_through) = (
+    SELECT stats.backlog_count + :n + count(m.seq), stats.backlog_bytes + :bytes + coalesce(sum(m.size), 0),
+           stats.sent + :sent + count(m.seq), (SELECT coalesce(max(seq), 0) FROM payloads) + :n
+    FROM messages m WHERE m.seq > stats.counted_through)
 WHERE deleted = 0
 RETURNING backlog_count, backlog_bytes, (SELECT coalesce(max(seq), 0) + 1 FROM payloads),
           (SELECT timestamp_ms FROM oldest_payload);

@@ -75,7 +75,7 @@ def _count_out(
 
 def _fold(c: sqlite3.Connection) -> None:
     """Count the lone sends not yet counted into the ``stats`` row: before anything deletes a
-    message (so that each one deleted was counted), and before a batch counts its own."""
+    message, so that each one deleted was counted (a batch's count folds them in itself)."""
     c.execute(Q["fold"])
 
 
@@ -124,7 +124,6 @@ class Shard:
         one for all the state rows. Every call gets the metrics after all of them."""
         if len(items) == 1 and len(items[0][0]) == 1 and items[0][3]:
             return [self._insert_one(c, *items[0])]
-        _fold(c)
         n = sum(len(rows) for rows, _, _, _ in items)
         sent = sum(len(rows) for rows, _, _, was_sent in items if was_sent)
         counts = c.execute(Q["count_in"], {"n": n, "bytes": sum(size for _, _, size, _ in items), "sent": sent})

@@ -46,9 +46,9 @@ END;
 -- One row of running totals, kept in the same transactions as the messages they count. A lone send
 -- does not write it (one page fewer in its commit): the messages with a seq past `counted_through`
 -- are sends not yet counted, added to `backlog_count`, `backlog_bytes` and `sent` by whoever reads
--- them, and folded into the row every few dozen sends and before anything deletes a message. Every
--- delete leaves `counted_through` at the largest seq still stored, since SQLite gives the next row
--- the largest seq + 1 and so reuses the seqs of deleted rows at the top.
+-- them, and folded into the row every few dozen sends, by a batch's count, and before anything
+-- deletes a message. Every delete leaves `counted_through` at the largest seq still stored, since
+-- SQLite gives the next row the largest seq + 1 and so reuses the seqs of deleted rows at the top.
 CREATE TABLE IF NOT EXISTS stats (
     one           INTEGER PRIMARY KEY CHECK (one = 1),
     backlog_count INTEGER NOT NULL DEFAULT 0,
