@@ -191,7 +191,8 @@ def _examine_shard(path: Path, made: bool, thorough: bool) -> tuple[int, int]:
     try:
         if not found:
             return 0, 0  # empty: its maker has not initialised it yet
-        return int(conn.execute(SHARD_QUERIES["backlog"]).fetchone()[0]), found
+        backlog = SHARD_QUERIES["backlog" if found >= 3 else "backlog_counted"]  # 3: some sends counted on read
+        return int(conn.execute(backlog).fetchone()[0]), found
     finally:
         conn.close()
 

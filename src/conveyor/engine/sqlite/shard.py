@@ -26,8 +26,15 @@ from conveyor.errors import QueueNotFound
 Q = load_queries("conveyor.engine.sqlite", "queries.sql")
 SCHEMA = load_script("conveyor.engine.sqlite", "shard.sql")
 # Scripts that bring an older shard file up to date, by the version they start from.
-UPGRADES = {1: load_script("conveyor.engine.sqlite", "shard_v1_to_v2.sql")}
-SCHEMA_VERSION = 2
+UPGRADES = {
+    1: load_script("conveyor.engine.sqlite", "shard_v1_to_v2.sql"),
+    2: load_script("conveyor.engine.sqlite", "shard_v2_to_v3.sql"),
+}
+SCHEMA_VERSION = 3
+# Lone sends left uncounted in the `stats` row before one of them folds them in (shard.sql): each
+# read of the counts adds them up, which costs what they are (a range of state rows by seq), and a
+# fold writes the row's page, which a lone send otherwise leaves out of its commit.
+FOLD_EVERY = 32
 # A new shard file's page size. 8 KiB pages halve the frames (two writes each) a commit appends to
 # the write-ahead log for a batch of 1 KB bodies, against the 4 KiB default; 16 KiB pages did no
 # better (benchmarks/README.md has the figures).
@@ -64,6 +71,12 @@ def _count_out(
     """Take ``n`` messages of ``nbytes`` off the backlog, counting why they left."""
     args = {"n": n, "bytes": nbytes, "acked": acked, "dead_lettered": dead_lettered, "dropped": dropped}
     c.execute(Q["count_out"], args | {"expired": expired})
+
+
+def _fold(c: sqlite3.Connection) -> None:
+    """Count the lone sends not yet counted into the ``stats`` row: before anything deletes a
+    message, so that each one deleted was counted (a batch's count folds them in itself)."""
+    c.execute(Q["fold"])
 
 
 class Shard:
@@ -109,7 +122,7 @@ class Shard:
     def _insert_many(self, c: sqlite3.Connection, items: list[_Store]) -> list[tuple[int, int, int]]:
         """Store several calls' rows in one go: one count, one statement per call for the payloads,
         one for all the state rows. Every call gets the metrics after all of them."""
-        if len(items) == 1 and len(items[0][0]) == 1:
+        if len(items) == 1 and len(items[0][0]) == 1 and items[0][3]:
             return [self._insert_one(c, *items[0])]
         n = sum(len(rows) for rows, _, _, _ in items)
         sent = sum(len(rows) for rows, _, _, was_sent in items if was_sent)
@@ -136,16 +149,18 @@ class Shard:
     def _insert_one(
         c: sqlite3.Connection, rows: Sequence[InsertRow], visible_at: int | Sequence[int], nbytes: int, sent: bool
     ) -> tuple[int, int, int]:
-        """One message alone (the lone ``send()``): its payload, then its state by the payload's
-        rowid, then the counts; three plain statements where a batch's path reads the largest seq
-        first and finds its payloads again to make their states."""
-        seq = c.execute(Q["insert_payload" if sent else "insert_moved_payload"], rows[0]).lastrowid
+        """One message sent alone (the lone ``send()``): its payload, then its state by the payload's
+        rowid, then a read of the counts, which include it uncounted (shard.sql): the ``stats`` row's
+        page stays out of the commit but once every :data:`FOLD_EVERY` sends. A batch's path reads
+        the largest seq first and finds its payloads again to make their states."""
+        seq = c.execute(Q["insert_payload"], rows[0]).lastrowid
         visible = visible_at if isinstance(visible_at, int) else visible_at[0]
         c.execute(Q["insert_state"], {"seq": seq, "visible_at": visible, "size": len(rows[0][3])})
-        row = c.execute(Q["count_stored"], {"n": 1, "bytes": nbytes, "sent": int(sent)}).fetchone()
-        if row is None:
+        count, stored_bytes, oldest, uncounted, deleted = c.execute(Q["stored_metrics"]).fetchone()
+        if deleted:
             raise QueueNotFound("the queue was deleted while this message was being sent")
-        count, stored_bytes, oldest = row
+        if uncounted >= FOLD_EVERY:
+            _fold(c)
         return count, stored_bytes, oldest
 
     def lease(self, now_ms: int, n: int, until_ms: int, token: int) -> list[LeasedRow]:
@@ -180,6 +195,8 @@ class Shard:
         def op(c: sqlite3.Connection) -> ShardSettlement:
             out = ShardSettlement()
             gone_bytes = 0
+            if acks:
+                _fold(c)
             for token, seqs in acks.by_token().items():
                 done = c.execute(Q["ack"], {"token": token, "seqs": _seqs(seqs)}).fetchall()
                 out.acked += len(done)
@@ -232,6 +249,7 @@ class Shard:
 
         def op(c: sqlite3.Connection) -> int:
             count = nbytes = 0
+            _fold(c)
             for token, seqs in leases.by_token().items():
                 rows = c.execute(Q["take_leased"], {"token": token, "seqs": _seqs(seqs)}).fetchall()
                 count, nbytes = count + len(rows), nbytes + sum(size for _, size in rows)
@@ -245,6 +263,7 @@ class Shard:
         """Delete messages by sequence number, whatever their state (redrive moved them)."""
 
         def op(c: sqlite3.Connection) -> int:
+            _fold(c)
             sizes = c.execute(Q["remove"], {"seqs": _seqs(seqs)}).fetchall()
             _count_out(c, len(sizes), sum(s for (s,) in sizes))
             return len(sizes)
@@ -258,6 +277,7 @@ class Shard:
         could not hold for a large queue."""
 
         def op(c: sqlite3.Connection) -> int:
+            _fold(c)  # the purged sends still count as sent
             c.execute(Q["purge_payloads"])
             (trigger,) = c.execute(Q["delete_trigger"]).fetchone()
             c.execute(Q["drop_delete_trigger"])
@@ -278,6 +298,7 @@ class Shard:
 
     def expire(self, cutoff_ms: int) -> int:
         def op(c: sqlite3.Connection) -> int:
+            _fold(c)
             sizes = c.execute(Q["expire"], {"cutoff": cutoff_ms}).fetchall()
             if sizes:
                 _count_out(c, len(sizes), sum(s for (s,) in sizes), expired=len(sizes))

@@ -1,6 +1,6 @@
 -- One storage shard: the messages of one queue that landed in this file.
 PRAGMA application_id = 1131376246;  -- 'Conv'
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;
 
 -- A message is two rows with the same `seq`: its payload, written once when it is stored, and its
 -- delivery state, a row of a few integers that every lease, renewal and retry rewrites. Kept apart,
@@ -43,7 +43,12 @@ CREATE TRIGGER IF NOT EXISTS messages_gone AFTER DELETE ON messages BEGIN
     DELETE FROM payloads WHERE seq = old.seq;
 END;
 
--- One row of running totals, kept in the same transactions as the messages they count.
+-- One row of running totals, kept in the same transactions as the messages they count. A lone send
+-- does not write it (one page fewer in its commit): the messages with a seq past `counted_through`
+-- are sends not yet counted, added to `backlog_count`, `backlog_bytes` and `sent` by whoever reads
+-- them, and folded into the row every few dozen sends, by a batch's count, and before anything
+-- deletes a message. Every delete leaves `counted_through` at the largest seq still stored, since
+-- SQLite gives the next row the largest seq + 1 and so reuses the seqs of deleted rows at the top.
 CREATE TABLE IF NOT EXISTS stats (
     one           INTEGER PRIMARY KEY CHECK (one = 1),
     backlog_count INTEGER NOT NULL DEFAULT 0,
@@ -54,6 +59,7 @@ CREATE TABLE IF NOT EXISTS stats (
     dead_lettered INTEGER NOT NULL DEFAULT 0,
     expired       INTEGER NOT NULL DEFAULT 0,
     dropped       INTEGER NOT NULL DEFAULT 0,
-    deleted       INTEGER NOT NULL DEFAULT 0  -- 1 once the queue is deleted: writers must stop
+    deleted       INTEGER NOT NULL DEFAULT 0, -- 1 once the queue is deleted: writers must stop
+    counted_through INTEGER NOT NULL DEFAULT 0  -- the largest seq counted in the row (see above)
 );
 INSERT OR IGNORE INTO stats (one) VALUES (1);
