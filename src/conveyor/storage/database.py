@@ -94,7 +94,7 @@ class SQLiteDatabase(Database):
             self._conn.close()
 
 
-_PARAMETER = re.compile(r"(?<![:\w]):([a-z_]+)")
+_PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 
 
 def _psycopg_placeholders(query: str) -> str:

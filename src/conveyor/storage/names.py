@@ -15,6 +15,7 @@ MAX_KEY_BYTES = 1024
 # R2's limit on custom metadata: 8,192 bytes of keys and values together.
 MAX_METADATA_BYTES = 8192
 MAX_CONTENT_TYPE_BYTES = 256
+MAX_SEGMENT_BYTES = 255
 
 
 def check_bucket_name(name: Any) -> str:
@@ -48,6 +49,23 @@ def check_key(key: Any) -> str:
         if segment in ("", ".", ".."):
             raise InvalidObjectKey(f"object key {key[:80]!r} has an empty, '.' or '..' path segment")
     return key
+
+
+def check_local_key(key: str) -> str:
+    """A key a directory can hold: each ``/``-separated segment is a file or directory name, at most
+    255 bytes on the file systems Conveyor runs on."""
+    for segment in key.split("/"):
+        if len(segment.encode()) > MAX_SEGMENT_BYTES:
+            raise InvalidObjectKey(
+                f"object key {shown(key)}: a local bucket's key segments (between '/') are at most "
+                f"{MAX_SEGMENT_BYTES} bytes, the file system's limit; one is {len(segment.encode())}"
+            )
+    return key
+
+
+def shown(key: str) -> str:
+    """``key`` for a message: its first 80 characters."""
+    return repr(key) if len(key) <= 80 else repr(key[:80]) + f"... ({len(key)} characters)"
 
 
 def check_prefix(prefix: Any, what: str = "prefix") -> str:

@@ -30,6 +30,7 @@ from conveyor.egress import EgressPolicy, check_url
 from conveyor.engine.base import Clock, Engine
 from conveyor.errors import ConveyorError
 from conveyor.model import NewMessage
+from conveyor.storage import catalog as catalog_module
 from conveyor.storage.catalog import Catalog
 from conveyor.storage.database import Database, PostgresDatabase, SQLiteDatabase
 from conveyor.storage.errors import (
@@ -41,7 +42,7 @@ from conveyor.storage.errors import (
     ObjectNotFound,
 )
 from conveyor.storage.model import Action, BucketInfo, LifecycleRule, NotificationRule, ObjectInfo, from_ms
-from conveyor.storage.names import check_bucket_name, check_prefix
+from conveyor.storage.names import check_bucket_name, check_local_key, check_prefix, shown
 from conveyor.storage.notifications import MAX_RULES_PER_BUCKET, Event, check_rule, overlaps
 from conveyor.storage.stores import (
     BucketConfig,
@@ -227,12 +228,14 @@ class StorageService:
         only_if_absent: bool,
     ) -> ObjectInfo:
         config, store = self.store(account, bucket)
+        if config.location != "s3":
+            check_local_key(key)
         if only_if_absent and self.catalog.get_object(account, bucket, key) is not None:
             raise ObjectExists(f"object {key!r} already exists in bucket {bucket!r} (only_if_absent)")
         body = _Hashing(data)
         head = body.read_head(MULTIPART_THRESHOLD + 1)
         multipart = len(head) > MULTIPART_THRESHOLD and not only_if_absent
-        what = f"put {key!r} into bucket {bucket!r}"
+        what = f"put {shown(key)} into bucket {bucket!r}"
         if multipart:
             result = translated(
                 config,
@@ -290,6 +293,8 @@ class StorageService:
     def copy(self, account: str, bucket: str, source: str, destination: str) -> ObjectInfo:
         config, store = self.store(account, bucket)
         original = self.head(account, bucket, source)
+        if config.location != "s3":
+            check_local_key(destination)
         translated(config, f"copy {source!r} to {destination!r}", lambda: obstore.copy(store, source, destination))
         if config.location != "s3":
             translated(
@@ -314,9 +319,9 @@ class StorageService:
         check_prefix(start_after, "start_after")
         after = start_after
         while True:
-            page = self.catalog.list_objects(account, bucket, prefix, after)
+            page = self.catalog.list_objects(account, bucket, prefix, after, catalog_module.PAGE)
             yield from page
-            if len(page) < 1000:
+            if len(page) < catalog_module.PAGE:
                 return
             after = page[-1].key
 

@@ -156,7 +156,7 @@ def _os_error(config: BucketConfig, what: str, exc: OSError) -> ConveyorError:
 
 
 def _scrub(text: str, config: BucketConfig) -> str:
-    if config.secret_access_key:
+    if len(config.secret_access_key) >= 8:
         text = text.replace(config.secret_access_key, "***")
     return text
 
