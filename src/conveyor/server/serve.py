@@ -24,6 +24,7 @@ from conveyor.server.http_protocol import ConnectionLimits, bounded_protocol, fi
 from conveyor.server.push_workers import HandlerSources, Workers
 from conveyor.server.service import Service
 from conveyor.server.token_tables import open_token_store
+from conveyor.storage.maintenance import add_storage_services
 
 log = logging.getLogger("conveyor.server")
 
@@ -121,6 +122,7 @@ def serve(
     auth = Authenticator(store, no_auth=no_auth)
     service = Service(engine, auth, concurrency=workers.concurrency, queue_limits=queue_limits)
     coordinator = Coordinator(engine)
+    storage_maintenance = add_storage_services(coordinator, engine)
     coordinator.start()
     if sources.empty:
         log.info(
@@ -139,6 +141,7 @@ def serve(
     finally:
         workers.stop()
         coordinator.stop()
+        storage_maintenance.close()
         engine.close()
         if store is not None:
             store.close()

@@ -19,7 +19,9 @@ COMPONENT = "storage"
 
 
 def storage_of(cv: Conveyor) -> StorageService:
-    engine = cv.engine
+    # Notifications go by queue id, resolved in the account when the rule was added; the
+    # deployment-wide engine also sends what other accounts' writes left in the outbox.
+    engine = cv.engine.deployment_engine() or cv.engine
 
     def opener(deployment: Deployment, clock: Clock) -> StorageService:
         return open_storage(deployment, clock, engine)

@@ -28,7 +28,7 @@ import obstore
 from conveyor.deployment import Deployment
 from conveyor.egress import EgressPolicy, check_url
 from conveyor.engine.base import Clock, Engine
-from conveyor.errors import ConveyorError
+from conveyor.errors import ConveyorError, QueueNotFound
 from conveyor.model import NewMessage
 from conveyor.storage import catalog as catalog_module
 from conveyor.storage.catalog import Catalog
@@ -383,12 +383,10 @@ class StorageService:
         for event_id, _account, queue_id, body in self.catalog.pending_events(before, limit):
             try:
                 self.engine.get_queue_by_id(queue_id)
-            except ConveyorError as exc:
-                if type(exc).__name__ == "QueueNotFound":
-                    log.warning("dropping notification %s: its queue %s no longer exists", event_id, queue_id)
-                    self.catalog.event_sent(event_id)
-                    continue
-                raise
+            except QueueNotFound:
+                log.warning("dropping notification %s: its queue %s no longer exists", event_id, queue_id)
+                self.catalog.event_sent(event_id)
+                continue
             sent += self._send(event_id, queue_id, body)
         return sent
 
