@@ -14,6 +14,7 @@ from conveyor.client.connect import connect
 from conveyor.client.sync import Conveyor, Queue
 from conveyor.consumer.app import App
 from conveyor.consumer.batch import Message, MessageBatch
+from conveyor.egress import EgressRefused
 from conveyor.errors import (
     BatchTooLarge,
     ConsumerExists,
@@ -51,6 +52,20 @@ from conveyor.model import (
     SendBatchResult,
     SendResult,
 )
+from conveyor.storage import (
+    Bucket,
+    BucketExists,
+    BucketInfo,
+    BucketNotEmpty,
+    BucketNotFound,
+    BucketUnauthorized,
+    BucketUnreachable,
+    InvalidBucketName,
+    InvalidObjectKey,
+    ObjectExists,
+    ObjectInfo,
+    ObjectNotFound,
+)
 
 __all__ = [
     "AckResult",
@@ -58,6 +73,13 @@ __all__ = [
     "AsyncConveyor",
     "AsyncQueue",
     "BatchTooLarge",
+    "Bucket",
+    "BucketExists",
+    "BucketInfo",
+    "BucketNotEmpty",
+    "BucketNotFound",
+    "BucketUnauthorized",
+    "BucketUnreachable",
     "ConsumerExists",
     "ConsumerInfo",
     "ConsumerNotFound",
@@ -67,9 +89,12 @@ __all__ = [
     "CorruptStorage",
     "Counters",
     "DeliveryPaused",
+    "EgressRefused",
     "Forbidden",
     "InvalidBatchDelay",
+    "InvalidBucketName",
     "InvalidMessage",
+    "InvalidObjectKey",
     "InvalidQueueId",
     "InvalidQueueName",
     "InvalidRequest",
@@ -79,6 +104,9 @@ __all__ = [
     "MessageBatch",
     "MessageTooLarge",
     "Metrics",
+    "ObjectExists",
+    "ObjectInfo",
+    "ObjectNotFound",
     "Overloaded",
     "PulledMessage",
     "Queue",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conveyor.client.backpressure import QueueLimits
 from conveyor.client.connect import connect
@@ -30,6 +30,10 @@ from conveyor.model import (
     SendBatchResult,
     SendResult,
 )
+
+if TYPE_CHECKING:
+    from conveyor.storage import BucketInfo
+    from conveyor.storage.aio import AsyncBucket
 
 
 async def connect_async(
@@ -71,6 +75,24 @@ class AsyncConveyor:
 
     async def delete_queue(self, name: str, *, force: bool = False) -> list[str]:
         return await asyncio.to_thread(self.sync.delete_queue, name, force=force)
+
+    # -- buckets (conveyor.storage) -----------------------------------------------------------
+    async def create_bucket(self, name: str, **location: str | None) -> AsyncBucket:
+        """Create a bucket; ``location`` is :meth:`Conveyor.create_bucket`'s (url, endpoint, ...)."""
+        from conveyor.storage.aio import AsyncBucket
+
+        return AsyncBucket(await asyncio.to_thread(self.sync.create_bucket, name, **location))
+
+    async def bucket(self, name: str) -> AsyncBucket:
+        from conveyor.storage.aio import AsyncBucket
+
+        return AsyncBucket(await asyncio.to_thread(self.sync.bucket, name))
+
+    async def list_buckets(self) -> list[BucketInfo]:
+        return await asyncio.to_thread(self.sync.list_buckets)
+
+    async def delete_bucket(self, name: str) -> None:
+        await asyncio.to_thread(self.sync.delete_bucket, name)
 
 
 class AsyncQueue:
