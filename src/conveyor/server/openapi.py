@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from conveyor import wire
+from conveyor.wire import r2
 
 Schema = dict[str, Any]
 REF = "#/components/schemas/{name}"
@@ -43,6 +44,8 @@ C = Q + "/consumers/{consumer_id}"
 CV = "/conveyor/v1/accounts/{account_id}/queues/{queue_id}"
 W = "/conveyor/v1/accounts/{account_id}/workers"
 B = "/workerd/accounts/{account_id}/queues/{queue_name}"
+R2 = "/client/v4/accounts/{account_id}/r2/buckets"
+EN = "/client/v4/accounts/{account_id}/event_notifications/r2/{bucket_name}/configuration"
 
 ROUTES = (
     # Cloudflare's v4 Queues API.
@@ -130,6 +133,25 @@ ROUTES = (
         enveloped=False,
     ),
     Op("get", B + "/metrics", "workerd binding: the queue's backlog", None, wire.BindingMetrics, enveloped=False),
+    # R2's bucket management and event-notification configuration (conveyor.server.r2_routes).
+    Op("post", R2, "Create a bucket (a directory of the deployment)", r2.BucketRequest, r2.Bucket),
+    Op(
+        "get",
+        R2,
+        "List buckets",
+        None,
+        r2.BucketList,
+        tuple(
+            _query(name, {"type": "string"})
+            for name in ("name_contains", "start_after", "per_page", "cursor", "direction", "order")
+        ),
+    ),
+    Op("get", R2 + "/{bucket_name}", "Get a bucket", None, r2.Bucket),
+    Op("delete", R2 + "/{bucket_name}", "Delete an empty bucket", None, None),
+    Op("get", EN, "A bucket's notification rules, by queue", None, r2.NotificationConfiguration),
+    Op("put", EN + "/queues/{queue_id}", "Add notification rules for a queue", r2.NotificationRequest, None),
+    Op("get", EN + "/queues/{queue_id}", "A bucket's notification rules for a queue", None, r2.QueueRules),
+    Op("delete", EN + "/queues/{queue_id}", "Remove a queue's rules (body ruleIds: only those)", r2.RuleIds, None),
 )
 
 
