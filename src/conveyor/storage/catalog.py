@@ -76,7 +76,7 @@ class Catalog:
         return _info(self.db.transaction(create, "create bucket"))
 
     def bucket(self, account: str, name: str) -> tuple[BucketInfo, Row]:
-        row = self.db.transaction(lambda tx: tx.one("get_bucket", {"account": account, "name": name}), "get bucket")
+        row = self.db.read(lambda tx: tx.one("get_bucket", {"account": account, "name": name}), "get bucket")
         if row is None:
             raise BucketNotFound(f"bucket {name!r} does not exist")
         return _info(row), row
@@ -85,7 +85,7 @@ class Catalog:
         return _config(row, directory)
 
     def list_buckets(self, account: str) -> list[BucketInfo]:
-        rows = self.db.transaction(lambda tx: tx.rows("list_buckets", {"account": account}), "list buckets")
+        rows = self.db.read(lambda tx: tx.rows("list_buckets", {"account": account}), "list buckets")
         return [_info(row) for row in rows]
 
     def delete_bucket(self, account: str, name: str) -> None:
@@ -105,7 +105,7 @@ class Catalog:
     # -- objects ------------------------------------------------------------------------------
     def get_object(self, account: str, bucket: str, key: str) -> ObjectInfo | None:
         where = {"account": account, "bucket": bucket, "key": key}
-        row = self.db.transaction(lambda tx: tx.one("get_object", where), "get object")
+        row = self.db.read(lambda tx: tx.one("get_object", where), "get object")
         return None if row is None else object_info(row)
 
     def list_objects(self, account: str, bucket: str, prefix: str, after: str, limit: int = PAGE) -> list[ObjectInfo]:
@@ -117,7 +117,7 @@ class Catalog:
             "after": after,
             "limit": limit,
         }
-        return [object_info(r) for r in self.db.transaction(lambda tx: tx.rows("list_objects", params), "list objects")]
+        return [object_info(r) for r in self.db.read(lambda tx: tx.rows("list_objects", params), "list objects")]
 
     def record_object(
         self, account: str, bucket: str, info: ObjectInfo, event: Event, *, only_if_absent: bool
@@ -170,7 +170,7 @@ class Catalog:
             "cutoff_ms": cutoff_ms,
             "limit": limit,
         }
-        return [object_info(r) for r in self.db.transaction(lambda tx: tx.rows("expired_objects", params), "expired")]
+        return [object_info(r) for r in self.db.read(lambda tx: tx.rows("expired_objects", params), "expired")]
 
     # -- notification rules and the outbox ----------------------------------------------------
     def _queue_events(
@@ -215,7 +215,7 @@ class Catalog:
         return self.db.transaction(add, "add notification rule")
 
     def rules(self, account: str, bucket: str) -> list[NotificationRule]:
-        rows = self.db.transaction(lambda tx: tx.rows("list_rules", {"account": account, "bucket": bucket}), "rules")
+        rows = self.db.read(lambda tx: tx.rows("list_rules", {"account": account, "bucket": bucket}), "rules")
         return [_rule(r) for r in rows]
 
     def remove_rule(self, account: str, bucket: str, rule_id: str) -> None:
@@ -225,11 +225,14 @@ class Catalog:
 
     def pending_events(self, before_ms: int, limit: int) -> list[tuple[str, str, str, str]]:
         params = {"before_ms": before_ms, "limit": limit}
-        rows = self.db.transaction(lambda tx: tx.rows("pending_events", params), "pending notifications")
+        rows = self.db.read(lambda tx: tx.rows("pending_events", params), "pending notifications")
         return [(str(a), str(b), str(c), str(d)) for a, b, c, d in rows]
 
     def event_sent(self, event_id: str) -> None:
-        self.db.transaction(lambda tx: tx.run("delete_event", {"event_id": event_id}), "notification sent")
+        # Not flushed: a crash that loses this only sends the notification once more.
+        self.db.transaction(
+            lambda tx: tx.run("delete_event", {"event_id": event_id}), "notification sent", durable=False
+        )
 
     # -- lifecycle rules ----------------------------------------------------------------------
     def add_lifecycle_rule(self, account: str, bucket: str, rule: LifecycleRule) -> LifecycleRule:
@@ -246,10 +249,10 @@ class Catalog:
 
     def lifecycle_rules(self, account: str, bucket: str) -> list[LifecycleRule]:
         where = {"account": account, "bucket": bucket}
-        return [_lifecycle(r) for r in self.db.transaction(lambda tx: tx.rows("list_lifecycle_rules", where), "rules")]
+        return [_lifecycle(r) for r in self.db.read(lambda tx: tx.rows("list_lifecycle_rules", where), "rules")]
 
     def all_lifecycle_rules(self) -> list[tuple[str, str, LifecycleRule]]:
-        rows = self.db.transaction(lambda tx: tx.rows("all_lifecycle_rules", {}), "lifecycle rules")
+        rows = self.db.read(lambda tx: tx.rows("all_lifecycle_rules", {}), "lifecycle rules")
         return [(str(r[0]), str(r[1]), _lifecycle(r[2:])) for r in rows]
 
     def remove_lifecycle_rule(self, account: str, bucket: str, rule_id: str) -> None:

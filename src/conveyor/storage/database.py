@@ -39,9 +39,15 @@ class Transaction(ABC):
 
 class Database(ABC):
     @abstractmethod
-    def transaction(self, fn: Callable[[Transaction], T], what: str) -> T:
+    def transaction(self, fn: Callable[[Transaction], T], what: str, *, durable: bool = True) -> T:
         """Run ``fn`` in one transaction: all its writes commit together, or none (it may be run
-        again after a transient failure, so it must not act outside the database)."""
+        again after a transient failure, so it must not act outside the database). ``durable=False``:
+        the commit may be lost in a power cut (it does not wait for the flush), for writes whose
+        loss only repeats work, such as marking a notification sent."""
+
+    def read(self, fn: Callable[[Transaction], T], what: str) -> T:
+        """Run ``fn``, one read statement (no write lock taken)."""
+        return self.transaction(fn, what)
 
     @abstractmethod
     def close(self) -> None: ...
@@ -71,11 +77,13 @@ class SQLiteDatabase(Database):
         )
         self._lock = threading.Lock()
 
-    def transaction(self, fn: Callable[[Transaction], T], what: str) -> T:
+    def transaction(self, fn: Callable[[Transaction], T], what: str, *, durable: bool = True) -> T:
         from conveyor.engine.sqlite.storage import translate_error
 
         with self._lock:
             try:
+                if not durable:
+                    self._conn.execute("PRAGMA synchronous = NORMAL")  # WAL: the commit skips the flush
                 self._conn.execute("BEGIN IMMEDIATE")
                 try:
                     result = fn(_SQLiteTransaction(self._conn))
@@ -87,7 +95,20 @@ class SQLiteDatabase(Database):
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise translate_error(exc, str(self.path)) from None
+            finally:
+                if not durable:
+                    self._conn.execute("PRAGMA synchronous = FULL")
             return result
+
+    def read(self, fn: Callable[[Transaction], T], what: str) -> T:
+        from conveyor.engine.sqlite.storage import translate_error
+
+        # Every read here is one statement: in autocommit mode it is its own snapshot.
+        with self._lock:
+            try:
+                return fn(_SQLiteTransaction(self._conn))
+            except sqlite3.Error as exc:
+                raise translate_error(exc, str(self.path)) from None
 
     def close(self) -> None:
         with self._lock:
@@ -123,12 +144,17 @@ class PostgresDatabase(Database):
 
         self._pool = ReadPool(conninfo)
 
-    def transaction(self, fn: Callable[[Transaction], T], what: str) -> T:
+    def transaction(self, fn: Callable[[Transaction], T], what: str, *, durable: bool = True) -> T:
         def attempt(conn: Any) -> T:
             with conn.transaction():
+                if not durable:
+                    conn.execute("SET LOCAL synchronous_commit = off")
                 return fn(_PostgresTransaction(conn))
 
         return self._pool.run(attempt, what)
+
+    def read(self, fn: Callable[[Transaction], T], what: str) -> T:
+        return self._pool.run(lambda conn: fn(_PostgresTransaction(conn)), what)
 
     def close(self) -> None:
         self._pool.close()

@@ -49,6 +49,7 @@ from conveyor.storage.stores import (
     check_reachable,
     file_directory,
     fsync_local,
+    missing_directories,
     open_store,
     s3_bucket_and_prefix,
     translated,
@@ -232,6 +233,7 @@ class StorageService:
             check_local_key(key)
         if only_if_absent and self.catalog.get_object(account, bucket, key) is not None:
             raise ObjectExists(f"object {key!r} already exists in bucket {bucket!r} (only_if_absent)")
+        created = missing_directories(config.directory, key) if config.location != "s3" else []
         body = _Hashing(data)
         head = body.read_head(MULTIPART_THRESHOLD + 1)
         multipart = len(head) > MULTIPART_THRESHOLD and not only_if_absent
@@ -251,7 +253,7 @@ class StorageService:
             result = translated(config, what, lambda: obstore.put(store, key, head, mode=mode, use_multipart=False))
         sha256 = body.sha256.hexdigest()
         if config.location != "s3":
-            translated(config, what, lambda: fsync_local(config.directory, key))
+            translated(config, what, lambda: fsync_local(config.directory, key, created))
             etag = sha256[:32]
         else:
             etag = (result.get("e_tag") or sha256[:32]).strip('"')
@@ -295,10 +297,13 @@ class StorageService:
         original = self.head(account, bucket, source)
         if config.location != "s3":
             check_local_key(destination)
+        created = missing_directories(config.directory, destination) if config.location != "s3" else []
         translated(config, f"copy {source!r} to {destination!r}", lambda: obstore.copy(store, source, destination))
         if config.location != "s3":
             translated(
-                config, f"copy {source!r} to {destination!r}", lambda: fsync_local(config.directory, destination)
+                config,
+                f"copy {source!r} to {destination!r}",
+                lambda: fsync_local(config.directory, destination, created),
             )
         info = ObjectInfo(
             destination,

@@ -166,25 +166,32 @@ def _first_line(exc: object) -> str:
     return " ".join(lines[:3])[:500]
 
 
-def fsync_local(directory: str, key: str) -> None:
-    """Flush a local object's file and the directories naming it, from its parent to the root."""
+def missing_directories(directory: str, key: str) -> list[Path]:
+    """The directories a local put of ``key`` will create (deepest first), to flush after it."""
     root = Path(directory)
-    path = root / key
+    missing: list[Path] = []
+    parent = (root / key).parent
+    while parent != root and root in parent.parents and not parent.is_dir():
+        missing.append(parent)
+        parent = parent.parent
+    return missing
+
+
+def fsync_local(directory: str, key: str, created: list[Path]) -> None:
+    """Flush a local object's file, the directory naming it, and the parent of each directory the
+    put ``created``, so the bytes and every name on their path survive a power cut."""
+    path = Path(directory) / key
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(fd)
+        os.fdatasync(fd)
     finally:
         os.close(fd)
-    parent = path.parent
-    while True:
+    for parent in [path.parent, *(d.parent for d in created)]:
         fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
-        if parent == root or root not in parent.parents:
-            break
-        parent = parent.parent
 
 
 def check_reachable(store: Any, config: BucketConfig) -> None:
