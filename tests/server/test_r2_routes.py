@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import cloudflare
+import httpx
 import pytest
 from cloudflare import Cloudflare
 
 from conveyor.server.testing import RunningServer
 from tests.server.conftest import ACCOUNT, sdk
+from tests.storage.s3_server import S3Server, start_s3_server
 
 
 def test_buckets_are_created_listed_got_and_deleted(cf: Cloudflare) -> None:
@@ -123,3 +127,43 @@ def test_read_only_and_queue_scoped_tokens_are_refused_writes(server: RunningSer
         scoped.r2.buckets.list(account_id=ACCOUNT)
     reader.close()
     scoped.close()
+
+
+@pytest.fixture(scope="module")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    running = start_s3_server(tmp_path_factory.mktemp("moto"))
+    yield running
+    running.stop()
+
+
+def test_an_s3_bucket_through_the_server_passes_the_egress_policy(
+    server: RunningServer, token: str, monkeypatch: pytest.MonkeyPatch, s3_server: S3Server
+) -> None:
+    body = {
+        "name": "mirror",
+        "url": f"s3://{s3_server.new_bucket()}/p",
+        "endpoint": s3_server.endpoint,
+        "region": "us-east-1",
+        "access_key_id": s3_server.access_key_id,
+        "secret_access_key": s3_server.secret_access_key,
+    }
+    url = f"{server.url}/conveyor/v1/accounts/{ACCOUNT}/buckets"
+    headers = {"Authorization": f"Bearer {token}"}
+    monkeypatch.delenv("CONVEYOR_EGRESS_ALLOW", raising=False)
+    refused = httpx.post(url, json=body, headers=headers)
+    assert refused.status_code == 403 and "loopback" in refused.text
+    assert s3_server.secret_access_key not in refused.text
+    assert httpx.get(url, headers=headers).json()["result"] == []
+    monkeypatch.setenv("CONVEYOR_EGRESS_ALLOW", "127.0.0.1")
+    made = httpx.post(url, json=body, headers=headers)
+    assert made.status_code == 200, made.text
+    assert made.json()["result"]["location"] == "s3"
+    assert s3_server.secret_access_key not in made.text
+    listed = httpx.get(url, headers=headers).text
+    assert "mirror" in listed and s3_server.secret_access_key not in listed
+
+
+def test_a_tenant_cannot_name_an_unshared_directory(server: RunningServer, token: str) -> None:
+    url = f"{server.url}/conveyor/v1/accounts/{ACCOUNT}/buckets"
+    answer = httpx.post(url, json={"name": "etc", "url": "file:///etc"}, headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 400 and "not declared shared" in answer.text

@@ -45,6 +45,7 @@ CV = "/conveyor/v1/accounts/{account_id}/queues/{queue_id}"
 W = "/conveyor/v1/accounts/{account_id}/workers"
 B = "/workerd/accounts/{account_id}/queues/{queue_name}"
 R2 = "/client/v4/accounts/{account_id}/r2/buckets"
+CB = "/conveyor/v1/accounts/{account_id}/buckets"
 EN = "/client/v4/accounts/{account_id}/event_notifications/r2/{bucket_name}/configuration"
 
 ROUTES = (
@@ -152,6 +153,20 @@ ROUTES = (
     Op("put", EN + "/queues/{queue_id}", "Add notification rules for a queue", r2.NotificationRequest, None),
     Op("get", EN + "/queues/{queue_id}", "A bucket's notification rules for a queue", None, r2.QueueRules),
     Op("delete", EN + "/queues/{queue_id}", "Remove a queue's rules (body ruleIds: only those)", r2.RuleIds, None),
+    Op(
+        "post",
+        CB,
+        "Create a bucket in an S3-compatible service or a shared directory (egress-checked)",
+        r2.BucketLocationRequest,
+        r2.BucketLocation,
+    ),
+    Op(
+        "get",
+        "/conveyor/v1/accounts/{account_id}/buckets",
+        "List buckets and where they live",
+        None,
+        list[r2.BucketLocation],
+    ),
 )
 
 

@@ -4,8 +4,9 @@
 
 A bucket made here is a directory of a SQLite deployment (on PostgreSQL it is refused: there a
 bucket needs an S3-compatible service or a shared directory, given through the Python API).
-Objects are not served here yet. Bucket routes reach the whole account: a queue-scoped token may
-not call them.
+Conveyor's own ``/conveyor/v1/accounts/{account_id}/buckets`` creates a bucket in an S3-compatible
+service or a shared directory, through the operator's egress policy. Objects are not served here
+yet. Bucket routes reach the whole account: a queue-scoped token may not call them.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from conveyor.egress import EgressPolicy
 from conveyor.errors import InvalidRequest
 from conveyor.server.access import Access, Scope, declared
 from conveyor.server.envelope import ok, read, read_body
 from conveyor.server.service import Context, blocking, context
+from conveyor.storage import facade
 from conveyor.storage.bucket import Bucket
 from conveyor.storage.errors import RuleNotFound
 from conveyor.storage.model import NotificationRule
@@ -27,6 +30,7 @@ BUCKETS = PREFIX + "/r2/buckets"
 BUCKET = BUCKETS + "/{bucket_name}"
 CONFIGURATION = PREFIX + "/event_notifications/r2/{bucket_name}/configuration"
 QUEUE_RULES = CONFIGURATION + "/queues/{queue_id}"
+CONVEYOR_BUCKETS = "/conveyor/v1/accounts/{account_id}/buckets"
 MAX_PER_PAGE = 1000
 
 ACCOUNT_READ = Access(Scope.ACCOUNT, read_only=True)
@@ -150,6 +154,35 @@ async def delete_queue_rules(request: Request) -> Response:
     return ok(None)
 
 
+# -- Conveyor's own: a bucket in an S3-compatible service or a shared directory ------------------
+async def create_bucket_at(request: Request) -> Response:
+    """A tenant's S3 endpoint passes the operator's egress policy (``--egress-allow``,
+    ``$CONVEYOR_EGRESS_ALLOW``) first; a ``file://`` directory must be one the operator shared."""
+    ctx = context(request)
+    body = await read(request, r2.BucketLocationRequest)
+    policy = EgressPolicy.from_environment()
+
+    def create() -> Bucket:
+        return facade.create_bucket(
+            ctx.client,
+            body.name,
+            url=body.url,
+            endpoint=body.endpoint,
+            region=body.region,
+            access_key_id=body.access_key_id,
+            secret_access_key=body.secret_access_key,
+            egress=policy,
+        )
+
+    b = await blocking(create)
+    return ok(r2.bucket_location(b.info))
+
+
+async def list_bucket_locations(request: Request) -> Response:
+    ctx = context(request)
+    return ok([r2.bucket_location(b) for b in await blocking(ctx.client.list_buckets)])
+
+
 ROUTES = [
     declared(BUCKETS, create_bucket, "POST", ACCOUNT_WRITE),
     declared(BUCKETS, list_buckets, "GET", ACCOUNT_READ),
@@ -159,4 +192,6 @@ ROUTES = [
     declared(QUEUE_RULES, put_queue_rules, "PUT", ACCOUNT_WRITE),
     declared(QUEUE_RULES, get_queue_rules, "GET", ACCOUNT_READ),
     declared(QUEUE_RULES, delete_queue_rules, "DELETE", ACCOUNT_WRITE),
+    declared(CONVEYOR_BUCKETS, create_bucket_at, "POST", ACCOUNT_WRITE),
+    declared(CONVEYOR_BUCKETS, list_bucket_locations, "GET", ACCOUNT_READ),
 ]

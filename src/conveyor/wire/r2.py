@@ -85,3 +85,40 @@ def rule(r: NotificationRule) -> Rule:
 
 def queue_rules(queue_id: str, queue_name: str, rules: list[NotificationRule]) -> QueueRules:
     return QueueRules(queue_id=queue_id, queue_name=queue_name, rules=[rule(r) for r in rules])
+
+
+# -- Conveyor's own bucket routes (/conveyor/v1/accounts/{account_id}/buckets) ------------------
+class BucketLocationRequest(Shape, kw_only=True):
+    """A bucket kept in an S3-compatible service (``url`` ``s3://bucket/prefix``) or a directory the
+    operator declared shared (``file:///dir``)."""
+
+    name: str
+    url: str
+    endpoint: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+
+    def __repr__(self) -> str:  # the secret never shows
+        return f"BucketLocationRequest(name={self.name!r}, url={self.url!r}, endpoint={self.endpoint!r})"
+
+
+class BucketLocation(Shape, kw_only=True):
+    name: str
+    location: Literal["local", "file", "s3"]
+    url: str
+    endpoint: str
+    region: str
+    created_on: str
+
+
+def bucket_location(info: BucketInfo) -> BucketLocation:
+    created = info.created.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return BucketLocation(
+        name=info.name,
+        location=info.location,
+        url=info.url,
+        endpoint=info.endpoint,
+        region=info.region,
+        created_on=created,
+    )
