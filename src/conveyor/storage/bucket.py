@@ -13,6 +13,7 @@ from conveyor.storage.service import MULTIPART_THRESHOLD, Data, StorageService
 
 if TYPE_CHECKING:
     from conveyor.client.sync import Conveyor
+    from conveyor.storage.remote import RemoteStorage
 
 
 class ObjectBody:
@@ -57,7 +58,9 @@ class Bucket:
 
     multipart_threshold = MULTIPART_THRESHOLD
 
-    def __init__(self, conveyor: Conveyor, service: StorageService, account: str, info: BucketInfo) -> None:
+    def __init__(
+        self, conveyor: Conveyor, service: StorageService | RemoteStorage, account: str, info: BucketInfo
+    ) -> None:
         self._conveyor = conveyor
         self._service = service
         self.account = account
@@ -117,7 +120,7 @@ class Bucket:
         return self._service.head(self.account, self.name, check_key(key))
 
     def exists(self, key: str) -> bool:
-        return self._service.catalog.get_object(self.account, self.name, check_key(key)) is not None
+        return self._service.exists(self.account, self.name, check_key(key))
 
     def delete(self, key: str | Sequence[str]) -> int:
         """Delete one key or several; a missing key is not an error. Returns how many existed."""
@@ -150,10 +153,10 @@ class Bucket:
         )
 
     def notifications(self) -> builtins.list[NotificationRule]:
-        return self._service.catalog.rules(self.account, self.name)
+        return self._service.notifications(self.account, self.name)
 
     def remove_notification(self, rule_id: str) -> None:
-        self._service.catalog.remove_rule(self.account, self.name, rule_id)
+        self._service.remove_notification(self.account, self.name, rule_id)
 
     def add_lifecycle_rule(self, max_age_seconds: int, prefix: str = "") -> LifecycleRule:
         """Delete objects under ``prefix`` once they are ``max_age_seconds`` old (the coordinator's
@@ -161,7 +164,7 @@ class Bucket:
         return self._service.add_lifecycle_rule(self.account, self.name, prefix, max_age_seconds)
 
     def lifecycle_rules(self) -> builtins.list[LifecycleRule]:
-        return self._service.catalog.lifecycle_rules(self.account, self.name)
+        return self._service.lifecycle_rules(self.account, self.name)
 
     def remove_lifecycle_rule(self, rule_id: str) -> None:
-        self._service.catalog.remove_lifecycle_rule(self.account, self.name, rule_id)
+        self._service.remove_lifecycle_rule(self.account, self.name, rule_id)

@@ -3,7 +3,7 @@ kept here so the client imports this package only when a bucket is used."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
 from conveyor.deployment import Deployment
 from conveyor.egress import EgressPolicy
@@ -14,16 +14,23 @@ from conveyor.storage.service import StorageService, open_storage
 
 if TYPE_CHECKING:
     from conveyor.client.sync import Conveyor
+    from conveyor.storage.remote import RemoteStorage
 
 COMPONENT = "storage"
+# The deployment's own storage, or a server's (connect("http://...")).
+Storage = Union[StorageService, "RemoteStorage"]
 
 
-def storage_of(cv: Conveyor) -> StorageService:
+def storage_of(cv: Conveyor) -> Storage:
     # Notifications go by queue id, resolved in the account when the rule was added; the
     # deployment-wide engine also sends what other accounts' writes left in the outbox.
     engine = cv.engine.deployment_engine() or cv.engine
 
-    def opener(deployment: Deployment, clock: Clock) -> StorageService:
+    def opener(deployment: Deployment, clock: Clock) -> Storage:
+        if deployment.kind == "http":
+            from conveyor.storage.remote import RemoteStorage
+
+            return RemoteStorage(deployment)
         return open_storage(deployment, clock, engine)
 
     return cv.component(COMPONENT, opener)

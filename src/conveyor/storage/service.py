@@ -330,7 +330,25 @@ class StorageService:
                 return
             after = page[-1].key
 
+    def exists(self, account: str, bucket: str, key: str) -> bool:
+        self.store(account, bucket)
+        return self.catalog.get_object(account, bucket, key) is not None
+
     # -- notifications ------------------------------------------------------------------------
+    def notifications(self, account: str, bucket: str) -> list[NotificationRule]:
+        self.store(account, bucket)
+        return self.catalog.rules(account, bucket)
+
+    def remove_notification(self, account: str, bucket: str, rule_id: str) -> None:
+        self.catalog.remove_rule(account, bucket, rule_id)
+
+    def lifecycle_rules(self, account: str, bucket: str) -> list[LifecycleRule]:
+        self.store(account, bucket)
+        return self.catalog.lifecycle_rules(account, bucket)
+
+    def remove_lifecycle_rule(self, account: str, bucket: str, rule_id: str) -> None:
+        self.catalog.remove_lifecycle_rule(account, bucket, rule_id)
+
     def add_notification(
         self,
         account: str,
