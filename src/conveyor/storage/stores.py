@@ -132,6 +132,10 @@ def translated(config: BucketConfig, what: str, fn: Callable[[], T]) -> T:
     except obstore_errors.BaseError as exc:
         text = _scrub(str(exc), config)
         lowered = text.lower()
+        if "no space left" in lowered or "os error 28" in lowered or "quota exceeded" in lowered:
+            raise StorageFull(
+                f"{what}: the disk of {config.describe()} is full; nothing of this write was kept"
+            ) from None
         if any(
             word in lowered
             for word in ("403", "forbidden", "invalidaccesskeyid", "signaturedoesnotmatch", "access denied")
