@@ -29,6 +29,8 @@ def test_a_range_read_returns_only_that_range(bucket: Bucket) -> None:
     bucket.put("r", bytes(range(100)))
     assert bucket.get("r", range=(10, 20)).bytes() == bytes(range(10, 20))
     assert bucket.get("r", range=(90, 500)).bytes() == bytes(range(90, 100))
+    assert bucket.get("r", range=(100, 200)).bytes() == b""
+    assert bucket.get("r", range=(5, 5)).bytes() == b""
 
 
 def test_reads_stream_in_chunks(bucket: Bucket) -> None:

@@ -277,8 +277,10 @@ class StorageService:
         what = f"get {key!r} from bucket {bucket!r}"
         options: dict[str, Any] = {}
         if byte_range is not None:
-            start, end = byte_range
-            options["range"] = (start, min(end, info.size))
+            start, end = byte_range[0], min(byte_range[1], info.size)
+            if start >= end:  # nothing of the object is in the range
+                return info, None
+            options["range"] = (start, end)
         if info.size == 0:
             return info, None
         return info, translated(config, what, lambda: obstore.get(store, key, options=options))  # type: ignore[arg-type]
