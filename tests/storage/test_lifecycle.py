@@ -100,3 +100,27 @@ def test_a_deployment_without_buckets_gets_no_storage_file(tmp_path: Path) -> No
         assert maintenance.run_lifecycle() == 0 and maintenance.send_outbox() == 0
         maintenance.close()
     assert not (tmp_path / "storage.db").exists()
+
+
+def test_orphan_bytes_of_a_put_that_never_committed_are_swept(tmp_path: Path) -> None:
+    import os
+
+    with conveyor.connect(f"sqlite://{tmp_path / 'data'}") as cv:
+        clock = ManualClock()
+        cv.engine.clock = clock
+        b = cv.create_bucket("cdn")
+        b.put("kept/a", b"a row names me")
+        directory = tmp_path / "data" / "buckets" / "local" / "cdn"
+        orphan = directory / "crashed" / "put"
+        orphan.parent.mkdir()
+        orphan.write_bytes(b"no row")
+        young = directory / "young"
+        young.write_bytes(b"maybe a put in flight")
+        hour_ago = clock.ms / 1000 - 3601
+        os.utime(orphan, (hour_ago, hour_ago))
+        os.utime(directory / "kept" / "a", (hour_ago, hour_ago))
+        os.utime(young, (clock.ms / 1000, clock.ms / 1000))
+        assert storage_of(cv).sweep_orphans() == 1
+        assert not orphan.exists() and young.exists()
+        assert b.get("kept/a").bytes() == b"a row names me"
+        assert [o.key for o in b.list()] == ["kept/a"]

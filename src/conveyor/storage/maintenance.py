@@ -1,5 +1,6 @@
 """The storage's coordinator services: ``storage-outbox`` sends notifications a crash left unsent,
-``storage-lifecycle`` runs the buckets' lifecycle rules. They run where the coordinator leads (an
+``storage-lifecycle`` runs the buckets' lifecycle rules, ``storage-orphans`` removes the bytes of
+local puts that died before their commit. They run where the coordinator leads (an
 App's worker, ``conveyor serve``), on the deployment-wide engine, for every account."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ OUTBOX_INTERVAL = 1.0
 # older ones it sends (a duplicate only if that process is alive but slower than this).
 OUTBOX_GRACE_MS = 2000
 LIFECYCLE_INTERVAL = 60.0
+ORPHAN_INTERVAL = 600.0
 
 
 class StorageMaintenance:
@@ -47,6 +49,10 @@ class StorageMaintenance:
         service = self._storage()
         return 0 if service is None else service.expire()
 
+    def sweep_orphans(self) -> int:
+        service = self._storage()
+        return 0 if service is None else service.sweep_orphans()
+
     def close(self) -> None:
         with self._lock:
             if self._service is not None:
@@ -59,4 +65,5 @@ def add_storage_services(coordinator: Coordinator, engine: Engine) -> StorageMai
     maintenance = StorageMaintenance(engine)
     coordinator.add_service("storage-outbox", OUTBOX_INTERVAL, maintenance.send_outbox)
     coordinator.add_service("storage-lifecycle", LIFECYCLE_INTERVAL, maintenance.run_lifecycle)
+    coordinator.add_service("storage-orphans", ORPHAN_INTERVAL, maintenance.sweep_orphans)
     return maintenance

@@ -63,6 +63,9 @@ MULTIPART_THRESHOLD = 8 * 1024 * 1024
 PART_SIZE = 8 * 1024 * 1024
 READ_CHUNK = 1024 * 1024
 MAX_AGE_SECONDS = 100 * 365 * 86400
+# Bytes with no metadata row this old are a put that died before its commit (a put commits right
+# after its bytes are flushed).
+ORPHAN_AGE_SECONDS = 3600.0
 # Directories a PostgreSQL deployment (or a tenant through the server) may keep buckets in: the
 # operator declares them shared (an NFS mount every node sees, say), comma-separated.
 SHARED_DIRECTORIES_VARIABLE = "CONVEYOR_SHARED_BUCKET_DIRECTORIES"
@@ -415,6 +418,30 @@ class StorageService:
             sent += self._send(event_id, queue_id, body)
         return sent
 
+    # -- orphans ------------------------------------------------------------------------------
+    def sweep_orphans(self, older_than_seconds: float = ORPHAN_AGE_SECONDS) -> int:
+        """Delete the files of the deployment's own (``local``) buckets that no object row names and
+        that are older than ``older_than_seconds``: bytes of puts that died before their commit.
+        A ``file://`` directory is left alone (other programs may keep files there). Returns how
+        many files were deleted."""
+        if self.deployment.kind != "sqlite":
+            return 0
+        cutoff = self.clock.now_ms() / 1000 - older_than_seconds
+        swept = 0
+        for account_dir in sorted((Path(self.deployment.location) / "buckets").glob("*")):
+            for info in self.catalog.list_buckets(account_dir.name):
+                if info.location != "local":
+                    continue
+                root = Path(self._local_directory(account_dir.name, info.name))
+                for key, modified in _files(root):
+                    if modified < cutoff and self.catalog.get_object(account_dir.name, info.name, key) is None:
+                        with contextlib.suppress(FileNotFoundError):
+                            (root / key).unlink()
+                            swept += 1
+        if swept:
+            log.info("removed %d orphan file(s) left by puts that did not commit", swept)
+        return swept
+
     # -- lifecycle ----------------------------------------------------------------------------
     def add_lifecycle_rule(self, account: str, bucket: str, prefix: Any, max_age_seconds: Any) -> LifecycleRule:
         self.store(account, bucket)
@@ -449,6 +476,15 @@ class StorageService:
                 if len(expired) < limit:
                     break
         return deleted
+
+
+def _files(root: Path) -> Iterator[tuple[str, float]]:
+    """(key, modification time) of every file under ``root``."""
+    for directory, _, names in os.walk(root):
+        for name in names:
+            path = Path(directory) / name
+            with contextlib.suppress(FileNotFoundError):
+                yield path.relative_to(root).as_posix(), path.stat().st_mtime
 
 
 class _Hashing:
