@@ -195,3 +195,28 @@ def test_a_local_key_segment_longer_than_a_file_name_is_refused_clearly(cv: conv
     with pytest.raises(InvalidObjectKey, match="255 bytes"):
         local.put("d/" + "x" * 256, b"data")
     assert list(local.list()) == []
+
+
+@pytest.mark.parametrize("prefix", ["", "a", "ab", "b/", "é", "\U0010ffff", "a\U0010ffff"])
+def test_prefix_listing_finds_exactly_the_keys_with_the_prefix(cv: conveyor.Conveyor, tmp_path, prefix: str) -> None:
+    from tests.storage.conftest import make_bucket
+
+    b = make_bucket(cv, "local", "prefixes", tmp_path, None)
+    keys = ["a", "ab", "abc", "b/x", "b/y", "é", "éa", "f", "\U0010ffff", "a\U0010ffff", "a\U0010ffffz", "c0"]
+    for key in keys:
+        b.put(key, b".")
+    expected = sorted((k for k in keys if k.startswith(prefix)), key=lambda k: k.encode())
+    assert [o.key for o in b.list(prefix=prefix)] == expected
+
+
+def test_a_local_key_cannot_be_both_a_file_and_a_directory(cv: conveyor.Conveyor, tmp_path) -> None:
+    from tests.storage.conftest import make_bucket
+
+    b = make_bucket(cv, "local", "nested", tmp_path, None)
+    b.put("a", b"file")
+    with pytest.raises(InvalidObjectKey, match="'a' is an object"):
+        b.put("a/b", b"under a file")
+    b.put("d/e", b"in a directory")
+    with pytest.raises(InvalidObjectKey, match="'d' holds other objects"):
+        b.put("d", b"over a directory")
+    assert [o.key for o in b.list()] == ["a", "d/e"]

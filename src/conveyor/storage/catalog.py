@@ -18,6 +18,21 @@ from conveyor.storage.stores import BucketConfig
 PAGE = 1000
 
 
+def prefix_range(prefix: str) -> dict[str, object]:
+    """The query parameters of the keys starting with ``prefix``: ``upper`` is the first string after
+    all of them in code point order (bytewise UTF-8, as SQLite's BINARY and PostgreSQL's "C" collation
+    compare), ``""`` when there is none."""
+    upper = ""
+    for i in range(len(prefix) - 1, -1, -1):
+        if ord(prefix[i]) < 0x10FFFF:
+            following = ord(prefix[i]) + 1
+            if 0xD800 <= following <= 0xDFFF:  # surrogates are not characters: skip past them
+                following = 0xE000
+            upper = prefix[:i] + chr(following)
+            break
+    return {"prefix": prefix, "prefix_length": len(prefix), "upper": upper}
+
+
 def object_info(row: Row) -> ObjectInfo:
     key, size, etag, sha256, content_type, metadata, uploaded_ms = row
     return ObjectInfo(key, int(size), etag, from_ms(int(uploaded_ms)), sha256, content_type, json.loads(metadata))
@@ -109,14 +124,7 @@ class Catalog:
         return None if row is None else object_info(row)
 
     def list_objects(self, account: str, bucket: str, prefix: str, after: str, limit: int = PAGE) -> list[ObjectInfo]:
-        params = {
-            "account": account,
-            "bucket": bucket,
-            "prefix": prefix,
-            "prefix_length": len(prefix),
-            "after": after,
-            "limit": limit,
-        }
+        params = {"account": account, "bucket": bucket, "after": after, "limit": limit, **prefix_range(prefix)}
         return [object_info(r) for r in self.db.read(lambda tx: tx.rows("list_objects", params), "list objects")]
 
     def record_object(
@@ -162,14 +170,7 @@ class Catalog:
         return self.db.transaction(remove, "delete objects")
 
     def expired_objects(self, account: str, bucket: str, prefix: str, cutoff_ms: int, limit: int) -> list[ObjectInfo]:
-        params = {
-            "account": account,
-            "bucket": bucket,
-            "prefix": prefix,
-            "prefix_length": len(prefix),
-            "cutoff_ms": cutoff_ms,
-            "limit": limit,
-        }
+        params = {"account": account, "bucket": bucket, "cutoff_ms": cutoff_ms, "limit": limit, **prefix_range(prefix)}
         return [object_info(r) for r in self.db.read(lambda tx: tx.rows("expired_objects", params), "expired")]
 
     # -- notification rules and the outbox ----------------------------------------------------

@@ -48,13 +48,17 @@ DELETE FROM storage_objects WHERE account = :account AND bucket = :bucket AND ke
 -- name: list_objects
 SELECT key, size, etag, sha256, content_type, metadata, uploaded_ms
 FROM storage_objects
-WHERE account = :account AND bucket = :bucket AND key > :after AND substr(key, 1, :prefix_length) = :prefix
+WHERE account = :account AND bucket = :bucket AND key > :after
+  AND key >= :prefix AND (:upper = '' OR key < :upper)      -- the prefix's range of the primary key
+  AND substr(key, 1, :prefix_length) = :prefix
 ORDER BY key LIMIT :limit;
 
 -- name: expired_objects
 SELECT key, size, etag, sha256, content_type, metadata, uploaded_ms
 FROM storage_objects
-WHERE account = :account AND bucket = :bucket AND substr(key, 1, :prefix_length) = :prefix
+WHERE account = :account AND bucket = :bucket
+  AND key >= :prefix AND (:upper = '' OR key < :upper)
+  AND substr(key, 1, :prefix_length) = :prefix
   AND uploaded_ms <= :cutoff_ms
 ORDER BY key LIMIT :limit;
 

@@ -38,6 +38,7 @@ from conveyor.storage.errors import (
     InvalidBucketLocation,
     InvalidLifecycleRule,
     InvalidNotificationRule,
+    InvalidObjectKey,
     ObjectExists,
     ObjectNotFound,
 )
@@ -233,7 +234,7 @@ class StorageService:
     ) -> ObjectInfo:
         config, store = self.store(account, bucket)
         if config.location != "s3":
-            check_local_key(key)
+            self._check_local_path(config, key)
         if only_if_absent and self.catalog.get_object(account, bucket, key) is not None:
             raise ObjectExists(f"object {key!r} already exists in bucket {bucket!r} (only_if_absent)")
         created = missing_directories(config.directory, key) if config.location != "s3" else []
@@ -266,6 +267,25 @@ class StorageService:
         queued = self.catalog.record_object(account, bucket, info, event, only_if_absent=only_if_absent)
         self._after_commit(queued)
         return info
+
+    @staticmethod
+    def _check_local_path(config: BucketConfig, key: str) -> None:
+        """A directory cannot hold a file "a" and a file "a/b": refuse the key that would need both."""
+        check_local_key(key)
+        root = Path(config.directory)
+        path = root / key
+        if path.is_dir():
+            raise InvalidObjectKey(
+                f"object key {shown(key)}: {shown(key)} holds other objects (keys below it) in this local bucket"
+            )
+        for parent in path.parents:
+            if parent == root or root not in parent.parents:
+                break
+            if parent.is_file():
+                name = parent.relative_to(root).as_posix()
+                raise InvalidObjectKey(
+                    f"object key {shown(key)}: {name!r} is an object, so a local bucket cannot hold keys below it"
+                )
 
     def head(self, account: str, bucket: str, key: str) -> ObjectInfo:
         self.store(account, bucket)
@@ -301,7 +321,7 @@ class StorageService:
         config, store = self.store(account, bucket)
         original = self.head(account, bucket, source)
         if config.location != "s3":
-            check_local_key(destination)
+            self._check_local_path(config, destination)
         created = missing_directories(config.directory, destination) if config.location != "s3" else []
         translated(config, f"copy {source!r} to {destination!r}", lambda: obstore.copy(store, source, destination))
         if config.location != "s3":
