@@ -14,6 +14,7 @@ from conveyor.client.connect import connect
 from conveyor.client.sync import Conveyor, Queue
 from conveyor.consumer.app import App
 from conveyor.consumer.batch import Message, MessageBatch
+from conveyor.egress import EgressRefused
 from conveyor.errors import (
     BatchTooLarge,
     ConsumerExists,
@@ -51,6 +52,20 @@ from conveyor.model import (
     SendBatchResult,
     SendResult,
 )
+from conveyor.storage import (
+    Bucket,
+    BucketExists,
+    BucketInfo,
+    BucketNotEmpty,
+    BucketNotFound,
+    BucketUnauthorized,
+    BucketUnreachable,
+    InvalidBucketName,
+    InvalidObjectKey,
+    ObjectExists,
+    ObjectInfo,
+    ObjectNotFound,
+)
 from conveyor.workflows import (
     InstanceExists,
     InstanceNotFound,
@@ -71,6 +86,13 @@ __all__ = [
     "AsyncConveyor",
     "AsyncQueue",
     "BatchTooLarge",
+    "Bucket",
+    "BucketExists",
+    "BucketInfo",
+    "BucketNotEmpty",
+    "BucketNotFound",
+    "BucketUnauthorized",
+    "BucketUnreachable",
     "ConsumerExists",
     "ConsumerInfo",
     "ConsumerNotFound",
@@ -80,13 +102,16 @@ __all__ = [
     "CorruptStorage",
     "Counters",
     "DeliveryPaused",
+    "EgressRefused",
     "Forbidden",
     "InstanceExists",
     "InstanceNotFound",
     "InstanceStatus",
     "InvalidBatchDelay",
+    "InvalidBucketName",
     "InvalidInstanceState",
     "InvalidMessage",
+    "InvalidObjectKey",
     "InvalidQueueId",
     "InvalidQueueName",
     "InvalidRequest",
@@ -97,6 +122,9 @@ __all__ = [
     "MessageTooLarge",
     "Metrics",
     "NonRetryableError",
+    "ObjectExists",
+    "ObjectInfo",
+    "ObjectNotFound",
     "Overloaded",
     "PulledMessage",
     "Queue",

@@ -11,6 +11,7 @@ from conveyor.cli.doctor import doctor
 from conveyor.cli.messages import ack, peek, pull, redrive
 from conveyor.cli.migrate import migrate
 from conveyor.cli.queues import queues_group
+from conveyor.cli.r2 import r2_group
 from conveyor.cli.send import send
 from conveyor.cli.worker import worker
 from conveyor.cli.workers import workers_group
@@ -83,7 +84,7 @@ def server_commands() -> tuple[click.Command, ...]:
     return COMMANDS
 
 
-COMMANDS = (queues_group, send, pull, ack, peek, redrive, worker, workers_group, demo, migrate, doctor)
+COMMANDS = (queues_group, send, pull, ack, peek, redrive, worker, workers_group, demo, migrate, doctor, r2_group)
 for command in (*COMMANDS, *server_commands()):
     cli.add_command(command)
 

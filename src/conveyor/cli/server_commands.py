@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from conveyor.cli.context import CliError, CliState, pass_state
+from conveyor.cli.egress_option import egress_allow_option
 from conveyor.client.backpressure import QueueLimits
 from conveyor.client.connect import DEFAULT_URL, open_engine
 from conveyor.server.http_protocol import BODY_SECONDS, HEAD_SECONDS, MAX_CONNECTIONS, ConnectionLimits
@@ -141,6 +142,7 @@ def _queue_limit(flag: str, kind: click.ParamType[Any], what: str, code: int) ->
 )
 @_queue_limit("--max-backlog", click.IntRange(min=1), "Messages each queue holds at most", 10251)
 @_queue_limit("--max-queue-bytes", click.IntRange(min=1), "Bytes of message bodies each queue holds at most", 10251)
+@egress_allow_option
 @pass_state
 def serve_command(
     state: CliState,

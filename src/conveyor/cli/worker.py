@@ -10,6 +10,7 @@ import sys
 import click
 
 from conveyor.cli.context import CliState, json_option, pass_state
+from conveyor.cli.egress_option import egress_allow_option
 from conveyor.consumer import loading
 from conveyor.consumer.app import App
 
@@ -63,6 +64,7 @@ def load_app(target: str) -> App:
     show_default=True,
 )
 @json_option
+@egress_allow_option
 @pass_state
 def worker(state: CliState, target: str, grace_period: float | None, log_level: str, as_json: bool) -> None:
     """Run the push consumers of APP (`module:attribute`, a conveyor.App) until SIGTERM or SIGINT.

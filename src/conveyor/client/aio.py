@@ -32,6 +32,8 @@ from conveyor.model import (
 )
 
 if TYPE_CHECKING:  # workflows sit above the client: imported when used, never at module level
+    from conveyor.storage import BucketInfo
+    from conveyor.storage.aio import AsyncBucket
     from conveyor.workflows.aio import AsyncWorkflow
 
 
@@ -81,6 +83,24 @@ class AsyncConveyor:
         from conveyor.workflows.aio import AsyncWorkflow
 
         return AsyncWorkflow(await asyncio.to_thread(self.sync.workflow, name))
+
+    # -- buckets (conveyor.storage) -----------------------------------------------------------
+    async def create_bucket(self, name: str, **location: str | None) -> AsyncBucket:
+        """Create a bucket; ``location`` is :meth:`Conveyor.create_bucket`'s (url, endpoint, ...)."""
+        from conveyor.storage.aio import AsyncBucket
+
+        return AsyncBucket(await asyncio.to_thread(self.sync.create_bucket, name, **location))
+
+    async def bucket(self, name: str) -> AsyncBucket:
+        from conveyor.storage.aio import AsyncBucket
+
+        return AsyncBucket(await asyncio.to_thread(self.sync.bucket, name))
+
+    async def list_buckets(self) -> list[BucketInfo]:
+        return await asyncio.to_thread(self.sync.list_buckets)
+
+    async def delete_bucket(self, name: str) -> None:
+        await asyncio.to_thread(self.sync.delete_bucket, name)
 
 
 class AsyncQueue:

@@ -41,6 +41,9 @@ class Closes(Protocol):
 
 C = TypeVar("C", bound=Closes)
 
+if TYPE_CHECKING:
+    from conveyor.storage import Bucket, BucketInfo
+
 
 def to_pulled(m: StoredMessage) -> PulledMessage:
     return PulledMessage(m.id, decode(m.body, m.content_type), m.attempts, m.lease_id, m.timestamp_ms, m.content_type)
@@ -134,6 +137,49 @@ class Conveyor:
         """Delete the queue ``name``; ``force`` deletes one with damaged storage too, and returns
         where its damaged files were kept aside (see :meth:`Queue.delete`)."""
         return self.engine.delete_queue(self.queue(name).id, force=force)
+
+    # -- buckets (conveyor.storage; imported when first used) ---------------------------------
+    def create_bucket(
+        self,
+        name: str,
+        *,
+        url: str | None = None,
+        endpoint: str | None = None,
+        region: str | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+    ) -> Bucket:
+        """Create a bucket: a directory of a SQLite deployment, or (``url="s3://bucket/prefix"``)
+        an existing bucket of any S3-compatible service; ``BucketExists`` if the name is taken.
+        See docs/storage.md."""
+        from conveyor.storage import facade
+
+        return facade.create_bucket(
+            self,
+            name,
+            url=url,
+            endpoint=endpoint,
+            region=region,
+            access_key_id=access_key_id,
+            secret_access_key=secret_access_key,
+        )
+
+    def bucket(self, name: str) -> Bucket:
+        """The bucket ``name``; ``conveyor.BucketNotFound`` if there is none."""
+        from conveyor.storage import facade
+
+        return facade.bucket(self, name)
+
+    def list_buckets(self) -> list[BucketInfo]:
+        from conveyor.storage import facade
+
+        return facade.list_buckets(self)
+
+    def delete_bucket(self, name: str) -> None:
+        """Delete an empty bucket (``BucketNotEmpty`` otherwise) with its rules."""
+        from conveyor.storage import facade
+
+        facade.delete_bucket(self, name)
 
 
 # How long pull and ack trust the queue's settings and consumer as last read: a pull loop needs them

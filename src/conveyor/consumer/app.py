@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from conveyor import limits
 from conveyor.broker.coordinator import Coordinator
@@ -19,6 +19,9 @@ from conveyor.consumer.presence import WorkerPresence
 from conveyor.consumer.runner import HandlerRunner
 from conveyor.errors import ConsumerExists, InvalidRequest
 from conveyor.model import ConsumerSettings, WorkerRun
+
+if TYPE_CHECKING:
+    from conveyor.storage.maintenance import StorageMaintenance
 
 log = logging.getLogger("conveyor.worker")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,6 +51,7 @@ class App:
         self.dispatchers: dict[str, Dispatcher] = {}
         self._runner: HandlerRunner | None = None
         self._coordinator: Coordinator | None = None
+        self._storage_maintenance: StorageMaintenance | None = None
         self._stop = threading.Event()
         # Whether start() records this process in the worker registry; a host that runs several
         # apps (conveyor serve) keeps one entry for all of them instead.
@@ -156,10 +160,14 @@ class App:
         deployment = engine.deployment_engine()  # None in a server's account views: it coordinates
         if deployment is not None:
             self._coordinator = Coordinator(deployment)
-            if self.workflows:
-                from conveyor.workflows.retention import add_workflow_services
+            # The deployment's maintenance, whatever this process runs: the coordinator may be a
+            # process without workflows or buckets while other processes have them.
+            from conveyor.storage.maintenance import add_storage_services
+            from conveyor.workflows.retention import add_workflow_services
 
-                add_workflow_services(self._coordinator, self.conveyor)
+            add_workflow_services(self._coordinator, self.conveyor)
+
+            self._storage_maintenance = add_storage_services(self._coordinator, deployment)
             self._coordinator.start()
         for dispatcher in dispatchers.values():
             dispatcher.start()
@@ -205,6 +213,9 @@ class App:
             thread.join()
         if self._coordinator is not None:
             self._coordinator.stop()
+        if self._storage_maintenance is not None:
+            self._storage_maintenance.close()
+            self._storage_maintenance = None
         if self._presence is not None:
             self._presence.stop()
             self._presence = None

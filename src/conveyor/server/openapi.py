@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from conveyor import wire
+from conveyor.wire import r2
 
 Schema = dict[str, Any]
 REF = "#/components/schemas/{name}"
@@ -43,6 +44,11 @@ C = Q + "/consumers/{consumer_id}"
 CV = "/conveyor/v1/accounts/{account_id}/queues/{queue_id}"
 W = "/conveyor/v1/accounts/{account_id}/workers"
 B = "/workerd/accounts/{account_id}/queues/{queue_name}"
+R2 = "/client/v4/accounts/{account_id}/r2/buckets"
+CB = "/conveyor/v1/accounts/{account_id}/buckets"
+OB = CB + "/{bucket_name}"
+OBJECT_QUERY = tuple(_query(name, {"type": "string"}) for name in ("prefix", "start_after", "limit"))
+EN = "/client/v4/accounts/{account_id}/event_notifications/r2/{bucket_name}/configuration"
 
 ROUTES = (
     # Cloudflare's v4 Queues API.
@@ -130,6 +136,48 @@ ROUTES = (
         enveloped=False,
     ),
     Op("get", B + "/metrics", "workerd binding: the queue's backlog", None, wire.BindingMetrics, enveloped=False),
+    # R2's bucket management and event-notification configuration (conveyor.server.r2_routes).
+    Op("post", R2, "Create a bucket (a directory of the deployment)", r2.BucketRequest, r2.Bucket),
+    Op(
+        "get",
+        R2,
+        "List buckets",
+        None,
+        r2.BucketList,
+        tuple(
+            _query(name, {"type": "string"})
+            for name in ("name_contains", "start_after", "per_page", "cursor", "direction", "order")
+        ),
+    ),
+    Op("get", R2 + "/{bucket_name}", "Get a bucket", None, r2.Bucket),
+    Op("delete", R2 + "/{bucket_name}", "Delete an empty bucket", None, None),
+    Op("get", EN, "A bucket's notification rules, by queue", None, r2.NotificationConfiguration),
+    Op("put", EN + "/queues/{queue_id}", "Add notification rules for a queue", r2.NotificationRequest, None),
+    Op("get", EN + "/queues/{queue_id}", "A bucket's notification rules for a queue", None, r2.QueueRules),
+    Op("delete", EN + "/queues/{queue_id}", "Remove a queue's rules (body ruleIds: only those)", r2.RuleIds, None),
+    Op(
+        "post",
+        CB,
+        "Create a bucket in an S3-compatible service or a shared directory (egress-checked)",
+        r2.BucketLocationRequest,
+        r2.BucketLocation,
+    ),
+    Op("get", CB, "List buckets and where they live", None, list[r2.BucketLocation]),
+    # Conveyor's object routes (conveyor.server.object_routes): PUT and GET objects carry raw bytes.
+    Op("get", OB, "A bucket and where it lives", None, r2.BucketLocation),
+    Op("delete", OB, "Delete an empty bucket", None, None),
+    Op("get", OB + "/objects", "Objects in key order", None, r2.ObjectList, OBJECT_QUERY),
+    Op("put", OB + "/objects/{key}", "Store an object (the body's bytes)", None, r2.Object),
+    Op("get", OB + "/objects/{key}", "Read an object (range: bytes=START-END)", None, None, enveloped=False),
+    Op("delete", OB + "/objects/{key}", "Delete an object", None, r2.Deleted),
+    Op("get", OB + "/info/{key}", "An object's metadata", None, r2.Object),
+    Op("post", OB + "/copy", "Copy an object within the bucket", r2.CopyRequest, r2.Object),
+    Op("post", OB + "/notifications", "Add a notification rule", r2.NotificationRuleRequest, r2.NotificationRuleShape),
+    Op("get", OB + "/notifications", "The bucket's notification rules", None, list[r2.NotificationRuleShape]),
+    Op("delete", OB + "/notifications/{rule_id}", "Remove a notification rule", None, None),
+    Op("post", OB + "/lifecycle", "Add a lifecycle rule", r2.LifecycleRuleRequest, r2.LifecycleRuleShape),
+    Op("get", OB + "/lifecycle", "The bucket's lifecycle rules", None, list[r2.LifecycleRuleShape]),
+    Op("delete", OB + "/lifecycle/{rule_id}", "Remove a lifecycle rule", None, None),
 )
 
 

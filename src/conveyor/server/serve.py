@@ -17,6 +17,7 @@ import uvicorn
 from conveyor.broker.coordinator import Coordinator
 from conveyor.client.backpressure import QueueLimits
 from conveyor.client.connect import DEFAULT_URL, open_engine, sqlite_directory
+from conveyor.client.sync import Conveyor
 from conveyor.server.app import build_app
 from conveyor.server.auth import Authenticator
 from conveyor.server.dev_token import dev_token
@@ -24,6 +25,8 @@ from conveyor.server.http_protocol import ConnectionLimits, bounded_protocol, fi
 from conveyor.server.push_workers import HandlerSources, Workers
 from conveyor.server.service import Service
 from conveyor.server.token_tables import open_token_store
+from conveyor.storage.maintenance import add_storage_services
+from conveyor.workflows.retention import add_workflow_services
 
 log = logging.getLogger("conveyor.server")
 
@@ -121,6 +124,9 @@ def serve(
     auth = Authenticator(store, no_auth=no_auth)
     service = Service(engine, auth, concurrency=workers.concurrency, queue_limits=queue_limits)
     coordinator = Coordinator(engine)
+    storage_maintenance = add_storage_services(coordinator, engine)
+    platform = Conveyor(engine, url or "")  # deployment-wide, for the workflows' maintenance
+    add_workflow_services(coordinator, platform)
     coordinator.start()
     if sources.empty:
         log.info(
@@ -139,7 +145,8 @@ def serve(
     finally:
         workers.stop()
         coordinator.stop()
-        engine.close()
+        storage_maintenance.close()
+        platform.close()  # its workflow store, then the engine
         if store is not None:
             store.close()
 
