@@ -6,7 +6,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from conveyor import limits
 from conveyor.client import validation as check
@@ -29,6 +29,10 @@ from conveyor.model import (
     SendResult,
     StoredMessage,
 )
+
+if TYPE_CHECKING:
+    from conveyor.storage.kv import KVNamespaceInfo, KVStore
+    from conveyor.storage.kv_handle import KVNamespace
 
 
 class Closes(Protocol):
@@ -119,6 +123,56 @@ class Conveyor:
         """Delete the queue ``name``; ``force`` deletes one with damaged storage too, and returns
         where its damaged files were kept aside (see :meth:`Queue.delete`)."""
         return self.engine.delete_queue(self.queue(name).id, force=force)
+
+    # -- KV namespaces (conveyor.storage.kv_handle) -----------------------------------------------
+    def _kv(self) -> tuple[KVStore, str]:
+        from conveyor.engine.accounts import LOCAL_ACCOUNT
+        from conveyor.storage.kv_handle import kv_store
+
+        return kv_store(self), self.deployment.account or LOCAL_ACCOUNT
+
+    def kv(self, title: str, *, create: bool = False) -> KVNamespace:
+        """The KV namespace titled ``title``: ``KVNamespaceNotFound`` (10013) if there is none,
+        unless ``create=True``, which creates it then.
+
+        >>> kv = cv.kv("cdn-meta", create=True)
+        >>> kv.put("jquery", {"latest": "3.7.1"}); kv.get("jquery")
+        {'latest': '3.7.1'}
+        """
+        from conveyor.storage.kv_errors import KVNamespaceNotFound
+        from conveyor.storage.kv_handle import KVNamespace
+
+        store, account = self._kv()
+        try:
+            return KVNamespace(store, account, store.find_namespace(account, title))
+        except KVNamespaceNotFound:
+            if not create:
+                raise
+        return self.create_kv_namespace(title)
+
+    def kv_by_id(self, namespace_id: str) -> KVNamespace:
+        """The KV namespace with id ``namespace_id``; ``KVNamespaceNotFound`` if none."""
+        from conveyor.storage.kv_handle import KVNamespace
+
+        store, account = self._kv()
+        return KVNamespace(store, account, store.get_namespace(account, namespace_id))
+
+    def create_kv_namespace(self, title: str) -> KVNamespace:
+        """A new KV namespace; ``KVNamespaceExists`` (10014) if the title is taken."""
+        from conveyor.storage.kv_handle import KVNamespace
+
+        store, account = self._kv()
+        return KVNamespace(store, account, store.create_namespace(account, title))
+
+    def list_kv_namespaces(self) -> list[KVNamespaceInfo]:
+        """The account's KV namespaces, by title."""
+        store, account = self._kv()
+        return store.list_namespaces(account)
+
+    def delete_kv_namespace(self, title: str) -> None:
+        """Delete the KV namespace titled ``title`` with every key in it."""
+        store, account = self._kv()
+        store.delete_namespace(account, store.find_namespace(account, title).id)
 
 
 # How long pull and ack trust the queue's settings and consumer as last read: a pull loop needs them

@@ -1,0 +1,1 @@
+"""Storage beside the queues: buckets and KV namespaces (``conveyor.storage.kv``)."""
