@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from conveyor.errors import ConveyorError
-from conveyor.server import engine_routes, prometheus, routes, workerd
+from conveyor.server import engine_routes, kv_routes, prometheus, routes, workerd
 from conveyor.server.access import METRICS, PUBLIC, check_declared, declared
 from conveyor.server.envelope import JSONResponse, error_body, error_response
 from conveyor.server.logs import request_id
@@ -130,6 +130,7 @@ def build_app(service: Service) -> Starlette:
         *routes.ROUTES,
         *engine_routes.ROUTES,
         *workerd.ROUTES,
+        *kv_routes.ROUTES,
         declared("/metrics", metrics_endpoint, "GET", METRICS),
         declared("/openapi.json", openapi_endpoint, "GET", PUBLIC),
         declared("/healthz", health, "GET", PUBLIC),

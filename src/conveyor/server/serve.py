@@ -24,6 +24,7 @@ from conveyor.server.http_protocol import ConnectionLimits, bounded_protocol, fi
 from conveyor.server.push_workers import HandlerSources, Workers
 from conveyor.server.service import Service
 from conveyor.server.token_tables import open_token_store
+from conveyor.storage.kv import open_kv_store
 
 log = logging.getLogger("conveyor.server")
 
@@ -51,6 +52,8 @@ def is_loopback(host: str) -> bool:
 
 # Idle keep-alive connections are closed after this long (held long-polls are requests, not idle).
 KEEP_ALIVE_SECONDS = 30
+# How often the coordinator deletes the rows of expired KV keys (they are invisible at once).
+KV_PURGE_SECONDS = 60.0
 
 
 def uvicorn_config(
@@ -121,6 +124,7 @@ def serve(
     auth = Authenticator(store, no_auth=no_auth)
     service = Service(engine, auth, concurrency=workers.concurrency, queue_limits=queue_limits)
     coordinator = Coordinator(engine)
+    coordinator.add_service("kv-expiry", KV_PURGE_SECONDS, lambda: service.store("kv", open_kv_store).purge_expired())
     coordinator.start()
     if sources.empty:
         log.info(
@@ -139,6 +143,7 @@ def serve(
     finally:
         workers.stop()
         coordinator.stop()
+        service.close_stores()
         engine.close()
         if store is not None:
             store.close()

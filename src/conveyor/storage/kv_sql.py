@@ -229,11 +229,13 @@ class SQLKVStore(KVStore):
     def purge_expired(self) -> int:
         total = 0
         while True:
-            params = {"now_s": self._now_s(), "limit": PURGE_BATCH}
-            removed = self._write(lambda run, params=params: len(run("purge_expired", params)))
+            removed = self._write(self._purge_batch)
             total += removed
             if removed < PURGE_BATCH:
                 return total
+
+    def _purge_batch(self, run: Run) -> int:
+        return len(run("purge_expired", {"now_s": self._now_s(), "limit": PURGE_BATCH}))
 
 
 def _require(run: Run, account: str, namespace_id: str) -> None:
