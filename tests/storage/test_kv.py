@@ -16,6 +16,7 @@ from conveyor.storage.kv_errors import (
     KVValueTooLarge,
 )
 from conveyor.storage.kv_handle import KVNamespace
+from tests.conformance.support import FakeClock
 from tests.storage.kv_support import refused
 
 
@@ -202,3 +203,21 @@ def test_expirations_closer_than_60_seconds_are_refused(kv: KVNamespace) -> None
 def test_values_json_cannot_hold_are_refused(kv: KVNamespace) -> None:
     refused(kv, InvalidRequest, 10207, kv.put, "k", object())
     refused(kv, InvalidRequest, 10207, kv.put, "k", float("nan"))
+
+
+# -- expiry ----------------------------------------------------------------------------------------
+def test_an_expired_key_is_invisible_at_once_by_the_engines_clock(conveyor_client: conveyor.Conveyor) -> None:
+    clock = FakeClock(start_ms=1_800_000_000_000)
+    conveyor_client.engine.clock = clock  # before the KV store opens: it reads time from this clock
+    kv = conveyor_client.create_kv_namespace("n")
+    kv.put("ttl", "v", expiration_ttl=60)
+    kv.put("at", "v", expiration=1_800_000_090)
+    kv.put("forever", "v")
+    clock.advance(59.999)
+    assert kv.get("ttl") == "v"
+    clock.advance(0.001)
+    assert kv.get("ttl") is None and kv.get_with_metadata("ttl") == (None, None)
+    assert [k.name for k in kv.list()] == ["at", "forever"]
+    clock.advance(30)
+    assert [k.name for k in kv.list()] == ["forever"]
+    assert kv.get_many(["at", "forever"]) == {"at": None, "forever": "v"}

@@ -19,7 +19,7 @@ import email.policy
 import math
 from collections.abc import Callable
 from email.message import EmailMessage
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import msgspec
 from starlette.requests import Request
@@ -53,6 +53,7 @@ KV_WRITE = Access(Scope.ACCOUNT)
 NS = "/client/v4/accounts/{account_id}/storage/kv/namespaces"
 ONE = NS + "/{namespace_id}"
 KIND_HEADER = "conveyor-kv-type"
+METADATA_HEADER = "conveyor-kv-metadata"
 # A value's body: the value with room for a multipart envelope and its metadata.
 MAX_VALUE_REQUEST_BYTES = MAX_VALUE_BYTES + 64 * 1024
 # A bulk write's body: Cloudflare's 100 MB.
@@ -159,6 +160,8 @@ async def get_value(request: Request) -> Response:
     headers: dict[str, str] = {KIND_HEADER: found.kind}
     if found.expiration is not None:
         headers["expiration"] = str(found.expiration)
+    if found.metadata is not None:
+        headers[METADATA_HEADER] = base64.urlsafe_b64encode(wire.encode(found.metadata)).decode()
     return Response(found.data, media_type="application/octet-stream", headers=headers)
 
 
@@ -250,7 +253,7 @@ def _bulk_write(pair: shapes.KVBulkWrite, now_ms: int) -> KVWrite:
     return check_write(
         pair.key,
         data,
-        kind,
+        pair.conveyor_kind or kind,
         metadata=pair.metadata,
         expiration=pair.expiration,
         expiration_ttl=pair.expiration_ttl,

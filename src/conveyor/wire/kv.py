@@ -78,6 +78,8 @@ class KVBulkWrite(Shape, kw_only=True):
     expiration: int | float | None = None
     expiration_ttl: int | float | None = None
     metadata: Any = None
+    # Conveyor's own: how the value was given (``text``, ``bytes``, ``json``), so it reads back so.
+    conveyor_kind: Literal["text", "bytes", "json"] | None = None
 
 
 class KVBulkResult(Shape):
