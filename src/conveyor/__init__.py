@@ -51,6 +51,16 @@ from conveyor.model import (
     SendBatchResult,
     SendResult,
 )
+from conveyor.storage.kv_errors import (
+    InvalidKVExpiration,
+    InvalidKVKey,
+    InvalidKVNamespaceTitle,
+    KVKeyNotFound,
+    KVMetadataTooLarge,
+    KVNamespaceExists,
+    KVNamespaceNotFound,
+    KVValueTooLarge,
+)
 
 __all__ = [
     "AckResult",
@@ -69,11 +79,19 @@ __all__ = [
     "DeliveryPaused",
     "Forbidden",
     "InvalidBatchDelay",
+    "InvalidKVExpiration",
+    "InvalidKVKey",
+    "InvalidKVNamespaceTitle",
     "InvalidMessage",
     "InvalidQueueId",
     "InvalidQueueName",
     "InvalidRequest",
     "InvalidSetting",
+    "KVKeyNotFound",
+    "KVMetadataTooLarge",
+    "KVNamespaceExists",
+    "KVNamespaceNotFound",
+    "KVValueTooLarge",
     "MalformedJSON",
     "Message",
     "MessageBatch",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conveyor.client.backpressure import QueueLimits
 from conveyor.client.connect import connect
@@ -30,6 +30,10 @@ from conveyor.model import (
     SendBatchResult,
     SendResult,
 )
+
+if TYPE_CHECKING:
+    from conveyor.storage.kv import KVNamespaceInfo
+    from conveyor.storage.kv_aio import AsyncKVNamespace
 
 
 async def connect_async(
@@ -71,6 +75,29 @@ class AsyncConveyor:
 
     async def delete_queue(self, name: str, *, force: bool = False) -> list[str]:
         return await asyncio.to_thread(self.sync.delete_queue, name, force=force)
+
+    # -- KV namespaces: Conveyor.kv's twins ---------------------------------------------------------
+    async def kv(self, title: str, *, create: bool = False) -> AsyncKVNamespace:
+        """:meth:`Conveyor.kv`: the namespace titled ``title`` (``create=True`` makes it if missing)."""
+        from conveyor.storage.kv_aio import AsyncKVNamespace
+
+        return AsyncKVNamespace(await asyncio.to_thread(self.sync.kv, title, create=create))
+
+    async def kv_by_id(self, namespace_id: str) -> AsyncKVNamespace:
+        from conveyor.storage.kv_aio import AsyncKVNamespace
+
+        return AsyncKVNamespace(await asyncio.to_thread(self.sync.kv_by_id, namespace_id))
+
+    async def create_kv_namespace(self, title: str) -> AsyncKVNamespace:
+        from conveyor.storage.kv_aio import AsyncKVNamespace
+
+        return AsyncKVNamespace(await asyncio.to_thread(self.sync.create_kv_namespace, title))
+
+    async def list_kv_namespaces(self) -> list[KVNamespaceInfo]:
+        return await asyncio.to_thread(self.sync.list_kv_namespaces)
+
+    async def delete_kv_namespace(self, title: str) -> None:
+        await asyncio.to_thread(self.sync.delete_kv_namespace, title)
 
 
 class AsyncQueue:
