@@ -32,8 +32,19 @@ def _method(route: DeclaredRoute) -> str:
     return next(m for m in route.methods if m != "HEAD")
 
 
+# The KV namespace ``setup`` made on each server (by URL), for the KV routes' {namespace_id}.
+_namespace_ids: dict[str, str] = {}
+
+
 def _call(server: RunningServer, route: DeclaredRoute, secret: str, **params: str) -> httpx.Response:
-    path = route.path.format(**{"account_id": ACCOUNT, "consumer_id": UNKNOWN, "worker_id": WORKER_ID, **params})
+    fill = {
+        "account_id": ACCOUNT,
+        "consumer_id": UNKNOWN,
+        "worker_id": WORKER_ID,
+        "namespace_id": _namespace_ids.get(server.url, UNKNOWN),
+        "key_name": "k",
+    }
+    path = route.path.replace(":path}", "}").format(**{**fill, **params})
     method = _method(route)
     body = {} if method in ("POST", "PUT", "PATCH") else None
     return httpx.request(method, server.url + path, headers={"authorization": f"Bearer {secret}"}, json=body)
@@ -56,6 +67,9 @@ def setup(server: RunningServer) -> tuple[conveyor.Conveyor, conveyor.Queue, con
     emails.send({"n": 1})
     billing = admin.create_queue("billing")
     billing.send({"n": 2})
+    meta = admin.create_kv_namespace("meta")
+    meta.put("k", "v")
+    _namespace_ids[server.url] = meta.id
     return admin, emails, billing, consumer.consumer_id
 
 
@@ -64,7 +78,10 @@ def test_every_route_of_the_app_declares_its_access(server: RunningServer) -> No
     assert {r.path for r in routes} >= {"/metrics", "/healthz", "/client/v4/accounts/{account_id}/queues"}
     # Reading is GET, and peek (which reads without leasing); every other route writes.
     reads = {(_method(r), r.path) for r in routes if r.access.read_only and r.access.scope is not Scope.PUBLIC}
-    assert {p for m, p in reads if m != "GET"} == {"/client/v4/accounts/{account_id}/queues/{queue_id}/messages/peek"}
+    assert {p for m, p in reads if m != "GET"} == {
+        "/client/v4/accounts/{account_id}/queues/{queue_id}/messages/peek",
+        "/client/v4/accounts/{account_id}/storage/kv/namespaces/{namespace_id}/bulk/get",
+    }
     assert all(r.access.read_only for r in routes if _method(r) == "GET")
     for route in routes:
         if route.access.catalog_write:
@@ -123,7 +140,7 @@ def test_a_queue_scoped_token_is_refused_on_other_queues_as_if_unknown_and_on_ac
         assert r.status_code == 403 and "account-wide" in r.text, (route.path, r.text)
     assert _state(admin) == before
     # Allowed where declared: its own queue's routes, and the account's routes limited to its queues.
-    for route in (r for r in routes if r.access.read_only and r.access.scope is not Scope.PUBLIC):
+    for route in (r for r in routes if r.access.read_only and r.access.scope not in (Scope.PUBLIC, Scope.ACCOUNT)):
         r = _call(server, route, scoped, queue_id=emails.id, consumer_id=consumer_id, queue_name="emails")
         assert r.status_code == 200, (route.path, r.text)
     listed = httpx.get(

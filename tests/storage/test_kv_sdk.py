@@ -126,7 +126,7 @@ def test_bulk_write_get_and_delete(cf: Cloudflare, ns: str) -> None:
     deleted = cf.kv.namespaces.bulk_delete(ns, body=["text", "json"], **A)
     assert deleted is not None and deleted.successful_key_count == 2
     assert [k.name for k in cf.kv.namespaces.keys.list(ns, **A)] == ["bin"]
-    cf.kv.namespaces.keys.bulk_delete(ns, body=["bin"], **A)
+    cf.kv.namespaces.bulk_delete(ns, body=["bin"], **A)
     assert list(cf.kv.namespaces.keys.list(ns, **A)) == []
 
 
@@ -190,3 +190,17 @@ def test_a_raw_body_put_stores_bytes(server: RunningServer, ns: str) -> None:
     assert answer.content == b"\x00raw" and answer.headers["conveyor-kv-type"] == "bytes"
     listed = httpx.get(f"{server.url}/client/v4/accounts/{ACCOUNT}/storage/kv/namespaces/{ns}/keys", headers=headers)
     assert [k["name"] for k in listed.json()["result"]] == ["a/b?"]
+
+
+def test_every_kv_route_is_in_the_openapi_document() -> None:
+    from conveyor.server import kv_routes
+    from conveyor.server.openapi import document
+
+    served = {
+        (route.path.replace(":path}", "}"), method.lower())
+        for route in kv_routes.ROUTES
+        for method in route.methods or ()
+        if method != "HEAD"
+    }
+    described = {(path, method) for path, ops in document()["paths"].items() for method in ops}
+    assert served <= described

@@ -88,7 +88,7 @@ class KVBulkResult(Shape):
 
 
 class KVBulkGetRequest(Shape, kw_only=True):
-    keys: list[str]
+    keys: list[str] = []
     type: Literal["text", "json"] = "text"
     with_metadata: bool = msgspec.field(default=False, name="withMetadata")
 
