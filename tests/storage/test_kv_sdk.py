@@ -13,6 +13,7 @@ import httpx
 import pytest
 from cloudflare import Cloudflare
 
+import conveyor
 from conveyor.server.testing import RunningServer, running_server
 
 ACCOUNT = "acc1"
@@ -204,3 +205,16 @@ def test_every_kv_route_is_in_the_openapi_document() -> None:
     }
     described = {(path, method) for path, ops in document()["paths"].items() for method in ops}
     assert served <= described
+
+
+def test_the_remote_client_with_a_read_only_token_reads_and_is_refused_writes(server: RunningServer) -> None:
+    with server.connect(ACCOUNT) as writer:
+        writer.create_kv_namespace("meta").put("k", {"v": 1}, metadata={"m": 1})
+    with server.connect(ACCOUNT, read_only=True) as reader:
+        kv = reader.kv("meta")
+        assert kv.get_with_metadata("k") == ({"v": 1}, {"m": 1})
+        with pytest.raises(conveyor.Forbidden):
+            kv.put("k", "w")
+        with pytest.raises(conveyor.Forbidden):
+            reader.create_kv_namespace("other")
+        assert kv.get("k") == {"v": 1}

@@ -7,7 +7,8 @@ read-only tokens, writes are not. The server keeps one KV store for every accoun
 
 A value's bytes travel as they are. A value written here without the ``conveyor-kv-type`` header
 is stored as ``bytes``; Conveyor's remote client sends the header (``text``, ``bytes``, ``json``)
-so a value reads back as it was given, and a value read answers with it.
+so a value reads back as it was given, and a value read answers with it, with the metadata's JSON
+(base64url) in ``conveyor-kv-metadata``: one round trip for ``get_with_metadata``.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from conveyor.storage.kv import (
     KVNamespaceInfo,
     KVStore,
     KVValue,
+    KVWrite,
     check_key,
     check_write,
     encode_value,
@@ -91,7 +92,7 @@ class KVNamespace:
             )
         self._store.put_many(self._account, self.id, writes)
 
-    def _write(self, key: Any, value: Any, metadata: Any, expiration: Any, expiration_ttl: Any) -> Any:
+    def _write(self, key: Any, value: Any, metadata: Any, expiration: Any, expiration_ttl: Any) -> KVWrite:
         data, kind = encode_value(value)
         return check_write(
             key,
