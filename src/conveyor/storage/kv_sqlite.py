@@ -53,9 +53,9 @@ class SQLiteKVStore(SQLKVStore):
                     raise
                 self._conn.execute("COMMIT")
                 return result
-            except sqlite3.IntegrityError:
-                raise
             except sqlite3.Error as exc:
+                if self._is_title_taken(exc):
+                    raise  # the caller says which title (SQLKVStore._write_titled)
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise translate_error(exc, str(self.path)) from None
