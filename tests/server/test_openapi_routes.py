@@ -3,14 +3,21 @@ serves is in it, and each request body's schema refuses fields the struct does n
 
 from __future__ import annotations
 
-from conveyor.server import engine_routes, object_routes, r2_routes, routes, workerd
+from conveyor.server import engine_routes, kv_routes, object_routes, r2_routes, routes, workerd
 from conveyor.server.openapi import document
 
 
 def test_every_served_route_is_described() -> None:
     served = {
         (route.path.replace(":path}", "}"), method.lower())  # a {key:path} parameter is {key} in OpenAPI
-        for route in (*routes.ROUTES, *engine_routes.ROUTES, *workerd.ROUTES, *r2_routes.ROUTES, *object_routes.ROUTES)
+        for route in (
+            *routes.ROUTES,
+            *engine_routes.ROUTES,
+            *workerd.ROUTES,
+            *r2_routes.ROUTES,
+            *object_routes.ROUTES,
+            *kv_routes.ROUTES,
+        )
         for method in route.methods or ()
         if method != "HEAD"
     }

@@ -32,9 +32,14 @@ def _method(route: DeclaredRoute) -> str:
     return next(m for m in route.methods if m != "HEAD")
 
 
+# The KV namespace ``setup`` made on each server (by URL), for the KV routes' {namespace_id}.
+_namespace_ids: dict[str, str] = {}
+
+
 def _call(server: RunningServer, route: DeclaredRoute, secret: str, **params: str) -> httpx.Response:
     names = {"account_id": ACCOUNT, "consumer_id": UNKNOWN, "worker_id": WORKER_ID, "rule_id": UNKNOWN}
     names |= {"bucket_name": "walked", "key": "k", "queue_id": UNKNOWN}  # the bucket routes
+    names |= {"namespace_id": _namespace_ids.get(server.url, UNKNOWN), "key_name": "k"}  # the KV routes
     path = route.path.replace(":path}", "}").format(**{**names, **params})
     method = _method(route)
     body = {} if method in ("POST", "PUT", "PATCH") else None
@@ -59,6 +64,9 @@ def setup(server: RunningServer) -> tuple[conveyor.Conveyor, conveyor.Queue, con
     billing = admin.create_queue("billing")
     billing.send({"n": 2})
     admin.create_bucket("walked").put("k", b"an object for the bucket routes' walk")
+    meta = admin.create_kv_namespace("meta")
+    meta.put("k", "v")
+    _namespace_ids[server.url] = meta.id
     return admin, emails, billing, consumer.consumer_id
 
 
@@ -67,7 +75,10 @@ def test_every_route_of_the_app_declares_its_access(server: RunningServer) -> No
     assert {r.path for r in routes} >= {"/metrics", "/healthz", "/client/v4/accounts/{account_id}/queues"}
     # Reading is GET, and peek (which reads without leasing); every other route writes.
     reads = {(_method(r), r.path) for r in routes if r.access.read_only and r.access.scope is not Scope.PUBLIC}
-    assert {p for m, p in reads if m != "GET"} == {"/client/v4/accounts/{account_id}/queues/{queue_id}/messages/peek"}
+    assert {p for m, p in reads if m != "GET"} == {
+        "/client/v4/accounts/{account_id}/queues/{queue_id}/messages/peek",
+        "/client/v4/accounts/{account_id}/storage/kv/namespaces/{namespace_id}/bulk/get",
+    }
     assert all(r.access.read_only for r in routes if _method(r) == "GET")
     for route in routes:
         if route.access.catalog_write:

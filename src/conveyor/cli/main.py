@@ -8,6 +8,7 @@ from conveyor.allocator import keep_freed_memory
 from conveyor.cli.context import CliError, CliState, ConveyorGroup
 from conveyor.cli.demo import demo
 from conveyor.cli.doctor import doctor
+from conveyor.cli.kv import kv_group
 from conveyor.cli.messages import ack, peek, pull, redrive
 from conveyor.cli.migrate import migrate
 from conveyor.cli.queues import queues_group
@@ -84,7 +85,21 @@ def server_commands() -> tuple[click.Command, ...]:
     return COMMANDS
 
 
-COMMANDS = (queues_group, send, pull, ack, peek, redrive, worker, workers_group, demo, migrate, doctor, r2_group)
+COMMANDS = (
+    queues_group,
+    send,
+    pull,
+    ack,
+    peek,
+    redrive,
+    worker,
+    workers_group,
+    demo,
+    migrate,
+    doctor,
+    r2_group,
+    kv_group,
+)
 for command in (*COMMANDS, *server_commands()):
     cli.add_command(command)
 

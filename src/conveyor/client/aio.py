@@ -34,6 +34,8 @@ from conveyor.model import (
 if TYPE_CHECKING:  # workflows sit above the client: imported when used, never at module level
     from conveyor.storage import BucketInfo
     from conveyor.storage.aio import AsyncBucket
+    from conveyor.storage.kv import KVNamespaceInfo
+    from conveyor.storage.kv_aio import AsyncKVNamespace
     from conveyor.workflows.aio import AsyncWorkflow
 
 
@@ -101,6 +103,29 @@ class AsyncConveyor:
 
     async def delete_bucket(self, name: str) -> None:
         await asyncio.to_thread(self.sync.delete_bucket, name)
+
+    # -- KV namespaces: Conveyor.kv's twins ---------------------------------------------------------
+    async def kv(self, title: str, *, create: bool = False) -> AsyncKVNamespace:
+        """:meth:`Conveyor.kv`: the namespace titled ``title`` (``create=True`` makes it if missing)."""
+        from conveyor.storage.kv_aio import AsyncKVNamespace
+
+        return AsyncKVNamespace(await asyncio.to_thread(self.sync.kv, title, create=create))
+
+    async def kv_by_id(self, namespace_id: str) -> AsyncKVNamespace:
+        from conveyor.storage.kv_aio import AsyncKVNamespace
+
+        return AsyncKVNamespace(await asyncio.to_thread(self.sync.kv_by_id, namespace_id))
+
+    async def create_kv_namespace(self, title: str) -> AsyncKVNamespace:
+        from conveyor.storage.kv_aio import AsyncKVNamespace
+
+        return AsyncKVNamespace(await asyncio.to_thread(self.sync.create_kv_namespace, title))
+
+    async def list_kv_namespaces(self) -> list[KVNamespaceInfo]:
+        return await asyncio.to_thread(self.sync.list_kv_namespaces)
+
+    async def delete_kv_namespace(self, title: str) -> None:
+        await asyncio.to_thread(self.sync.delete_kv_namespace, title)
 
 
 class AsyncQueue:

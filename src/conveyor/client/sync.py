@@ -31,7 +31,10 @@ from conveyor.model import (
     StoredMessage,
 )
 
-if TYPE_CHECKING:  # workflows sit above the client: imported when used, never at module level
+if TYPE_CHECKING:  # workflows and storage sit above the client: imported when used, never at module level
+    from conveyor.storage import Bucket, BucketInfo
+    from conveyor.storage.kv import KVNamespaceInfo, KVStore
+    from conveyor.storage.kv_handle import KVNamespace
     from conveyor.workflows.client import Workflow
 
 
@@ -40,9 +43,6 @@ class Closes(Protocol):
 
 
 C = TypeVar("C", bound=Closes)
-
-if TYPE_CHECKING:
-    from conveyor.storage import Bucket, BucketInfo
 
 
 def to_pulled(m: StoredMessage) -> PulledMessage:
@@ -180,6 +180,56 @@ class Conveyor:
         from conveyor.storage import facade
 
         facade.delete_bucket(self, name)
+
+    # -- KV namespaces (conveyor.storage.kv_handle) -----------------------------------------------
+    def _kv(self) -> tuple[KVStore, str]:
+        from conveyor.engine.accounts import LOCAL_ACCOUNT
+        from conveyor.storage.kv_handle import kv_store
+
+        return kv_store(self), self.deployment.account or LOCAL_ACCOUNT
+
+    def kv(self, title: str, *, create: bool = False) -> KVNamespace:
+        """The KV namespace titled ``title``: ``KVNamespaceNotFound`` (10013) if there is none,
+        unless ``create=True``, which creates it then.
+
+        >>> kv = cv.kv("cdn-meta", create=True)
+        >>> kv.put("jquery", {"latest": "3.7.1"}); kv.get("jquery")
+        {'latest': '3.7.1'}
+        """
+        from conveyor.storage.kv_errors import KVNamespaceNotFound
+        from conveyor.storage.kv_handle import KVNamespace
+
+        store, account = self._kv()
+        try:
+            return KVNamespace(store, account, store.find_namespace(account, title))
+        except KVNamespaceNotFound:
+            if not create:
+                raise
+        return self.create_kv_namespace(title)
+
+    def kv_by_id(self, namespace_id: str) -> KVNamespace:
+        """The KV namespace with id ``namespace_id``; ``KVNamespaceNotFound`` if none."""
+        from conveyor.storage.kv_handle import KVNamespace
+
+        store, account = self._kv()
+        return KVNamespace(store, account, store.get_namespace(account, namespace_id))
+
+    def create_kv_namespace(self, title: str) -> KVNamespace:
+        """A new KV namespace; ``KVNamespaceExists`` (10014) if the title is taken."""
+        from conveyor.storage.kv_handle import KVNamespace
+
+        store, account = self._kv()
+        return KVNamespace(store, account, store.create_namespace(account, title))
+
+    def list_kv_namespaces(self) -> list[KVNamespaceInfo]:
+        """The account's KV namespaces, by title."""
+        store, account = self._kv()
+        return store.list_namespaces(account)
+
+    def delete_kv_namespace(self, title: str) -> None:
+        """Delete the KV namespace titled ``title`` with every key in it."""
+        store, account = self._kv()
+        store.delete_namespace(account, store.find_namespace(account, title).id)
 
 
 # How long pull and ack trust the queue's settings and consumer as last read: a pull loop needs them

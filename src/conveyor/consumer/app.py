@@ -28,6 +28,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_GRACE_SECONDS = 30.0
 
+# How often the leader deletes the rows of expired KV keys (they are invisible at once).
+KV_PURGE_SECONDS = 60.0
+
 
 class App:
     """A set of push consumers, run together.
@@ -168,6 +171,7 @@ class App:
             add_workflow_services(self._coordinator, self.conveyor)
 
             self._storage_maintenance = add_storage_services(self._coordinator, deployment)
+            self._coordinator.add_service("kv-expiry", KV_PURGE_SECONDS, self._purge_expired_kv)
             self._coordinator.start()
         for dispatcher in dispatchers.values():
             dispatcher.start()
@@ -175,6 +179,11 @@ class App:
             self._presence = WorkerPresence(engine, self.runs)
             self._presence.start()
         log.info("worker started: consumers for %s", ", ".join(d.spec.queue for d in dispatchers.values()))
+
+    def _purge_expired_kv(self) -> int:
+        from conveyor.storage.kv_handle import kv_store  # lazily: the queues do not need KV
+
+        return kv_store(self.conveyor).purge_expired()
 
     def _register(self, queue_id: str, spec: ConsumerSpec) -> None:
         """Register the push consumer, or update it if this script already is the queue's consumer.

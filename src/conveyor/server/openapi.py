@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from conveyor import wire
-from conveyor.wire import r2
+from conveyor.wire import kv, r2
 
 Schema = dict[str, Any]
 REF = "#/components/schemas/{name}"
@@ -49,6 +49,8 @@ CB = "/conveyor/v1/accounts/{account_id}/buckets"
 OB = CB + "/{bucket_name}"
 OBJECT_QUERY = tuple(_query(name, {"type": "string"}) for name in ("prefix", "start_after", "limit"))
 EN = "/client/v4/accounts/{account_id}/event_notifications/r2/{bucket_name}/configuration"
+KV = "/client/v4/accounts/{account_id}/storage/kv/namespaces"
+KN = KV + "/{namespace_id}"
 
 ROUTES = (
     # Cloudflare's v4 Queues API.
@@ -178,6 +180,50 @@ ROUTES = (
     Op("post", OB + "/lifecycle", "Add a lifecycle rule", r2.LifecycleRuleRequest, r2.LifecycleRuleShape),
     Op("get", OB + "/lifecycle", "The bucket's lifecycle rules", None, list[r2.LifecycleRuleShape]),
     Op("delete", OB + "/lifecycle/{rule_id}", "Remove a lifecycle rule", None, None),
+    # Cloudflare's Workers KV API.
+    Op(
+        "get",
+        KV,
+        "List KV namespaces",
+        None,
+        list[kv.KVNamespace],
+        (*PAGING, _query("order", {"enum": ["title", "id"]}), _query("direction", {"enum": ["asc", "desc"]})),
+    ),
+    Op("post", KV, "Create a KV namespace", kv.KVNamespaceRequest, kv.KVNamespace),
+    Op("get", KN, "Get a KV namespace", None, kv.KVNamespace),
+    Op("put", KN, "Rename a KV namespace", kv.KVNamespaceRequest, kv.KVNamespace),
+    Op("delete", KN, "Delete a KV namespace and its keys", None, dict[str, Any]),
+    Op(
+        "get",
+        KN + "/keys",
+        "List keys in byte order (cursor paging)",
+        None,
+        kv.KVKeysEnvelope,
+        (
+            _query("prefix", {"type": "string"}),
+            _query("cursor", {"type": "string"}),
+            _query("limit", {"type": "integer", "minimum": 10, "maximum": 1000}),
+        ),
+        enveloped=False,
+    ),
+    Op("get", KN + "/values/{key_name}", "Read a value (the raw bytes)", None, str, enveloped=False),
+    Op(
+        "put",
+        KN + "/values/{key_name}",
+        "Write a value: the raw body, or a multipart form of value and metadata",
+        None,
+        dict[str, Any],
+        (
+            _query("expiration", {"type": "integer"}),
+            _query("expiration_ttl", {"type": "integer", "minimum": 60}),
+            {"name": "conveyor-kv-type", "in": "header", "schema": {"enum": ["text", "bytes", "json"]}},
+        ),
+    ),
+    Op("delete", KN + "/values/{key_name}", "Delete a key", None, dict[str, Any]),
+    Op("get", KN + "/metadata/{key_name}", "Read a key's metadata", None, Any),
+    Op("put", KN + "/bulk", "Write up to 10,000 pairs at once", list[kv.KVBulkWrite], kv.KVBulkResult),
+    Op("post", KN + "/bulk/delete", "Delete up to 10,000 keys at once", list[str], kv.KVBulkResult),
+    Op("post", KN + "/bulk/get", "Read up to 100 values at once", kv.KVBulkGetRequest, kv.KVBulkGetResult),
 )
 
 
@@ -205,7 +251,7 @@ def _operation(op: Op, request: Schema | None, answer: Schema) -> Schema:
     }
     if request is not None:
         out["requestBody"] = {"required": True, **_json(request)}
-    elif op.path.endswith("/message"):
+    elif op.path.endswith("/message") or ("/values/" in op.path and op.method == "put"):
         out["requestBody"] = {"content": {"application/octet-stream": {"schema": {"type": "string"}}}}
     return out
 
@@ -253,7 +299,8 @@ def document() -> dict[str, Any]:
             "title": "Conveyor",
             "version": "1",
             "description": "Cloudflare Queues' REST API v4 (under /client/v4), Conveyor's engine endpoints "
-            "for the remote transport (under /conveyor/v1), and workerd's queue binding (under /workerd).",
+            "for the remote transport (under /conveyor/v1), workerd's queue binding (under /workerd), and "
+            "Workers KV's API (under /client/v4/.../storage/kv).",
         },
         "components": {
             "schemas": {renamed[name]: fix(schema) for name, schema in components.items()},

@@ -25,6 +25,7 @@ from conveyor.server.http_protocol import ConnectionLimits, bounded_protocol, fi
 from conveyor.server.push_workers import HandlerSources, Workers
 from conveyor.server.service import Service
 from conveyor.server.token_tables import open_token_store
+from conveyor.storage.kv import open_kv_store
 from conveyor.storage.maintenance import add_storage_services
 from conveyor.workflows.retention import add_workflow_services
 
@@ -54,6 +55,8 @@ def is_loopback(host: str) -> bool:
 
 # Idle keep-alive connections are closed after this long (held long-polls are requests, not idle).
 KEEP_ALIVE_SECONDS = 30
+# How often the coordinator deletes the rows of expired KV keys (they are invisible at once).
+KV_PURGE_SECONDS = 60.0
 
 
 def uvicorn_config(
@@ -127,6 +130,7 @@ def serve(
     storage_maintenance = add_storage_services(coordinator, engine)
     platform = Conveyor(engine, url or "")  # deployment-wide, for the workflows' maintenance
     add_workflow_services(coordinator, platform)
+    coordinator.add_service("kv-expiry", KV_PURGE_SECONDS, lambda: service.store("kv", open_kv_store).purge_expired())
     coordinator.start()
     if sources.empty:
         log.info(
@@ -146,6 +150,7 @@ def serve(
         workers.stop()
         coordinator.stop()
         storage_maintenance.close()
+        service.close_stores()
         platform.close()  # its workflow store, then the engine
         if store is not None:
             store.close()

@@ -6,7 +6,7 @@ import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import anyio.to_thread
 from starlette.requests import Request
@@ -15,7 +15,8 @@ from conveyor import limits
 from conveyor.client.backpressure import QueueLimits
 from conveyor.client.limited_engine import LimitedEngine
 from conveyor.client.sync import INFO_SECONDS, Conveyor, Queue
-from conveyor.engine.base import Engine
+from conveyor.deployment import Deployment
+from conveyor.engine.base import Clock, Engine
 from conveyor.errors import InvalidQueueId, QueueNotFound
 from conveyor.model import QueueInfo
 from conveyor.server.accounts import AccountEngine, check_account_id
@@ -26,9 +27,26 @@ from conveyor.server.prometheus import ConcurrencySource, RequestMetrics
 T = TypeVar("T")
 
 
+class Closes(Protocol):
+    def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=Closes)
+
+
 async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run a blocking engine call on the thread pool, so the event loop keeps serving others."""
     return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+
+class EngineClock:
+    """The engine's clock as it is at each call (a test may swap ``engine.clock``)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def now_ms(self) -> int:
+        return self._engine.clock.now_ms()
 
 
 @dataclass
@@ -42,6 +60,7 @@ class Service:
     # Purge start times (ms) by queue id, for GET .../purge.
     purges: dict[str, int] = field(default_factory=dict)
     _accounts: dict[str, Conveyor] = field(default_factory=dict)
+    _stores: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # (account, queue id) -> a handle on the queue, for the routes that send, pull, ack and peek:
     # they run per message batch, and read the queue (its name, delay, pause flag and consumer) from
@@ -68,6 +87,20 @@ class Service:
                 client = Conveyor(AccountEngine(self.sends, check_account_id(account_id)))
                 self._accounts[account_id] = client
             return client
+
+    def store(self, key: str, open: Callable[[Deployment, Clock], S]) -> S:
+        """The server's store of a part beside the queues (KV, ...), opened once, for every account
+        (the raw deployment, account ``""``), reading time from the engine's clock as it is now."""
+        with self._lock:
+            if key not in self._stores:
+                self._stores[key] = open(self.engine.deployment(), EngineClock(self.engine))
+            return cast(S, self._stores[key])
+
+    def close_stores(self) -> None:
+        with self._lock:
+            opened, self._stores = list(self._stores.values()), {}
+        for store in reversed(opened):
+            store.close()
 
     def forget(self, account_id: str, queue_id: str) -> None:
         """Drop the handle on one queue, whose settings or consumer just changed."""

@@ -110,5 +110,6 @@ def running_server(
         service.holds.release_all()
         server.should_exit = True
         thread.join(10)
+        service.close_stores()
         tokens.close()
         engine.close()

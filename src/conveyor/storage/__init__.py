@@ -1,4 +1,5 @@
-"""Buckets on obstore (a directory of the deployment or any S3-compatible service), with each
+"""Storage beside the queues: KV namespaces (:mod:`conveyor.storage.kv`), and buckets on obstore
+(a directory of the deployment or any S3-compatible service), with each
 object's metadata in the engine, R2's event notifications into queues, and lifecycle rules.
 
 >>> b = cv.create_bucket("cdn")
