@@ -31,7 +31,9 @@ def prune_finished(client: Conveyor) -> int:
 
 
 def add_workflow_services(coordinator: Coordinator, client: Conveyor) -> None:
-    """Retention and the rescuer, on the coordinator of ``client``'s deployment."""
+    """Retention and the rescuer, on the coordinator of ``client``'s deployment. The store opens
+    when a service first runs, so a process that never leads (a worker of a server) opens none."""
     coordinator.add_service(SERVICE, INTERVAL_SECONDS, lambda: prune_finished(client))
-    store = workflow_store(client)
-    coordinator.add_service(RESCUE_SERVICE, RESCUE_INTERVAL, lambda: rescue_overdue(store, coordinator.engine))
+    coordinator.add_service(
+        RESCUE_SERVICE, RESCUE_INTERVAL, lambda: rescue_overdue(workflow_store(client), coordinator.engine)
+    )
