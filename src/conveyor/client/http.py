@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import Any, TypeVar
 
 import httpx
@@ -57,15 +58,23 @@ _BY_STATUS: dict[int, type[ConveyorError]] = {
 }
 
 
-def _error(response: httpx.Response) -> ConveyorError:
-    """The ConveyorError a refusal stands for: the class the server names, else by HTTP status."""
+def error_from(
+    response: httpx.Response,
+    *modules: ModuleType,
+    by_status: Mapping[int, type[ConveyorError]] = _BY_STATUS,
+) -> ConveyorError:
+    """The ConveyorError a refusal stands for: the class the server names (``conveyor-error``),
+    looked up in ``modules`` (a part's own errors) and then :mod:`conveyor.errors`, and only among
+    ConveyorError classes; else by HTTP status (``by_status``)."""
     try:
         message = msgspec.json.decode(response.content, type=wire.ErrorEnvelope).errors[0].message
     except (msgspec.DecodeError, IndexError):
         message = response.text or response.reason_phrase
-    cls = getattr(errors, response.headers.get("conveyor-error", ""), None)
-    if not (isinstance(cls, type) and issubclass(cls, ConveyorError)):
-        cls = _BY_STATUS.get(response.status_code)
+    name = response.headers.get("conveyor-error", "")
+    named = (getattr(module, name, None) for module in (*modules, errors))
+    cls = next((c for c in named if isinstance(c, type) and issubclass(c, ConveyorError)), None)
+    if cls is None:
+        cls = by_status.get(response.status_code)
         if cls is None:
             cls = errors.InvalidRequest if response.status_code < 500 else ConveyorError
     retry_after = response.headers.get("retry-after", "")
@@ -108,7 +117,7 @@ class RemoteEngine(Engine):
         except httpx.TransportError as exc:
             raise ConveyorError(f"cannot reach the Conveyor server: {exc}") from exc
         if response.status_code >= 400:
-            raise _error(response)
+            raise error_from(response)
         return response.content
 
     def _answer(

@@ -16,9 +16,9 @@ from typing import Any, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
-import msgspec
 
 from conveyor import errors, wire
+from conveyor.client.http import error_from
 from conveyor.deployment import Deployment
 from conveyor.engine.base import Clock
 from conveyor.errors import ConveyorError
@@ -47,19 +47,12 @@ METADATA_HEADER = "conveyor-kv-metadata"
 NAMESPACES_PER_PAGE = 1000
 
 
+_BY_STATUS: dict[int, type[ConveyorError]] = {401: errors.Unauthorized, 403: errors.Forbidden, 404: KVNamespaceNotFound}
+
+
 def _error(response: httpx.Response) -> ConveyorError:
     """The error the server raised: the class it names (KV's or Conveyor's), else by status."""
-    try:
-        message = msgspec.json.decode(response.content, type=wire.ErrorEnvelope).errors[0].message
-    except (msgspec.DecodeError, IndexError):
-        message = response.text or response.reason_phrase
-    name = response.headers.get("conveyor-error", "")
-    cls = getattr(kv_errors, name, None) or getattr(errors, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, ConveyorError)):
-        cls = {401: errors.Unauthorized, 403: errors.Forbidden, 404: KVNamespaceNotFound}.get(
-            response.status_code, errors.InvalidRequest if response.status_code < 500 else ConveyorError
-        )
-    return cls(message)
+    return error_from(response, kv_errors, by_status=_BY_STATUS)
 
 
 class HTTPKVStore(KVStore):

@@ -14,8 +14,9 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from conveyor import egress, errors
+from conveyor import egress
 from conveyor import wire as wire_module
+from conveyor.client.http import error_from
 from conveyor.deployment import Deployment
 from conveyor.egress import EgressPolicy
 from conveyor.errors import ConveyorError
@@ -29,18 +30,7 @@ TIMEOUT = httpx.Timeout(300.0, connect=10.0)
 
 
 def _error(response: httpx.Response) -> ConveyorError:
-    try:
-        message = msgspec.json.decode(response.content, type=wire_module.ErrorEnvelope).errors[0].message
-    except (msgspec.DecodeError, IndexError):
-        message = response.text or response.reason_phrase
-    name = response.headers.get("conveyor-error", "")
-    for module in (storage_errors, egress, errors):
-        cls = getattr(module, name, None)
-        if isinstance(cls, type) and issubclass(cls, ConveyorError):
-            return cls(message)
-    from conveyor.client.http import _error as queue_error
-
-    return queue_error(response)
+    return error_from(response, storage_errors, egress)
 
 
 class _RemoteBody:
