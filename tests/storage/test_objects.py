@@ -220,3 +220,18 @@ def test_a_local_key_cannot_be_both_a_file_and_a_directory(cv: conveyor.Conveyor
     with pytest.raises(InvalidObjectKey, match="'d' holds other objects"):
         b.put("d", b"over a directory")
     assert [o.key for o in b.list()] == ["a", "d/e"]
+
+
+def test_a_local_key_whose_keys_below_were_all_deleted_is_an_object_again(cv: conveyor.Conveyor, tmp_path) -> None:
+    from tests.storage.conftest import make_bucket
+
+    b = make_bucket(cv, "local", "emptied", tmp_path, None)
+    b.put("d/e/f", b"deep")
+    b.put("d/g", b"beside")
+    b.delete("d/e/f")
+    with pytest.raises(InvalidObjectKey, match="'d' holds other objects"):
+        b.put("d", b"over a directory that still holds d/g")
+    b.delete("d/g")
+    b.put("d", b"where only empty directories were")
+    assert b.get("d").bytes() == b"where only empty directories were"
+    assert [o.key for o in b.list()] == ["d"]

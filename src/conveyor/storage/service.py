@@ -274,7 +274,7 @@ class StorageService:
         check_local_key(key)
         root = Path(config.directory)
         path = root / key
-        if path.is_dir():
+        if path.is_dir() and not _remove_if_empty(path):
             raise InvalidObjectKey(
                 f"object key {shown(key)}: {shown(key)} holds other objects (keys below it) in this local bucket"
             )
@@ -552,3 +552,16 @@ class _Hashing:
             yield head
         while (chunk := self._next()) is not None:
             yield chunk
+
+
+def _remove_if_empty(directory: Path) -> bool:
+    """Remove ``directory`` if no file is left below it (only the directories of deleted keys, which
+    a delete leaves behind); True if it is gone, False if it holds an object."""
+    for below, _, files in os.walk(directory, topdown=False):
+        if files:
+            return False
+        try:
+            os.rmdir(below)
+        except OSError:  # a put made something there meanwhile: it holds an object now
+            return False
+    return True
