@@ -33,8 +33,12 @@ lint: $(VENV)/.synced
 typecheck: $(VENV)/.synced
 	$(VENV)/bin/mypy
 
+# The suite runs on PYTEST_WORKERS processes (pytest-xdist), each test module whole on one of them
+# (its module-scoped servers and clusters are set up once); PYTEST_WORKERS=0 runs it in this process.
+PYTEST_WORKERS ?= 4
+
 pytest: $(VENV)/.synced
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 test: lint typecheck pytest
 

@@ -7,7 +7,6 @@ project's own tool directory), so the test needs nothing installed by hand.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,26 +14,18 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests import npm_tools
+from tests.npm_tools import npm_binary
+
 from .process import ServeProcess, serve_process
 
 WRANGLER_VERSION = "4.86.0"
-TOOLS = Path(__file__).resolve().parents[2] / ".tools" / "wrangler"
+TOOLS = npm_tools.TOOLS / "wrangler"
 
 
 @pytest.fixture(scope="module")
 def wrangler_bin() -> Path:
-    binary = TOOLS / "node_modules" / ".bin" / "wrangler"
-    if not binary.exists():
-        npm = shutil.which("npm")
-        assert npm is not None, "npm is needed to install wrangler"
-        TOOLS.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--prefix", str(TOOLS), f"wrangler@{WRANGLER_VERSION}"],
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
-    return binary
+    return npm_binary(TOOLS, "wrangler", WRANGLER_VERSION, "wrangler")
 
 
 @pytest.fixture(scope="module")

@@ -4,36 +4,23 @@ second real service, and the one that keeps its data across a restart. It is ins
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tests.npm_tools import TOOLS, npm_binary
 from tests.storage.s3_server import S3Server, free_port
 
 VERSION = "3.7.1"
-ROOT = Path(__file__).resolve().parents[2]
-PREFIX = ROOT / ".tools" / "node"
-BINARY = PREFIX / "node_modules" / ".bin" / "s3rver"
+PREFIX = TOOLS / "node"
 # s3rver's one account.
 KEY = "S3RVER"
 
 
 def install() -> Path:
-    if not BINARY.exists():
-        npm = shutil.which("npm")
-        if npm is None:
-            raise RuntimeError("the storage tests need npm (Node.js) to install s3rver")
-        PREFIX.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [npm, "install", "--prefix", str(PREFIX), "--no-audit", "--no-fund", f"s3rver@{VERSION}"],
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
-    return BINARY
+    return npm_binary(PREFIX, "s3rver", VERSION, "s3rver")
 
 
 def start_s3rver(data: Path, logs: Path, port: int | None = None) -> S3Server:

@@ -125,14 +125,14 @@ def test_wrong_credentials_are_refused_when_the_bucket_is_created(cv: conveyor.C
 
 
 def test_an_unreachable_endpoint_fails_clearly_within_a_bounded_time(cv: conveyor.Conveyor) -> None:
-    from tests.storage.s3_server import free_port
+    from conveyor.server.testing import closed_port
 
     started = time.monotonic()
-    with pytest.raises(BucketUnreachable, match="cannot reach"):
+    with closed_port() as port, pytest.raises(BucketUnreachable, match="cannot reach"):
         cv.create_bucket(
             "nowhere",
             url="s3://b",
-            endpoint=f"http://127.0.0.1:{free_port()}",
+            endpoint=f"http://127.0.0.1:{port}",
             access_key_id="key",
             secret_access_key="secret-0123456789",
         )

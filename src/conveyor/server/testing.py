@@ -36,6 +36,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@contextmanager
+def closed_port() -> Iterator[int]:
+    """A port on 127.0.0.1 where nothing answers, for as long as the block runs: it is bound and not
+    listening, so a connection is refused and no other process (a parallel test's server) can take
+    it meanwhile, as it could a :func:`free_port` released at once."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
+
+
 @dataclass
 class RunningServer:
     url: str

@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from conveyor.server.testing import free_port
+from conveyor.server.testing import closed_port
 from tests.engine.postgres.cluster import INSTALL_HINT, Cluster, ClusterError, answers, server_binaries
 
 ROOT = Path(__file__).resolve().parents[3]  # where the package `tests` is importable from
@@ -39,11 +39,12 @@ def test_a_throwaway_cluster_serves_database_test_survives_a_restart_and_is_remo
 
 
 def test_with_no_server_at_the_configured_url_the_tests_get_a_cluster_that_is_gone_when_they_exit() -> None:
-    closed = f"postgresql://127.0.0.1:{free_port()}/test"
-    environment = {**os.environ, "CONVEYOR_TEST_PG": closed, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=environment, timeout=120, check=False
-    )
+    with closed_port() as port:
+        closed = f"postgresql://127.0.0.1:{port}/test"
+        environment = {**os.environ, "CONVEYOR_TEST_PG": closed, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=environment, timeout=120, check=False
+        )
     assert done.returncode == 0, done.stderr
     url, directory = done.stdout.splitlines()
     assert url.startswith("postgresql://postgres@127.0.0.1:") and url != closed
