@@ -1,4 +1,5 @@
-"""Fixtures of the workflow suite: every test runs on SQLite and on PostgreSQL."""
+"""Fixtures of the workflow suite: every test runs on SQLite, on PostgreSQL, and over HTTP (a
+remote client and its workers, the server on a SQLite directory)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from pathlib import Path
 import pytest
 
 import conveyor
+from conveyor.server.testing import http_client
 from tests.conformance.support import FakeClock
 from tests.engine.postgres.support import fresh_client as postgres_client
 
 ENGINES = {
     "sqlite": lambda tmp: conveyor.connect(f"sqlite://{tmp / 'data'}"),
     "postgres": postgres_client,
+    "http": lambda tmp: http_client(tmp / "data", account_id="local"),
 }
 
 

@@ -7,6 +7,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import conveyor
+from conveyor.engine.accounts import AccountEngine
+from conveyor.server.testing import InProcessRemoteEngine
+from conveyor.workflows.client import workflow_store
 from tests.conformance.support import FakeClock
 from tests.waiting import wait_for
 
@@ -19,6 +22,22 @@ def running(app: conveyor.App) -> Iterator[conveyor.App]:
         yield app
     finally:
         app.stop(grace=5)
+
+
+def internal_queue(cv: conveyor.Conveyor, workflow: str) -> str:
+    """The id of ``workflow``'s internal queue, made if missing (by the server, for a remote client)."""
+    return workflow_store(cv).internal_queue(cv.deployment.account, workflow, cv.engine)
+
+
+def deployment_side(cv: conveyor.Conveyor) -> conveyor.Conveyor:
+    """``cv`` itself on an embedded engine; for a remote client, the server's own view of the same
+    account (its engine, its store): what only the deployment does (retention, the rescuer, the
+    store's maintenance) is reached there, as the server's coordinator reaches it. Never close it:
+    the server's engine is the server's."""
+    engine = cv.engine
+    if isinstance(engine, InProcessRemoteEngine):
+        return conveyor.Conveyor(AccountEngine(engine.server_engine, cv.deployment.account, owns_engine=True))
+    return cv
 
 
 def advance(app: conveyor.App, clock: FakeClock, seconds: float) -> None:

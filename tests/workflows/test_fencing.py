@@ -8,10 +8,10 @@ from pathlib import Path
 
 import conveyor
 from conveyor.workflows.client import workflow_store
-from conveyor.workflows.execution import WorkflowHandler, ensure_queue, send_wake
+from conveyor.workflows.execution import WorkflowHandler, send_wake
 from conveyor.workflows.model import StepRow
 from tests.workflows.conftest import ENGINES
-from tests.workflows.support import Ledger, running, settled
+from tests.workflows.support import Ledger, internal_queue, running, settled
 
 
 def _step(key: str, output: str) -> StepRow:
@@ -80,7 +80,7 @@ def test_two_workers_the_one_that_lost_its_lease_cannot_overwrite(cv, app, tmp_p
     try:
         handlers = []
         for who, client in (("A", cv), ("B", other)):
-            queue_id = ensure_queue(client.engine, "contested")
+            queue_id = internal_queue(client, "contested")
             settings = app.workflows[0].settings
             store = workflow_store(client)
             handlers.append(
@@ -113,7 +113,7 @@ def test_duplicate_and_early_messages_run_nothing(cv, app, clock) -> None:
     with running(app):
         inst = cv.workflow("dupes").create()
         settled(inst, "waiting")
-        queue_id = ensure_queue(cv.engine, "dupes")
+        queue_id = internal_queue(cv, "dupes")
         for _ in range(3):
             send_wake(cv.engine, queue_id, inst.id, None)  # a wake-up too early, three times
         time.sleep(0.5)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import conveyor
 from conveyor.server.testing import http_client
 
@@ -23,14 +21,5 @@ def test_the_rest_queue_list_leaves_workflow_queues_out(tmp_path: Path) -> None:
     remote = http_client(data, account_id="local")
     try:
         assert [q.queue_name for q in remote.list_queues()] == ["mine"]
-    finally:
-        remote.close()
-
-
-def test_workflows_over_http_are_refused_with_a_clear_error(tmp_path: Path) -> None:
-    remote = http_client(tmp_path / "data", account_id="local")
-    try:
-        with pytest.raises(conveyor.InvalidRequest, match=r"over HTTP .* not available yet"):
-            remote.workflow("any")
     finally:
         remote.close()

@@ -6,7 +6,7 @@ from conveyor.workflows.client import workflow_store
 from conveyor.workflows.execution import ensure_queue
 from conveyor.workflows.model import StepRow
 from conveyor.workflows.rescue import GRACE_SECONDS, rescue_overdue
-from tests.workflows.support import running, settled
+from tests.workflows.support import deployment_side, running, settled
 
 
 def test_an_instance_whose_message_was_lost_is_woken_again(cv, app, clock) -> None:
@@ -17,12 +17,13 @@ def test_an_instance_whose_message_was_lost_is_woken_again(cv, app, clock) -> No
     app.start()
     app.stop(grace=1)
     inst = cv.workflow("lost").create()
-    store, raw = workflow_store(cv), cv.engine.deployment_engine()
+    side = deployment_side(cv)
+    store, raw = workflow_store(side), side.engine.deployment_engine()
     assert raw is not None
     clock.advance(GRACE_SECONDS + 1)
     assert rescue_overdue(store, raw) == 0, "its message is still there: nothing to rescue"
-    queue_id = ensure_queue(cv.engine, "lost")
-    assert cv.engine.purge(queue_id) == 1  # the message is lost
+    queue_id = ensure_queue(side.engine, "lost")
+    assert side.engine.purge(queue_id) == 1  # the message is lost
     assert rescue_overdue(store, raw) == 1
     assert rescue_overdue(store, raw) == 0, "woken once; the message waits for a worker"
     with running(app):
@@ -38,11 +39,12 @@ def test_a_running_instance_whose_message_is_gone_is_queued_again_and_completes(
     app.start()
     app.stop(grace=1)
     inst = cv.workflow("orphan").create(id="o")
-    store, raw = workflow_store(cv), cv.engine.deployment_engine()
+    side = deployment_side(cv)
+    store, raw = workflow_store(side), side.engine.deployment_engine()
     assert raw is not None
     claim = store.claim(cv.deployment.account, "orphan", "o", "a-message-that-was-dropped", clock.now_ms())
     assert claim is not None
-    cv.engine.purge(ensure_queue(cv.engine, "orphan"))
+    side.engine.purge(ensure_queue(side.engine, "orphan"))
     clock.advance(GRACE_SECONDS - 1)
     assert rescue_overdue(store, raw) == 0, "not overdue yet"
     clock.advance(2)

@@ -6,7 +6,7 @@ import pytest
 
 import conveyor
 from conveyor.workflows.retention import SERVICE, prune_finished
-from tests.workflows.support import running, settled
+from tests.workflows.support import deployment_side, running, settled
 
 DAY = 86_400
 
@@ -28,13 +28,13 @@ def test_finished_instances_are_pruned_after_3_days_complete_and_7_days_errored(
         settled(failed, "errored")
         settled(waiting, "waiting")
     clock.advance(3 * DAY - 1)
-    assert prune_finished(cv) == 0
+    assert prune_finished(deployment_side(cv)) == 0
     clock.advance(1)
-    assert prune_finished(cv) == 1
+    assert prune_finished(deployment_side(cv)) == 1
     with pytest.raises(conveyor.InstanceNotFound):
         wf.get("done")
     clock.advance(4 * DAY)
-    assert prune_finished(cv) == 1
+    assert prune_finished(deployment_side(cv)) == 1
     assert [i.id for i in wf.list_instances().instances] == ["wait"]
     with pytest.raises(conveyor.InstanceExists):
         wf.create(id="done")
@@ -52,7 +52,7 @@ def test_retention_is_configurable_per_workflow(cv, app, clock) -> None:
         settled(wf.create(False, id="ok"), "complete")
         settled(wf.create(True, id="bad"), "errored")
     clock.advance(60)
-    assert prune_finished(cv) == 1
+    assert prune_finished(deployment_side(cv)) == 1
     clock.advance(3540)
-    assert prune_finished(cv) == 1
+    assert prune_finished(deployment_side(cv)) == 1
     assert wf.list_instances().instances == []

@@ -12,10 +12,11 @@ import conveyor
 from conveyor.workflows.client import workflow_store
 from conveyor.workflows.databases import SQLITE_FILE
 from conveyor.workflows.model import WorkflowSettings
+from tests.workflows.support import deployment_side
 
 
 def test_records_keep_their_creation_time_and_take_new_versions(cv) -> None:
-    store = workflow_store(cv)
+    store = workflow_store(deployment_side(cv))
     account = cv.deployment.account
     first = store.put_workflow(account, "w", WorkflowSettings(max_steps=5), "v1", 1000)
     second = store.put_workflow(account, "w", WorkflowSettings(max_steps=6), "v2", 2000)

@@ -19,7 +19,16 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from conveyor.errors import ConveyorError
-from conveyor.server import engine_routes, kv_routes, object_routes, prometheus, r2_routes, routes, workerd
+from conveyor.server import (
+    engine_routes,
+    kv_routes,
+    object_routes,
+    prometheus,
+    r2_routes,
+    routes,
+    workerd,
+    workflow_store_routes,
+)
 from conveyor.server.access import METRICS, PUBLIC, check_declared, declared
 from conveyor.server.envelope import JSONResponse, error_body, error_response
 from conveyor.server.logs import request_id
@@ -133,6 +142,7 @@ def build_app(service: Service) -> Starlette:
         *r2_routes.ROUTES,
         *object_routes.ROUTES,
         *kv_routes.ROUTES,
+        *workflow_store_routes.ROUTES,
         declared("/metrics", metrics_endpoint, "GET", METRICS),
         declared("/openapi.json", openapi_endpoint, "GET", PUBLIC),
         declared("/healthz", health, "GET", PUBLIC),

@@ -69,6 +69,11 @@ class InProcessRemoteEngine(RemoteEngine):
         super().__init__(url, token=token, account_id=account_id)
 
     @property
+    def server_engine(self) -> Engine:
+        """The server's own (deployment-wide) engine."""
+        return self._server_engine
+
+    @property
     def clock(self) -> Clock:
         return self._server_engine.clock
 

@@ -18,7 +18,6 @@ import logging
 import os
 import signal
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -29,6 +28,7 @@ from conveyor.deployment import Deployment
 from conveyor.egress import EgressPolicy, check_url
 from conveyor.engine.base import Clock, Engine
 from conveyor.errors import ConveyorError, QueueNotFound
+from conveyor.ids import ordered_id
 from conveyor.model import NewMessage
 from conveyor.storage import catalog as catalog_module
 from conveyor.storage.catalog import Catalog
@@ -387,8 +387,9 @@ class StorageService:
     ) -> NotificationRule:
         self.store(account, bucket)
         chosen, prefix, suffix, description = check_rule(actions, prefix, suffix, description)
+        now = self.clock.now_ms()
         rule = NotificationRule(
-            uuid.uuid4().hex, queue_name, queue_id, chosen, prefix, suffix, description, from_ms(self.clock.now_ms())
+            ordered_id(now), queue_name, queue_id, chosen, prefix, suffix, description, from_ms(now)
         )
 
         def check(existing: list[NotificationRule]) -> None:
@@ -474,7 +475,8 @@ class StorageService:
             raise InvalidLifecycleRule(
                 f"max_age_seconds must be a whole number from 1 to {MAX_AGE_SECONDS}, not {max_age_seconds!r}"
             )
-        rule = LifecycleRule(uuid.uuid4().hex, prefix, max_age_seconds, from_ms(self.clock.now_ms()))
+        now = self.clock.now_ms()
+        rule = LifecycleRule(ordered_id(now), prefix, max_age_seconds, from_ms(now))
         return self.catalog.add_lifecycle_rule(account, bucket, rule)
 
     def expire(self, limit: int = 1000) -> int:

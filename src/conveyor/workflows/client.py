@@ -28,7 +28,7 @@ from conveyor.workflows.errors import (
     InvalidWorkflowName,
     WorkflowNotFound,
 )
-from conveyor.workflows.execution import ensure_queue, send_wake, wake_message
+from conveyor.workflows.execution import send_wake, wake_message
 from conveyor.workflows.model import (
     MAX_BATCH,
     STATUSES,
@@ -119,7 +119,7 @@ class Workflow:
 
     def _queue_id(self) -> str:
         if self._internal_queue is None:
-            self._internal_queue = ensure_queue(self._client.engine, self.name)
+            self._internal_queue = self._store.internal_queue(self._account, self.name, self._client.engine)
         return self._internal_queue
 
     def create(self, params: Any = None, id: str | None = None) -> Instance:

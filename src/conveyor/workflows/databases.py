@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 from conveyor.deployment import Deployment
 from conveyor.engine.base import Clock
 from conveyor.engine.sqlfile import load_queries, load_script
-from conveyor.errors import InvalidRequest
 from conveyor.workflows.sql_store import Row, SqlWorkflowStore, Tx
 from conveyor.workflows.store import WorkflowStore
 
@@ -119,7 +118,6 @@ def open_store(deployment: Deployment, clock: Clock) -> WorkflowStore:
         return SqlWorkflowStore(
             PostgresDatabase(deployment.location), load_queries("conveyor.workflows", "postgres.sql")
         )
-    raise InvalidRequest(
-        f"workflows over HTTP ({deployment.location}) are not available yet: connect to the deployment's "
-        "SQLite directory or PostgreSQL database"
-    )
+    from conveyor.workflows.remote import HttpWorkflowStore
+
+    return HttpWorkflowStore(deployment)

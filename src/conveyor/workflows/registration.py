@@ -17,7 +17,7 @@ from conveyor.model import ConsumerSettings
 from conveyor.workflows.client import check_workflow_name, workflow_store
 from conveyor.workflows.durations import parse_duration
 from conveyor.workflows.errors import InvalidStepConfig
-from conveyor.workflows.execution import WorkflowHandler, ensure_queue, queue_name, version_id
+from conveyor.workflows.execution import WorkflowHandler, queue_name, version_id
 from conveyor.workflows.model import DEFAULT_ERROR_RETENTION_MS, DEFAULT_SUCCESS_RETENTION_MS, WorkflowSettings
 from conveyor.workflows.schedules import check_cron
 
@@ -46,7 +46,7 @@ class WorkflowDefinition:
         store.put_workflow(
             account, self.name, self.settings, version_id(self.fn, self.settings), client.engine.clock.now_ms()
         )
-        queue_id = ensure_queue(client.engine, self.name)
+        queue_id = store.internal_queue(account, self.name, client.engine)
         handler = WorkflowHandler(self.fn, self.name, account, store, client.engine, queue_id, self.settings)
         settings = ConsumerSettings(
             batch_size=1,

@@ -24,6 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Literal
 
+from conveyor.engine.base import Engine
 from conveyor.errors import ConveyorError
 from conveyor.workflows.model import (
     Claim,
@@ -154,6 +155,13 @@ class WorkflowStore(ABC):
         now_ms: int,
     ) -> bool:
         """End the instance ``complete`` or ``errored``; False if fenced."""
+
+    def internal_queue(self, account: str, workflow: str, engine: Engine) -> str:
+        """The id of ``workflow``'s internal queue, made if missing; ``engine`` is the account's
+        (a store behind a server asks the server, since no tenant may name such a queue)."""
+        from conveyor.workflows.execution import ensure_queue
+
+        return ensure_queue(engine, workflow)
 
     # -- maintenance --------------------------------------------------------------------------
     @abstractmethod
