@@ -14,6 +14,7 @@ import conveyor
 from conveyor.server.access import PUBLIC, DeclaredRoute, Scope, check_declared, declared
 from conveyor.server.app import build_app, health
 from conveyor.server.testing import RunningServer
+from conveyor.workflows import remote
 
 from .conftest import ACCOUNT
 
@@ -36,13 +37,34 @@ def _method(route: DeclaredRoute) -> str:
 _namespace_ids: dict[str, str] = {}
 
 
+# The arguments the workflow store's reading routes need (the body of every other route is ``{}``).
+_STORE_READS: dict[str, dict[str, Any]] = {
+    "get_workflow": {"name": "w"},
+    "list_workflows": {},
+    "get_instance": {"workflow": "w", "instance_id": "i"},
+    "list_instances": {
+        "workflow": "w",
+        "status": None,
+        "start_ms": None,
+        "end_ms": None,
+        "after": None,
+        "limit": 10,
+        "descending": False,
+    },
+    "steps": {"workflow": "w", "instance_id": "i"},
+}
+_STORE_PREFIX = remote.PATH.split("{method}")[0]
+
+
 def _call(server: RunningServer, route: DeclaredRoute, secret: str, **params: str) -> httpx.Response:
     names = {"account_id": ACCOUNT, "consumer_id": UNKNOWN, "worker_id": WORKER_ID, "rule_id": UNKNOWN}
     names |= {"bucket_name": "walked", "key": "k", "queue_id": UNKNOWN}  # the bucket routes
     names |= {"namespace_id": _namespace_ids.get(server.url, UNKNOWN), "key_name": "k"}  # the KV routes
     path = route.path.replace(":path}", "}").format(**{**names, **params})
     method = _method(route)
-    body = {} if method in ("POST", "PUT", "PATCH") else None
+    body: dict[str, Any] | None = {} if method in ("POST", "PUT", "PATCH") else None
+    if route.path.startswith(_STORE_PREFIX) and route.access.read_only:
+        body = _STORE_READS[route.path.removeprefix(_STORE_PREFIX)]
     return httpx.request(method, server.url + path, headers={"authorization": f"Bearer {secret}"}, json=body)
 
 
@@ -75,9 +97,12 @@ def test_every_route_of_the_app_declares_its_access(server: RunningServer) -> No
     assert {r.path for r in routes} >= {"/metrics", "/healthz", "/client/v4/accounts/{account_id}/queues"}
     # Reading is GET, and peek (which reads without leasing); every other route writes.
     reads = {(_method(r), r.path) for r in routes if r.access.read_only and r.access.scope is not Scope.PUBLIC}
+    store_reads = {_STORE_PREFIX + method for method, read_only in remote.METHODS.items() if read_only}
+    assert store_reads == {_STORE_PREFIX + method for method in _STORE_READS}
     assert {p for m, p in reads if m != "GET"} == {
         "/client/v4/accounts/{account_id}/queues/{queue_id}/messages/peek",
         "/client/v4/accounts/{account_id}/storage/kv/namespaces/{namespace_id}/bulk/get",
+        *store_reads,
     }
     assert all(r.access.read_only for r in routes if _method(r) == "GET")
     for route in routes:
