@@ -32,6 +32,7 @@ from conveyor.model import (
 )
 
 if TYPE_CHECKING:  # workflows and storage sit above the client: imported when used, never at module level
+    from conveyor.slurper.client import Slurper
     from conveyor.storage import Bucket, BucketInfo
     from conveyor.storage.kv import KVNamespaceInfo, KVStore
     from conveyor.storage.kv_handle import KVNamespace
@@ -132,6 +133,16 @@ class Conveyor:
         from conveyor.workflows.client import Workflow
 
         return Workflow.open(self, name)
+
+    @property
+    def slurper(self) -> Slurper:
+        """The migration jobs of this account (a :class:`conveyor.slurper.Slurper`; see docs/slurper.md).
+
+        >>> job = cv.slurper.create_job(source={...}, target={"vendor": "r2", "bucket": "photos"})
+        """
+        from conveyor.slurper.client import Slurper
+
+        return Slurper(self)
 
     def delete_queue(self, name: str, *, force: bool = False) -> list[str]:
         """Delete the queue ``name``; ``force`` deletes one with damaged storage too, and returns

@@ -47,3 +47,21 @@ How every object is counted exactly once despite duplicate deliveries, retries a
 4. The lifecycle consumer completes a job only when its listing is finished and
    ``transferred + skipped + failed == objects``.
 """
+
+from conveyor.slurper.client import Job, Slurper
+from conveyor.slurper.errors import InvalidJob, InvalidJobState, JobNotFound, TooManyJobs
+from conveyor.slurper.model import JobInfo, JobLog, JobProgress
+from conveyor.slurper.pipeline import add_consumers
+
+__all__ = [
+    "InvalidJob",
+    "InvalidJobState",
+    "Job",
+    "JobInfo",
+    "JobLog",
+    "JobNotFound",
+    "JobProgress",
+    "Slurper",
+    "TooManyJobs",
+    "add_consumers",
+]
