@@ -31,6 +31,7 @@ from conveyor.workflows.model import (
     EventRow,
     InstanceRow,
     NewInstance,
+    ScheduleRow,
     StepRow,
     WorkflowRecord,
     WorkflowSettings,
@@ -46,7 +47,9 @@ class WorkflowStore(ABC):
     def put_workflow(
         self, account: str, name: str, settings: WorkflowSettings, version_id: str, now_ms: int
     ) -> WorkflowRecord:
-        """Create the workflow's record, or replace its settings and version (created time kept)."""
+        """Create the workflow's record, or replace its settings and version (created time kept).
+        A workflow with schedules counts its cron ticks from its first registration with them
+        (``now_ms``); one without has no schedule row."""
 
     @abstractmethod
     def get_workflow(self, account: str, name: str) -> WorkflowRecord | None: ...
@@ -177,6 +180,19 @@ class WorkflowStore(ABC):
     def requeue_orphan(self, account: str, workflow: str, instance_id: str, epoch: int, now_ms: int) -> bool:
         """Make a run that no message drives any more ``queued`` again (its epoch fenced), if it is
         still at ``epoch``; ``waitingForPause`` becomes ``paused``. True if it should be woken."""
+
+    @abstractmethod
+    def schedules(self) -> list[ScheduleRow]:
+        """Every workflow (every account) with cron schedules, and the last tick it started."""
+
+    @abstractmethod
+    def start_tick(
+        self, account: str, workflow: str, tick_ms: int, instance: NewInstance, now_ms: int
+    ) -> InstanceRow | None:
+        """Start the cron tick ``tick_ms``: in one transaction, move the workflow's last tick to it
+        and create ``instance`` (``queued``, ``scheduled_ms`` the tick, params null). None, and
+        nothing changed, if the workflow's last tick is already that late (another coordinator
+        started it) or it has no schedules."""
 
     @abstractmethod
     def close(self) -> None: ...
