@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ import conveyor
 from conveyor.workflows import InstanceExists, InvalidStepConfig, WorkflowVersionNotFound
 from conveyor.workflows.client import workflow_store
 from conveyor.workflows.databases import SQLITE_FILE, SQLITE_VERSION
-from tests.workflows.support import running, settled
+from tests.workflows.support import deployment_side, running, settled
 
 
 def _three_steps(app: conveyor.App, name: str = "wf") -> None:
@@ -82,7 +81,7 @@ def test_a_put_of_no_settings_gives_the_code_back_its_version(cv, app) -> None:
     assert cv.put_workflow("wf", concurrency=1).record.version_id != first
     again = cv.put_workflow("wf").record
     assert again.version_id == first and again.settings.concurrency == 3
-    assert [v.id for v in cv.workflow("wf").versions()][0] == first
+    assert cv.workflow("wf").versions()[0].id == first
 
 
 def test_bad_settings_are_refused_and_change_nothing(cv) -> None:
@@ -141,10 +140,10 @@ def test_the_async_client_has_the_same_workflow_methods(cv) -> None:
     asyncio.run(use())
 
 
-def test_a_version_1_workflows_db_is_upgraded_with_its_records(tmp_path: Path) -> None:
+def test_a_version_1_workflows_db_is_upgraded_with_its_records_as_the_codes_and_one_version(tmp_path: Path) -> None:
     directory = tmp_path / "data"
     directory.mkdir()
-    schema = resources.files("conveyor.workflows").joinpath("sqlite_schema.sql").read_text()
+    schema = (Path(__file__).parent / "workflows_v1.sql").read_text()
     settings = '{"script_name": "jobs:download", "schedules": [], "max_steps": 9, "concurrency": null, '
     settings += '"success_retention_ms": 1000, "error_retention_ms": 2000}'
     with sqlite3.connect(directory / SQLITE_FILE) as db:
@@ -163,3 +162,14 @@ def test_a_version_1_workflows_db_is_upgraded_with_its_records(tmp_path: Path) -
         assert workflow_store(cv).instance_counts("local", "old") == {}
     with sqlite3.connect(directory / SQLITE_FILE) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (SQLITE_VERSION,)
+
+
+def test_schedules_a_put_gives_are_ticked_and_a_put_of_none_stops_them(cv) -> None:
+    store = workflow_store(deployment_side(cv))
+    cv.put_workflow("wf", schedules=["*/5 * * * *"])
+    assert [(s.workflow, s.schedules) for s in store.schedules()] == [("wf", ("*/5 * * * *",))]
+    cv.put_workflow("wf", schedules=[])
+    assert store.schedules() == []
+    cv.put_workflow("wf", schedules="0 * * * *")
+    cv.workflow("wf").delete()
+    assert store.schedules() == []

@@ -35,7 +35,7 @@ def doubler(event, step):
     return value + got.payload
 """
 # The coordinator's work over every account: never a remote process's to call.
-DEPLOYMENT_ONLY = {"prune", "overdue", "requeue_orphan", "close"}
+DEPLOYMENT_ONLY = {"prune", "overdue", "requeue_orphan", "schedules", "start_tick", "close"}
 
 
 @pytest.fixture

@@ -151,6 +151,7 @@ class WorkflowHandler:
             _datetime(row.created_ms),
             row.id,
             row.workflow,
+            None if row.scheduled_ms is None else _datetime(row.scheduled_ms),
         )
         status, output, error = "complete", None, None
         sync_step = WorkflowStep(run)

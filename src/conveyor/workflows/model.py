@@ -192,7 +192,8 @@ class InstanceRow:
     """One instance as stored. ``epoch`` counts claims (a worker's writes carry the epoch it
     claimed, and are refused once another claim bumped it); ``run_message`` is the internal queue
     message that drives the current run; ``wake_at_ms`` when a waiting instance is due;
-    ``waiting_for`` the event type a ``wait_for_event`` waits for."""
+    ``waiting_for`` the event type a ``wait_for_event`` waits for; ``scheduled_ms`` the cron tick
+    that started it (None for one created otherwise)."""
 
     account: str
     workflow: str
@@ -213,6 +214,18 @@ class InstanceRow:
     modified_ms: int
     started_ms: int | None
     ended_ms: int | None
+    scheduled_ms: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleRow:
+    """A workflow with cron schedules: its expressions and the last tick that started an instance
+    (at first, when the workflow was first registered with schedules)."""
+
+    account: str
+    workflow: str
+    schedules: tuple[str, ...]
+    last_tick_ms: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,12 +267,14 @@ def _time(ms: int | None) -> datetime.datetime | None:
 @dataclasses.dataclass(frozen=True)
 class WorkflowEvent:
     """What a workflow function gets: ``payload`` (the params), ``instance_id``, ``timestamp``
-    (when the instance was created), ``workflow_name``."""
+    (when the instance was created), ``workflow_name``, and ``schedule``: the cron tick that
+    started it (a UTC datetime), None for an instance created otherwise."""
 
     payload: Any
     timestamp: datetime.datetime
     instance_id: str
     workflow_name: str
+    schedule: datetime.datetime | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,4 @@
--- The workflow store's queries on PostgreSQL (tables of migrations/0007_workflows.sql and 0010_workflow_versions.sql); sql_store.py runs them.
+-- The workflow store's queries on PostgreSQL (tables of migrations/0007, 0010 and 0011); sql_store.py runs them.
 
 -- name: upsert_workflow_code
 INSERT INTO workflows (account, name, settings, version_id, success_retention_ms, error_retention_ms, created_ms,
@@ -69,18 +69,19 @@ INSERT INTO workflow_instance_ids (account, workflow, id) VALUES (%(account)s, %
 
 -- name: insert_instance
 INSERT INTO workflow_instances (account, workflow, id, status, params, output, error, trace_id, version_id, epoch,
-    run_message, wake_at_ms, waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms)
+    run_message, wake_at_ms, waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms,
+    scheduled_ms)
 VALUES (%(account)s, %(workflow)s, %(id)s, %(status)s, %(params)s, %(output)s, %(error)s, %(trace_id)s, %(version_id)s, %(epoch)s,
-    %(run_message)s, %(wake_at_ms)s, %(waiting_for)s, %(paused_at_ms)s, %(resume_status)s, %(created_ms)s, %(modified_ms)s, %(started_ms)s, %(ended_ms)s);
+    %(run_message)s, %(wake_at_ms)s, %(waiting_for)s, %(paused_at_ms)s, %(resume_status)s, %(created_ms)s, %(modified_ms)s, %(started_ms)s, %(ended_ms)s, %(scheduled_ms)s);
 
 -- name: get_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
 FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
 
 -- name: lock_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
 FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s FOR UPDATE;
 
 -- name: update_instance
@@ -92,7 +93,7 @@ WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
 
 -- name: list_instances_asc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
 FROM workflow_instances
 WHERE account = %(account)s AND workflow = %(workflow)s
     AND (CAST(%(status)s AS text) IS NULL OR status = CAST(%(status)s AS text))
@@ -103,7 +104,7 @@ ORDER BY created_ms, id LIMIT %(limit)s;
 
 -- name: list_instances_desc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
 FROM workflow_instances
 WHERE account = %(account)s AND workflow = %(workflow)s
     AND (CAST(%(status)s AS text) IS NULL OR status = CAST(%(status)s AS text))
@@ -165,7 +166,23 @@ LIMIT 1000 FOR UPDATE OF i SKIP LOCKED;
 
 -- name: overdue_instances
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
 FROM workflow_instances
 WHERE (status = 'waiting' AND wake_at_ms < %(before)s) OR (status IN ('queued', 'running', 'waitingForPause') AND modified_ms < %(before)s)
 LIMIT %(limit)s;
+
+-- name: put_schedule
+INSERT INTO workflow_schedules (account, workflow, last_tick_ms) VALUES (%(account)s, %(workflow)s, %(now)s)
+ON CONFLICT (account, workflow) DO NOTHING;
+
+-- name: drop_schedule
+DELETE FROM workflow_schedules WHERE account = %(account)s AND workflow = %(workflow)s;
+
+-- name: list_schedules
+SELECT s.account, s.workflow, w.settings, s.last_tick_ms FROM workflow_schedules s
+JOIN workflows w ON w.account = s.account AND w.name = s.workflow
+ORDER BY s.account, s.workflow;
+
+-- name: claim_tick
+UPDATE workflow_schedules SET last_tick_ms = %(tick)s
+WHERE account = %(account)s AND workflow = %(workflow)s AND last_tick_ms < %(tick)s;

@@ -6,7 +6,7 @@ method's arguments (all but the account, which is the path's and so the token's)
 object, answered ``{"result": ...}`` in the server's envelope, or a refusal naming its error class
 (``conveyor-error``) as every route's is. Only the methods in :data:`METHODS` exist: the ones a
 worker's runs and a client's handles make on their own account. The deployment-wide maintenance
-(retention, rescue) runs on the server's coordinator, never from a remote process.
+(retention, rescue, cron) runs on the server's coordinator, never from a remote process.
 
 Values are the store's plain data (:mod:`conveyor.workflows.model`) turned into JSON by the
 method's own type hints, both ways (:func:`to_wire`, :func:`from_wire`): a dataclass is an object
@@ -42,6 +42,7 @@ from conveyor.workflows.model import (
     EventRow,
     InstanceRow,
     NewInstance,
+    ScheduleRow,
     StepRow,
     WorkflowOverrides,
     WorkflowRecord,
@@ -510,6 +511,14 @@ class HttpWorkflowStore(WorkflowStore):
 
     def requeue_orphan(self, account: str, workflow: str, instance_id: str, epoch: int, now_ms: int) -> bool:
         raise InvalidRequest("the workflow rescue runs on the server's coordinator, not over HTTP")
+
+    def schedules(self) -> list[ScheduleRow]:
+        raise InvalidRequest("cron triggers run on the server's coordinator, not over HTTP")
+
+    def start_tick(
+        self, account: str, workflow: str, tick_ms: int, instance: NewInstance, now_ms: int
+    ) -> InstanceRow | None:
+        raise InvalidRequest("cron triggers run on the server's coordinator, not over HTTP")
 
     def close(self) -> None:
         self._http.close()

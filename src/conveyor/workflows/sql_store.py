@@ -21,6 +21,7 @@ from conveyor.workflows.model import (
     EventRow,
     InstanceRow,
     NewInstance,
+    ScheduleRow,
     StepRow,
     WorkflowOverrides,
     WorkflowRecord,
@@ -158,6 +159,10 @@ class SqlWorkflowStore(WorkflowStore):
             error_retention_ms=settings.error_retention_ms,
         )
         record = dataclasses.replace(before, settings=settings, version_id=version)
+        if settings.schedules:
+            self._run(tx, "put_schedule", account=account, workflow=name, now=now_ms)
+        else:
+            self._run(tx, "drop_schedule", account=account, workflow=name)
         if version != before.version_id:
             self._run(
                 tx,
@@ -187,6 +192,7 @@ class SqlWorkflowStore(WorkflowStore):
             for query in ("delete_workflow_steps", "delete_workflow_events", "delete_workflow_instances"):
                 self._run(tx, query, **key)
             self._run(tx, "delete_workflow_versions", **key)
+            self._run(tx, "drop_schedule", **key)
             return self._run(tx, "delete_workflow", account=account, name=name) > 0
 
         return self._db.transaction(delete)
@@ -210,44 +216,51 @@ class SqlWorkflowStore(WorkflowStore):
         self, account: str, workflow: str, version_id: str, items: Sequence[NewInstance], now_ms: int
     ) -> list[InstanceRow | ConveyorError]:
         def create(tx: Tx) -> list[InstanceRow | ConveyorError]:
-            out: list[InstanceRow | ConveyorError] = []
-            for item in items:
-                key = {"account": account, "workflow": workflow, "id": item.id}
-                if self._rows(tx, "instance_id_taken", **key):
-                    out.append(
-                        InstanceExists(
-                            f"instance.already_exists: workflow {workflow!r} already had an instance {item.id!r}; "
-                            "ids are never reused"
-                        )
-                    )
-                    continue
-                self._run(tx, "take_instance_id", **key)
-                row = InstanceRow(
-                    account,
-                    workflow,
-                    item.id,
-                    "queued",
-                    item.params,
-                    None,
-                    None,
-                    item.trace_id,
-                    version_id,
-                    0,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    now_ms,
-                    now_ms,
-                    None,
-                    None,
-                )
-                self._run(tx, "insert_instance", **dataclasses.asdict(row))
-                out.append(row)
-            return out
+            return [self._insert(tx, account, workflow, version_id, item, now_ms, None) for item in items]
 
         return self._db.transaction(create)
+
+    def _insert(
+        self,
+        tx: Tx,
+        account: str,
+        workflow: str,
+        version_id: str,
+        item: NewInstance,
+        now_ms: int,
+        scheduled_ms: int | None,
+    ) -> InstanceRow | ConveyorError:
+        key = {"account": account, "workflow": workflow, "id": item.id}
+        if self._rows(tx, "instance_id_taken", **key):
+            return InstanceExists(
+                f"instance.already_exists: workflow {workflow!r} already had an instance {item.id!r}; "
+                "ids are never reused"
+            )
+        self._run(tx, "take_instance_id", **key)
+        row = InstanceRow(
+            account,
+            workflow,
+            item.id,
+            "queued",
+            item.params,
+            None,
+            None,
+            item.trace_id,
+            version_id,
+            0,
+            None,
+            None,
+            None,
+            None,
+            None,
+            now_ms,
+            now_ms,
+            None,
+            None,
+            scheduled_ms,
+        )
+        self._run(tx, "insert_instance", **dataclasses.asdict(row))
+        return row
 
     def get_instance(self, account: str, workflow: str, instance_id: str) -> InstanceRow | None:
         rows = self._db.transaction(
@@ -581,6 +594,29 @@ class SqlWorkflowStore(WorkflowStore):
             return True
 
         return self._db.transaction(requeue)
+
+    def schedules(self) -> list[ScheduleRow]:
+        rows = self._db.transaction(lambda tx: self._rows(tx, "list_schedules"))
+        return [
+            ScheduleRow(account, workflow, WorkflowSettings.from_json(json.loads(settings)).schedules, last)
+            for account, workflow, settings, last in rows
+        ]
+
+    def start_tick(
+        self, account: str, workflow: str, tick_ms: int, instance: NewInstance, now_ms: int
+    ) -> InstanceRow | None:
+        def start(tx: Tx) -> InstanceRow | None:
+            # The row lock (PostgreSQL) or the write lock (SQLite) makes the tick's claim and the
+            # instance one step: a second coordinator finds the tick taken and changes nothing.
+            if not self._run(tx, "claim_tick", account=account, workflow=workflow, tick=tick_ms):
+                return None
+            record = self._rows(tx, "get_workflow", account=account, name=workflow)
+            if not record:
+                return None
+            row = self._insert(tx, account, workflow, _record(record[0]).version_id, instance, now_ms, tick_ms)
+            return row if isinstance(row, InstanceRow) else None
+
+        return self._db.transaction(start)
 
     def close(self) -> None:
         self._db.close()

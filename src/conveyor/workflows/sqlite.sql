@@ -69,18 +69,19 @@ INSERT INTO workflow_instance_ids (account, workflow, id) VALUES (:account, :wor
 
 -- name: insert_instance
 INSERT INTO workflow_instances (account, workflow, id, status, params, output, error, trace_id, version_id, epoch,
-    run_message, wake_at_ms, waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms)
+    run_message, wake_at_ms, waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms,
+    scheduled_ms)
 VALUES (:account, :workflow, :id, :status, :params, :output, :error, :trace_id, :version_id, :epoch,
-    :run_message, :wake_at_ms, :waiting_for, :paused_at_ms, :resume_status, :created_ms, :modified_ms, :started_ms, :ended_ms);
+    :run_message, :wake_at_ms, :waiting_for, :paused_at_ms, :resume_status, :created_ms, :modified_ms, :started_ms, :ended_ms, :scheduled_ms);
 
 -- name: get_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
 FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: lock_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
 FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: update_instance
@@ -92,7 +93,7 @@ WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: list_instances_asc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
 FROM workflow_instances
 WHERE account = :account AND workflow = :workflow
     AND (:status IS NULL OR status = :status)
@@ -103,7 +104,7 @@ ORDER BY created_ms, id LIMIT :limit;
 
 -- name: list_instances_desc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
 FROM workflow_instances
 WHERE account = :account AND workflow = :workflow
     AND (:status IS NULL OR status = :status)
@@ -165,7 +166,23 @@ LIMIT 1000;
 
 -- name: overdue_instances
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
 FROM workflow_instances
 WHERE (status = 'waiting' AND wake_at_ms < :before) OR (status IN ('queued', 'running', 'waitingForPause') AND modified_ms < :before)
 LIMIT :limit;
+
+-- name: put_schedule
+INSERT INTO workflow_schedules (account, workflow, last_tick_ms) VALUES (:account, :workflow, :now)
+ON CONFLICT (account, workflow) DO NOTHING;
+
+-- name: drop_schedule
+DELETE FROM workflow_schedules WHERE account = :account AND workflow = :workflow;
+
+-- name: list_schedules
+SELECT s.account, s.workflow, w.settings, s.last_tick_ms FROM workflow_schedules s
+JOIN workflows w ON w.account = s.account AND w.name = s.workflow
+ORDER BY s.account, s.workflow;
+
+-- name: claim_tick
+UPDATE workflow_schedules SET last_tick_ms = :tick
+WHERE account = :account AND workflow = :workflow AND last_tick_ms < :tick;

@@ -1,28 +1,43 @@
--- workflows.db, version 1 -> 2: a record keeps the code's settings (as its worker registered them)
--- apart from the settings a PUT gave (overrides), and every version a workflow had is kept.
--- `settings` stays what is in force: the code's with the overrides applied.
-ALTER TABLE workflows ADD COLUMN code_settings TEXT;          -- NULL: no worker registered code yet
-ALTER TABLE workflows ADD COLUMN code_version TEXT NOT NULL DEFAULT '';
-ALTER TABLE workflows ADD COLUMN overrides TEXT NOT NULL DEFAULT '{}';
-UPDATE workflows SET code_settings = settings, code_version = version_id;
-CREATE TABLE workflow_versions (
-    account     TEXT NOT NULL,
-    workflow    TEXT NOT NULL,
-    id          TEXT NOT NULL,
-    settings    TEXT NOT NULL,
-    class_name  TEXT NOT NULL,
-    script_name TEXT NOT NULL,
-    has_code    INTEGER NOT NULL,
-    created_ms  INTEGER NOT NULL,  -- when first in force
-    modified_ms INTEGER NOT NULL,  -- when last put in force
-    PRIMARY KEY (account, workflow, id)
+-- workflows.db, version 1 to 2: cron triggers (the last tick each scheduled workflow started, and
+-- the tick that started an instance) and counters (conveyor.Counter) with the wake-ups they owe.
+CREATE TABLE workflow_schedules (
+    account      TEXT NOT NULL,
+    workflow     TEXT NOT NULL,
+    last_tick_ms INTEGER NOT NULL,
+    PRIMARY KEY (account, workflow)
 );
-CREATE INDEX workflow_versions_by_modified ON workflow_versions (account, workflow, modified_ms);
-INSERT INTO workflow_versions (account, workflow, id, settings, class_name, script_name, has_code, created_ms, modified_ms)
-SELECT account, name, version_id, settings,
-    substr(json_extract(settings, '$.script_name'), instr(json_extract(settings, '$.script_name'), ':') + 1),
-    substr(json_extract(settings, '$.script_name'), 1, instr(json_extract(settings, '$.script_name'), ':') - 1),
-    1, modified_ms, modified_ms
-FROM workflows;
-CREATE INDEX workflow_instances_by_status ON workflow_instances (account, workflow, status);
+ALTER TABLE workflow_instances ADD COLUMN scheduled_ms INTEGER;
+CREATE TABLE workflow_counters (
+    account     TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    value       INTEGER NOT NULL,
+    modified_ms INTEGER NOT NULL,
+    PRIMARY KEY (account, name)
+);
+-- The keys of the adds applied to a counter: an add with a key is applied once.
+CREATE TABLE workflow_counter_keys (
+    account TEXT NOT NULL,
+    counter TEXT NOT NULL,
+    key     TEXT NOT NULL,
+    PRIMARY KEY (account, counter, key)
+);
+-- notify_at_zero's registrations; sent_ms is set when the event was sent (each is sent once).
+CREATE TABLE workflow_counter_notices (
+    account    TEXT NOT NULL,
+    counter    TEXT NOT NULL,
+    workflow   TEXT NOT NULL,
+    instance   TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    sent_ms    INTEGER,
+    PRIMARY KEY (account, counter, workflow, instance, event_type)
+);
+-- Wake-up messages owed for events written in a transaction: deleted once sent; the coordinator
+-- sends those left behind by a process that died first.
+CREATE TABLE workflow_wakeups (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    account    TEXT NOT NULL,
+    workflow   TEXT NOT NULL,
+    instance   TEXT NOT NULL,
+    created_ms INTEGER NOT NULL
+);
 PRAGMA user_version = 2;

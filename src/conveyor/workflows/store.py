@@ -31,6 +31,7 @@ from conveyor.workflows.model import (
     EventRow,
     InstanceRow,
     NewInstance,
+    ScheduleRow,
     StepRow,
     WorkflowOverrides,
     WorkflowRecord,
@@ -50,14 +51,17 @@ class WorkflowStore(ABC):
     ) -> WorkflowRecord:
         """Register the code of a workflow (what its worker does when it starts): its settings and
         ``version_id`` (a hash of the code and those settings) as the code's, under the overrides
-        a PUT gave (kept); the record made if missing (its created time kept otherwise)."""
+        a PUT gave (kept); the record made if missing (its created time kept otherwise). A workflow
+        whose settings in force have schedules counts its cron ticks from its first registration
+        with them (``now_ms``); one without has no schedule row."""
 
     @abstractmethod
     def put_workflow_overrides(
         self, account: str, name: str, overrides: WorkflowOverrides, now_ms: int
     ) -> WorkflowRecord:
         """``PUT /workflows/{name}``: replace the overrides of the record (made if missing, with no
-        code until a worker registers it); the code's own settings are kept."""
+        code until a worker registers it); the code's own settings are kept; schedules as for
+        :meth:`put_workflow`."""
 
     @abstractmethod
     def get_workflow(self, account: str, name: str) -> WorkflowRecord | None: ...
@@ -204,6 +208,19 @@ class WorkflowStore(ABC):
     def requeue_orphan(self, account: str, workflow: str, instance_id: str, epoch: int, now_ms: int) -> bool:
         """Make a run that no message drives any more ``queued`` again (its epoch fenced), if it is
         still at ``epoch``; ``waitingForPause`` becomes ``paused``. True if it should be woken."""
+
+    @abstractmethod
+    def schedules(self) -> list[ScheduleRow]:
+        """Every workflow (every account) with cron schedules, and the last tick it started."""
+
+    @abstractmethod
+    def start_tick(
+        self, account: str, workflow: str, tick_ms: int, instance: NewInstance, now_ms: int
+    ) -> InstanceRow | None:
+        """Start the cron tick ``tick_ms``: in one transaction, move the workflow's last tick to it
+        and create ``instance`` (``queued``, ``scheduled_ms`` the tick, params null). None, and
+        nothing changed, if the workflow's last tick is already that late (another coordinator
+        started it) or it has no schedules."""
 
     @abstractmethod
     def close(self) -> None: ...

@@ -1,4 +1,4 @@
--- Version 10: a workflow record keeps the code's settings (as its worker registered them) apart
+-- Version 11: a workflow record keeps the code's settings (as its worker registered them) apart
 -- from the settings a PUT gave (overrides), and every version a workflow had is kept. `settings`
 -- stays what is in force: the code's with the overrides applied.
 ALTER TABLE workflows ADD COLUMN code_settings text;          -- NULL: no worker registered code yet
