@@ -1,5 +1,5 @@
 """Where a deployment's migration jobs live: ``slurper.db`` in a SQLite deployment's directory (a
-file of its own, like ``workflows.db``), or the tables of migration 0010 in a PostgreSQL one. Both
+file of its own, like ``workflows.db``), or the tables of migration 0012 in a PostgreSQL one. Both
 run the named queries of ``queries.sql`` inside :meth:`JobDatabase.transaction`, so the job store's
 logic (:mod:`conveyor.slurper.store`) is written once.
 
@@ -118,7 +118,7 @@ class _PostgresTransaction(Transaction):
 
 
 class PostgresJobDatabase(JobDatabase):
-    """The slurper tables of a PostgreSQL deployment (migration 0010, applied with the engine's)."""
+    """The slurper tables of a PostgreSQL deployment (migration 0012, applied with the engine's)."""
 
     def __init__(self, conninfo: str) -> None:
         from conveyor.engine.postgres.database import ReadPool

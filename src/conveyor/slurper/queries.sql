@@ -1,4 +1,4 @@
--- Super Slurper's named queries, run on SQLite (slurper.db) and PostgreSQL (migration 0010) alike.
+-- Super Slurper's named queries, run on SQLite (slurper.db) and PostgreSQL (migration 0012) alike.
 -- Every state transition of a job or a key is one of these, inside JobStore's transactions.
 
 -- name: insert_job

@@ -1,5 +1,5 @@
 -- The Super Slurper's tables in a SQLite deployment's slurper.db (version 1). PostgreSQL has the
--- same tables in migration 0010_slurper.sql; both run the named queries of queries.sql.
+-- same tables in migration 0012_slurper.sql; both run the named queries of queries.sql.
 PRAGMA application_id = 1131376246;  -- 'Conv': marks the file as Conveyor's
 PRAGMA user_version = 1;
 

@@ -1,4 +1,4 @@
--- Version 10: Super Slurper's tables (conveyor.slurper; SQLite keeps the same tables in slurper.db,
+-- Version 12: Super Slurper's tables (conveyor.slurper; SQLite keeps the same tables in slurper.db,
 -- slurper/sqlite_schema.sql; both run slurper/queries.sql). Keys compare byte-wise (COLLATE "C").
 CREATE TABLE slurper_jobs (
     id text PRIMARY KEY,
