@@ -33,8 +33,10 @@ def _method(route: DeclaredRoute) -> str:
     return next(m for m in route.methods if m != "HEAD")
 
 
-# The KV namespace ``setup`` made on each server (by URL), for the KV routes' {namespace_id}.
+# The KV namespace and the migration job ``setup`` made on each server (by URL), for the KV
+# routes' {namespace_id} and the Super Slurper routes' {job_id}.
 _namespace_ids: dict[str, str] = {}
+_job_ids: dict[str, str] = {}
 
 
 # The arguments the workflow store's reading routes need (the body of every other route is ``{}``).
@@ -63,6 +65,7 @@ def _call(server: RunningServer, route: DeclaredRoute, secret: str, **params: st
     names = {"account_id": ACCOUNT, "consumer_id": UNKNOWN, "worker_id": WORKER_ID, "rule_id": UNKNOWN}
     names |= {"bucket_name": "walked", "key": "k", "queue_id": UNKNOWN}  # the bucket routes
     names |= {"namespace_id": _namespace_ids.get(server.url, UNKNOWN), "key_name": "k"}  # the KV routes
+    names |= {"job_id": _job_ids.get(server.url, UNKNOWN)}  # the Super Slurper routes
     path = route.path.replace(":path}", "}").format(**{**names, **params})
     method = _method(route)
     body: dict[str, Any] | None = {} if method in ("POST", "PUT", "PATCH") else None
@@ -92,6 +95,13 @@ def setup(server: RunningServer) -> tuple[conveyor.Conveyor, conveyor.Queue, con
     meta = admin.create_kv_namespace("meta")
     meta.put("k", "v")
     _namespace_ids[server.url] = meta.id
+    walked = {"vendor": "r2", "bucket": "walked"}
+    created = httpx.post(
+        f"{server.url}/client/v4/accounts/{ACCOUNT}/slurper/jobs",
+        headers={"authorization": f"Bearer {server.tokens.create(ACCOUNT)[0]}"},
+        json={"source": walked, "target": walked},
+    )
+    _job_ids[server.url] = created.json()["result"]["id"]
     return admin, emails, billing, consumer.consumer_id
 
 

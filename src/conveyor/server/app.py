@@ -26,6 +26,7 @@ from conveyor.server import (
     prometheus,
     r2_routes,
     routes,
+    slurper_routes,
     workerd,
     workflow_store_routes,
 )
@@ -143,6 +144,7 @@ def build_app(service: Service) -> Starlette:
         *object_routes.ROUTES,
         *kv_routes.ROUTES,
         *workflow_store_routes.ROUTES,
+        *slurper_routes.ROUTES,
         declared("/metrics", metrics_endpoint, "GET", METRICS),
         declared("/openapi.json", openapi_endpoint, "GET", PUBLIC),
         declared("/healthz", health, "GET", PUBLIC),
