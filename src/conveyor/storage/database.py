@@ -1,5 +1,5 @@
 """Where the storage catalog's rows live: ``storage.db`` in a SQLite deployment, or the tables of
-migrations 0008 and 0011 in a PostgreSQL one. Both run the same named queries (``queries.sql``) inside
+migrations 0008 and 0013 in a PostgreSQL one. Both run the same named queries (``queries.sql``) inside
 :meth:`Database.transaction`, so the catalog's logic (:mod:`conveyor.storage.catalog`) is written
 once."""
 
@@ -141,7 +141,7 @@ PG_QUERIES = {name: _psycopg_placeholders(text) for name, text in Q.items()}
 
 
 class PostgresDatabase(Database):
-    """The storage tables of a PostgreSQL deployment (migrations 0008 and 0011, applied with the engine's)."""
+    """The storage tables of a PostgreSQL deployment (migrations 0008 and 0013, applied with the engine's)."""
 
     def __init__(self, conninfo: str) -> None:
         from conveyor.engine.postgres.database import ReadPool

@@ -4,7 +4,7 @@ PRAGMA user_version = 2;
 
 -- The storage catalog: buckets, each object's metadata, notification and lifecycle rules, and the
 -- outbox of notifications not yet sent. The same tables on SQLite (storage.db) and PostgreSQL
--- (engine/postgres/migrations/0008_storage.sql, 0011_inline_objects.sql); keep the two in step.
+-- (engine/postgres/migrations/0008_storage.sql, 0013_inline_objects.sql); keep the two in step.
 CREATE TABLE storage_buckets (
     account           TEXT NOT NULL,
     name              TEXT NOT NULL,
