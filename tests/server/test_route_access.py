@@ -52,6 +52,7 @@ _STORE_READS: dict[str, dict[str, Any]] = {
         "descending": False,
     },
     "steps": {"workflow": "w", "instance_id": "i"},
+    "counter_value": {"counter": "c"},
 }
 _STORE_PREFIX = remote.PATH.split("{method}")[0]
 
