@@ -89,6 +89,7 @@ from conveyor.workflows import (
     WorkflowNotFound,
     WorkflowStep,
     WorkflowStepError,
+    WorkflowVersionNotFound,
 )
 
 __all__ = [
@@ -166,6 +167,7 @@ __all__ = [
     "WorkflowNotFound",
     "WorkflowStep",
     "WorkflowStepError",
+    "WorkflowVersionNotFound",
     "connect",
     "connect_async",
     "keep_freed_memory",

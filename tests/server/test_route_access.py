@@ -53,6 +53,9 @@ _STORE_READS: dict[str, dict[str, Any]] = {
     },
     "steps": {"workflow": "w", "instance_id": "i"},
     "counter_value": {"counter": "c"},
+    "list_versions": {"workflow": "w"},
+    "get_version": {"workflow": "w", "version_id": "v"},
+    "instance_counts": {"workflow": "w"},
 }
 _STORE_PREFIX = remote.PATH.split("{method}")[0]
 

@@ -129,6 +129,20 @@ def test_refusals_name_the_problem_and_change_nothing(server: RunningServer) -> 
     refused("create_instances", {"workflow": "w~x", "version_id": "v", "items": [created], "now_ms": 1}, 400, "name")
     refused("create_instances", {"workflow": "w", "version_id": "v", "items": [{"id": "a"}], "now_ms": 1}, 400, "lacks")
     refused("internal_queue", {"workflow": "no/such"}, 400, "invalid workflow name")
+    refused("put_workflow_overrides", {"name": "w", "overrides": {"max_steps": 0}, "now_ms": 1}, 400, "lacks")
+    overrides = {
+        "class_name": None,
+        "script_name": None,
+        "schedules": ["* * *"],
+        "max_steps": None,
+        "concurrency": None,
+        "success_retention_ms": None,
+        "error_retention_ms": None,
+    }
+    refused("put_workflow_overrides", {"name": "w", "overrides": overrides, "now_ms": 1}, 400, "5")
+    overrides |= {"schedules": None, "max_steps": 0}
+    refused("put_workflow_overrides", {"name": "w", "overrides": overrides, "now_ms": 1}, 400, "max_steps")
+    assert call(server, secret, "list_workflows", {}).json()["result"] == []
     refused("get_instance", {"workflow": "w", "instance_id": 5}, 400, "a string")
     add = {"counter": "c", "n": 1, "key": None, "now_ms": 1}
     refused("counter_add", {**add, "counter": "-c"}, 400, "invalid counter name")

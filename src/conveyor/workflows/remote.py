@@ -46,8 +46,10 @@ from conveyor.workflows.model import (
     ScheduleRow,
     StepRow,
     Wakeup,
+    WorkflowOverrides,
     WorkflowRecord,
     WorkflowSettings,
+    WorkflowVersion,
 )
 from conveyor.workflows.store import Action, SuspendOutcome, WorkflowStore
 
@@ -58,8 +60,13 @@ PATH = "/conveyor/v1/accounts/{account_id}/workflow-store/{method}"
 # The store's methods a remote process may call, and whether each only reads.
 METHODS: Mapping[str, bool] = {
     "put_workflow": False,
+    "put_workflow_overrides": False,
     "get_workflow": True,
     "list_workflows": True,
+    "delete_workflow": False,
+    "list_versions": True,
+    "get_version": True,
+    "instance_counts": True,
     "create_instances": False,
     "get_instance": True,
     "list_instances": True,
@@ -309,8 +316,29 @@ class HttpWorkflowStore(WorkflowStore):
     def get_workflow(self, account: str, name: str) -> WorkflowRecord | None:
         return typing.cast(WorkflowRecord | None, self._call(account, "get_workflow", name=name))
 
+    def put_workflow_overrides(
+        self, account: str, name: str, overrides: WorkflowOverrides, now_ms: int
+    ) -> WorkflowRecord:
+        return typing.cast(
+            WorkflowRecord, self._call(account, "put_workflow_overrides", name=name, overrides=overrides, now_ms=now_ms)
+        )
+
     def list_workflows(self, account: str) -> list[WorkflowRecord]:
         return typing.cast(list[WorkflowRecord], self._call(account, "list_workflows"))
+
+    def delete_workflow(self, account: str, name: str) -> bool:
+        return bool(self._call(account, "delete_workflow", name=name))
+
+    def list_versions(self, account: str, workflow: str) -> list[WorkflowVersion]:
+        return typing.cast(list[WorkflowVersion], self._call(account, "list_versions", workflow=workflow))
+
+    def get_version(self, account: str, workflow: str, version_id: str) -> WorkflowVersion | None:
+        return typing.cast(
+            WorkflowVersion | None, self._call(account, "get_version", workflow=workflow, version_id=version_id)
+        )
+
+    def instance_counts(self, account: str, workflow: str) -> dict[str, int]:
+        return typing.cast(dict[str, int], self._call(account, "instance_counts", workflow=workflow))
 
     # -- instances ----------------------------------------------------------------------------
     def create_instances(

@@ -25,8 +25,11 @@ from conveyor.workflows.model import (
     ScheduleRow,
     StepRow,
     Wakeup,
+    WorkflowOverrides,
     WorkflowRecord,
     WorkflowSettings,
+    WorkflowVersion,
+    effective_version,
 )
 from conveyor.workflows.store import Action, SuspendOutcome, WorkflowStore
 
@@ -63,9 +66,31 @@ def _step(row: Row) -> StepRow:
 
 
 def _record(row: Row) -> WorkflowRecord:
-    account, name, settings, version_id, created, modified = row
+    account, name, settings, version_id, created, modified, code_settings, overrides, code_version = row
     return WorkflowRecord(
-        account, name, WorkflowSettings.from_json(json.loads(settings)), version_id, created, modified
+        account,
+        name,
+        WorkflowSettings.from_json(json.loads(settings)),
+        version_id,
+        created,
+        modified,
+        None if code_settings is None else WorkflowSettings.from_json(json.loads(code_settings)),
+        WorkflowOverrides.from_json(json.loads(overrides)),
+        code_version,
+    )
+
+
+def _version(row: Row) -> WorkflowVersion:
+    version_id, workflow, settings, class_name, script_name, has_code, created, modified = row
+    return WorkflowVersion(
+        version_id,
+        workflow,
+        WorkflowSettings.from_json(json.loads(settings)),
+        class_name,
+        script_name,
+        bool(has_code),
+        created,
+        modified,
     )
 
 
@@ -99,24 +124,63 @@ class SqlWorkflowStore(WorkflowStore):
         self, account: str, name: str, settings: WorkflowSettings, version_id: str, now_ms: int
     ) -> WorkflowRecord:
         def put(tx: Tx) -> WorkflowRecord:
+            code = json.dumps(settings.to_json())
             self._run(
-                tx,
-                "put_workflow",
-                account=account,
-                name=name,
-                settings=json.dumps(settings.to_json()),
-                version_id=version_id,
-                success_retention_ms=settings.success_retention_ms,
-                error_retention_ms=settings.error_retention_ms,
+                tx, "upsert_workflow_code", account=account, name=name, code_settings=code, code_version=version_id,
                 now=now_ms,
-            )
-            if settings.schedules:
-                self._run(tx, "put_schedule", account=account, workflow=name, now=now_ms)
-            else:
-                self._run(tx, "drop_schedule", account=account, workflow=name)
-            return _record(self._rows(tx, "get_workflow", account=account, name=name)[0])
+            )  # fmt: skip
+            return self._put_in_force(tx, account, name, now_ms)
 
         return self._db.transaction(put)
+
+    def put_workflow_overrides(
+        self, account: str, name: str, overrides: WorkflowOverrides, now_ms: int
+    ) -> WorkflowRecord:
+        def put(tx: Tx) -> WorkflowRecord:
+            given = json.dumps(overrides.to_json())
+            placeholder = json.dumps(WorkflowSettings().to_json())  # set by _put_in_force below
+            self._run(
+                tx, "upsert_workflow_overrides", account=account, name=name, overrides=given, settings=placeholder,
+                now=now_ms,
+            )  # fmt: skip
+            return self._put_in_force(tx, account, name, now_ms)
+
+        return self._db.transaction(put)
+
+    def _put_in_force(self, tx: Tx, account: str, name: str, now_ms: int) -> WorkflowRecord:
+        """Once one half (the code's, a PUT's) was written: the settings and version in force."""
+        before = _record(self._rows(tx, "lock_workflow", account=account, name=name)[0])
+        settings = before.overrides.apply(before.code_settings or WorkflowSettings())
+        version = effective_version(before.code_version, before.overrides)
+        self._run(
+            tx,
+            "set_workflow_in_force",
+            account=account,
+            name=name,
+            settings=json.dumps(settings.to_json()),
+            version_id=version,
+            success_retention_ms=settings.success_retention_ms,
+            error_retention_ms=settings.error_retention_ms,
+        )
+        record = dataclasses.replace(before, settings=settings, version_id=version)
+        if settings.schedules:
+            self._run(tx, "put_schedule", account=account, workflow=name, now=now_ms)
+        else:
+            self._run(tx, "drop_schedule", account=account, workflow=name)
+        if version != before.version_id:
+            self._run(
+                tx,
+                "put_version",
+                account=account,
+                workflow=name,
+                id=version,
+                settings=json.dumps(settings.to_json()),
+                class_name=record.class_name,
+                script_name=record.script_name,
+                has_code=record.code_settings is not None,
+                now=now_ms,
+            )
+        return record
 
     def get_workflow(self, account: str, name: str) -> WorkflowRecord | None:
         rows = self._db.transaction(lambda tx: self._rows(tx, "get_workflow", account=account, name=name))
@@ -125,6 +189,31 @@ class SqlWorkflowStore(WorkflowStore):
     def list_workflows(self, account: str) -> list[WorkflowRecord]:
         rows = self._db.transaction(lambda tx: self._rows(tx, "list_workflows", account=account))
         return [_record(r) for r in rows]
+
+    def delete_workflow(self, account: str, name: str) -> bool:
+        def delete(tx: Tx) -> bool:
+            key = {"account": account, "workflow": name}
+            for query in ("delete_workflow_steps", "delete_workflow_events", "delete_workflow_instances"):
+                self._run(tx, query, **key)
+            self._run(tx, "delete_workflow_versions", **key)
+            self._run(tx, "drop_schedule", **key)
+            return self._run(tx, "delete_workflow", account=account, name=name) > 0
+
+        return self._db.transaction(delete)
+
+    def list_versions(self, account: str, workflow: str) -> list[WorkflowVersion]:
+        rows = self._db.transaction(lambda tx: self._rows(tx, "list_versions", account=account, workflow=workflow))
+        return [_version(r) for r in rows]
+
+    def get_version(self, account: str, workflow: str, version_id: str) -> WorkflowVersion | None:
+        rows = self._db.transaction(
+            lambda tx: self._rows(tx, "get_version", account=account, workflow=workflow, id=version_id)
+        )
+        return _version(rows[0]) if rows else None
+
+    def instance_counts(self, account: str, workflow: str) -> dict[str, int]:
+        rows = self._db.transaction(lambda tx: self._rows(tx, "instance_counts", account=account, workflow=workflow))
+        return {status: int(count) for status, count in rows}
 
     # -- instances ----------------------------------------------------------------------------
     def create_instances(
