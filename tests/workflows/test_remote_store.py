@@ -35,7 +35,7 @@ def doubler(event, step):
     return value + got.payload
 """
 # The coordinator's work over every account: never a remote process's to call.
-DEPLOYMENT_ONLY = {"prune", "overdue", "requeue_orphan", "close"}
+DEPLOYMENT_ONLY = {"prune", "overdue", "requeue_orphan", "schedules", "start_tick", "close"}
 
 
 @pytest.fixture
@@ -129,6 +129,20 @@ def test_refusals_name_the_problem_and_change_nothing(server: RunningServer) -> 
     refused("create_instances", {"workflow": "w~x", "version_id": "v", "items": [created], "now_ms": 1}, 400, "name")
     refused("create_instances", {"workflow": "w", "version_id": "v", "items": [{"id": "a"}], "now_ms": 1}, 400, "lacks")
     refused("internal_queue", {"workflow": "no/such"}, 400, "invalid workflow name")
+    refused("put_workflow_overrides", {"name": "w", "overrides": {"max_steps": 0}, "now_ms": 1}, 400, "lacks")
+    overrides = {
+        "class_name": None,
+        "script_name": None,
+        "schedules": ["* * *"],
+        "max_steps": None,
+        "concurrency": None,
+        "success_retention_ms": None,
+        "error_retention_ms": None,
+    }
+    refused("put_workflow_overrides", {"name": "w", "overrides": overrides, "now_ms": 1}, 400, "5")
+    overrides |= {"schedules": None, "max_steps": 0}
+    refused("put_workflow_overrides", {"name": "w", "overrides": overrides, "now_ms": 1}, 400, "max_steps")
+    assert call(server, secret, "list_workflows", {}).json()["result"] == []
     refused("get_instance", {"workflow": "w", "instance_id": 5}, 400, "a string")
     response = call(server, secret, "get_instance", {"workflow": "w", "instance_id": "ok"})
     assert response.status_code == 200 and response.json()["result"] is None  # nothing was created

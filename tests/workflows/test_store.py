@@ -10,7 +10,7 @@ import pytest
 
 import conveyor
 from conveyor.workflows.client import workflow_store
-from conveyor.workflows.databases import SQLITE_FILE
+from conveyor.workflows.databases import SQLITE_FILE, SQLITE_VERSION
 from conveyor.workflows.model import WorkflowSettings
 from tests.workflows.support import deployment_side
 
@@ -52,7 +52,7 @@ def test_workflows_db_lives_in_the_deployment_directory(tmp_path: Path) -> None:
         workflow_store(cv).put_workflow("local", "w", WorkflowSettings(), "v", 1)
     path = _sqlite_dir(tmp_path) / SQLITE_FILE
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (1,)
+        assert db.execute("PRAGMA user_version").fetchone() == (SQLITE_VERSION,)
         assert db.execute("SELECT name FROM workflows").fetchall() == [("w",)]
 
 
@@ -62,10 +62,10 @@ def test_a_newer_or_foreign_workflows_db_is_refused_and_left_alone(tmp_path: Pat
         workflow_store(cv)
     path = directory / SQLITE_FILE
     with sqlite3.connect(path) as db:
-        db.execute("PRAGMA user_version = 2")
+        db.execute(f"PRAGMA user_version = {SQLITE_VERSION + 1}")
     with conveyor.connect(f"sqlite://{directory}") as cv, pytest.raises(conveyor.CorruptStorage) as newer:
         workflow_store(cv)
-    assert "schema version 2" in str(newer.value)
+    assert f"schema version {SQLITE_VERSION + 1}" in str(newer.value)
     path.unlink()
     with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE theirs (x)")
@@ -73,3 +73,33 @@ def test_a_newer_or_foreign_workflows_db_is_refused_and_left_alone(tmp_path: Pat
     with conveyor.connect(f"sqlite://{directory}") as cv, pytest.raises(conveyor.CorruptStorage):
         workflow_store(cv)
     assert path.read_bytes() == before
+
+
+V1_SCHEMA = (Path(__file__).parent / "workflows_v1.sql").read_text()
+
+
+def test_a_version_1_workflows_db_is_upgraded_with_its_instances(tmp_path: Path) -> None:
+    directory = _sqlite_dir(tmp_path)
+    directory.mkdir()
+    with sqlite3.connect(directory / SQLITE_FILE) as old:
+        old.executescript(V1_SCHEMA)
+        old.execute(
+            "INSERT INTO workflows VALUES ('local', 'w', ?, 'v1', 1000, 2000, 5, 6)",
+            ('{"script_name": "m:f", "schedules": ["*/5 * * * *"], "max_steps": 10}',),
+        )
+        old.execute("INSERT INTO workflow_instance_ids VALUES ('local', 'w', 'old')")
+        old.execute(
+            "INSERT INTO workflow_instances (account, workflow, id, status, params, trace_id, version_id, epoch, "
+            "created_ms, modified_ms) VALUES ('local', 'w', 'old', 'queued', '{\"n\": 1}', ?, 'v1', 0, 7, 7)",
+            ("0" * 32,),
+        )
+    with conveyor.connect(f"sqlite://{directory}") as cv:
+        store = workflow_store(cv)
+        row = store.get_instance("local", "w", "old")
+        assert row is not None and (row.status, row.params, row.scheduled_ms) == ("queued", '{"n": 1}', None)
+        assert store.get_workflow("local", "w").settings.schedules == ("*/5 * * * *",)
+        assert store.schedules() == [], "its ticks count from its next registration"
+        store.put_workflow("local", "w", store.get_workflow("local", "w").settings, "v2", 60_000)
+        assert [(s.workflow, s.last_tick_ms) for s in store.schedules()] == [("w", 60_000)]
+    with sqlite3.connect(directory / SQLITE_FILE) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SQLITE_VERSION,)

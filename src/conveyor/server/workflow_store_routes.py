@@ -28,7 +28,14 @@ from conveyor.server.service import blocking, context
 from conveyor.workflows.client import COMPONENT, check_instance_id, check_workflow_name
 from conveyor.workflows.databases import open_store
 from conveyor.workflows.errors import InvalidStepConfig, PayloadTooLarge
-from conveyor.workflows.model import MAX_BATCH, MAX_PAYLOAD_BYTES, NewInstance, StepRow, WorkflowSettings
+from conveyor.workflows.model import (
+    MAX_BATCH,
+    MAX_PAYLOAD_BYTES,
+    NewInstance,
+    StepRow,
+    WorkflowSettings,
+)
+from conveyor.workflows.records import check_overrides
 from conveyor.workflows.remote import MAX_REQUEST_BYTES, METHODS, PATH, decode_arguments, to_wire
 
 TRACE_ID = re.compile(r"^[0-9a-f]{32}\Z")
@@ -81,6 +88,10 @@ def check_arguments(method: str, arguments: dict[str, Any]) -> None:
         check_instance_id(arguments["instance_id"])
     if "settings" in arguments:
         _settings(arguments["settings"])
+    if "overrides" in arguments:
+        check_overrides(arguments["overrides"])
+    if "version_id" in arguments and len(arguments["version_id"]) > 100:
+        raise InvalidRequest(f"version id {arguments['version_id'][:100]!r}... is longer than 100 characters")
     if "items" in arguments:
         _items(arguments["items"])
     if "step" in arguments:

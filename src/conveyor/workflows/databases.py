@@ -1,5 +1,5 @@
 """Where a deployment's workflow store lives: ``workflows.db`` in a SQLite deployment's directory,
-tables of migration 0007 in a PostgreSQL one.
+tables of migrations 0007, 0010 and 0011 in a PostgreSQL one.
 
 >>> store = open_store(cv.deployment, cv.engine.clock)
 """
@@ -20,7 +20,14 @@ from conveyor.workflows.store import WorkflowStore
 
 T = TypeVar("T")
 SQLITE_FILE = "workflows.db"
-SQLITE_VERSION = 1
+SQLITE_VERSION = 3
+# A new file is made at version 1 (sqlite_schema.sql) and brought up by the same scripts that
+# upgrade an old one, from version v to v + 1: 1 -> 2 adds cron ticks and counters; 2 -> 3 keeps
+# the code's settings apart from a PUT's and adds the versions table.
+SQLITE_UPGRADES = {
+    1: load_script("conveyor.workflows", "sqlite_v1_to_v2.sql"),
+    2: load_script("conveyor.workflows", "sqlite_v2_to_v3.sql"),
+}
 
 
 class _SqliteTx:
@@ -44,7 +51,10 @@ class SqliteDatabase:
         ensure_directory(directory)
         self.path = directory / SQLITE_FILE
         self._conn = open_database(
-            self.path, load_script("conveyor.workflows", "sqlite_schema.sql"), version=SQLITE_VERSION
+            self.path,
+            load_script("conveyor.workflows", "sqlite_schema.sql"),
+            version=SQLITE_VERSION,
+            upgrades=SQLITE_UPGRADES,
         )
         self._lock = threading.Lock()
 
@@ -88,7 +98,7 @@ class _PostgresTx:
 
 
 class PostgresDatabase:
-    """The deployment's PostgreSQL database (the engine applied migration 0007 when it opened it);
+    """The deployment's PostgreSQL database (the engine applied its migrations when it opened it);
     transactions on a small pool, retried whole through outages."""
 
     def __init__(self, conninfo: str) -> None:

@@ -1,4 +1,5 @@
--- workflows.db, schema version 1: the workflows of every account of a SQLite deployment.
+-- workflows.db, schema version 1: the workflows of every account of a SQLite deployment. A new file
+-- is made at version 1 and brought up by the upgrade scripts (sqlite_v1_to_v2.sql, ...).
 PRAGMA application_id = 1131376246;  -- 'Conv': marks the file as Conveyor's
 PRAGMA user_version = 1;
 -- Times are milliseconds since the epoch; params, outputs, errors, attempts and configs JSON text.
