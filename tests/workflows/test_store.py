@@ -10,7 +10,7 @@ import pytest
 
 import conveyor
 from conveyor.workflows.client import workflow_store
-from conveyor.workflows.databases import SQLITE_FILE
+from conveyor.workflows.databases import SQLITE_FILE, SQLITE_VERSION
 from conveyor.workflows.model import WorkflowSettings
 from tests.workflows.support import deployment_side
 
@@ -52,8 +52,32 @@ def test_workflows_db_lives_in_the_deployment_directory(tmp_path: Path) -> None:
         workflow_store(cv).put_workflow("local", "w", WorkflowSettings(), "v", 1)
     path = _sqlite_dir(tmp_path) / SQLITE_FILE
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (1,)
+        assert db.execute("PRAGMA user_version").fetchone() == (SQLITE_VERSION,)
         assert db.execute("SELECT name FROM workflows").fetchall() == [("w",)]
+
+
+def test_a_version_1_workflows_db_upgrades_in_place_keeping_its_instances(tmp_path: Path) -> None:
+    directory = _sqlite_dir(tmp_path)
+    directory.mkdir()
+    path = directory / SQLITE_FILE
+    v1 = (Path(__file__).parent / "workflows_v1_schema.sql").read_text()
+    with sqlite3.connect(path) as db:
+        db.executescript(v1)
+        db.execute(
+            "INSERT INTO workflow_instances (account, workflow, id, status, params, trace_id, version_id, epoch,"
+            " created_ms, modified_ms) VALUES ('local', 'w', 'old', 'queued', '{}', ?, 'v', 0, 1, 1)",
+            ("ab" * 16,),
+        )
+    db.close()
+    with conveyor.connect(f"sqlite://{directory}") as cv:
+        store = workflow_store(cv)
+        (row,) = store.instances_by_trace("local", "ab" * 16, 10)
+        assert (row.id, row.traceparent, row.origin) == ("old", None, None)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SQLITE_VERSION,)
+        indexes = {r[1] for r in db.execute("PRAGMA index_list(workflow_instances)")}
+        assert "workflow_instances_by_trace" in indexes
+    db.close()
 
 
 def test_a_newer_or_foreign_workflows_db_is_refused_and_left_alone(tmp_path: Path) -> None:
@@ -62,10 +86,10 @@ def test_a_newer_or_foreign_workflows_db_is_refused_and_left_alone(tmp_path: Pat
         workflow_store(cv)
     path = directory / SQLITE_FILE
     with sqlite3.connect(path) as db:
-        db.execute("PRAGMA user_version = 2")
+        db.execute(f"PRAGMA user_version = {SQLITE_VERSION + 1}")
     with conveyor.connect(f"sqlite://{directory}") as cv, pytest.raises(conveyor.CorruptStorage) as newer:
         workflow_store(cv)
-    assert "schema version 2" in str(newer.value)
+    assert f"schema version {SQLITE_VERSION + 1}" in str(newer.value)
     path.unlink()
     with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE theirs (x)")

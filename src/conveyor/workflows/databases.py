@@ -1,5 +1,5 @@
 """Where a deployment's workflow store lives: ``workflows.db`` in a SQLite deployment's directory,
-tables of migration 0007 in a PostgreSQL one.
+tables of migrations 0007 and 0010 in a PostgreSQL one.
 
 >>> store = open_store(cv.deployment, cv.engine.clock)
 """
@@ -20,7 +20,9 @@ from conveyor.workflows.store import WorkflowStore
 
 T = TypeVar("T")
 SQLITE_FILE = "workflows.db"
-SQLITE_VERSION = 1
+SQLITE_VERSION = 2
+# The script from each version to the next (workflows.db upgrades in place when opened).
+SQLITE_UPGRADES = {1: "sqlite_v1_to_v2.sql"}
 
 
 class _SqliteTx:
@@ -44,7 +46,10 @@ class SqliteDatabase:
         ensure_directory(directory)
         self.path = directory / SQLITE_FILE
         self._conn = open_database(
-            self.path, load_script("conveyor.workflows", "sqlite_schema.sql"), version=SQLITE_VERSION
+            self.path,
+            load_script("conveyor.workflows", "sqlite_schema.sql"),
+            version=SQLITE_VERSION,
+            upgrades={v: load_script("conveyor.workflows", name) for v, name in SQLITE_UPGRADES.items()},
         )
         self._lock = threading.Lock()
 

@@ -87,9 +87,14 @@ class WorkflowRecord:
 
 @dataclasses.dataclass(frozen=True)
 class NewInstance:
+    """An instance to create: ``traceparent`` is the context that creates it (its trace id is
+    ``trace_id``), ``origin`` where it came from (JSON text, see :class:`InstanceRow`)."""
+
     id: str
     params: str  # JSON text
     trace_id: str
+    traceparent: str | None = None
+    origin: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +123,8 @@ class InstanceRow:
     modified_ms: int
     started_ms: int | None
     ended_ms: int | None
+    traceparent: str | None = None
+    origin: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

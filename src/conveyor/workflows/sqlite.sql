@@ -24,18 +24,20 @@ INSERT INTO workflow_instance_ids (account, workflow, id) VALUES (:account, :wor
 
 -- name: insert_instance
 INSERT INTO workflow_instances (account, workflow, id, status, params, output, error, trace_id, version_id, epoch,
-    run_message, wake_at_ms, waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms)
+    run_message, wake_at_ms, waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms,
+    traceparent, origin)
 VALUES (:account, :workflow, :id, :status, :params, :output, :error, :trace_id, :version_id, :epoch,
-    :run_message, :wake_at_ms, :waiting_for, :paused_at_ms, :resume_status, :created_ms, :modified_ms, :started_ms, :ended_ms);
+    :run_message, :wake_at_ms, :waiting_for, :paused_at_ms, :resume_status, :created_ms, :modified_ms, :started_ms, :ended_ms,
+    :traceparent, :origin);
 
 -- name: get_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
 FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: lock_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
 FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: update_instance
@@ -47,7 +49,7 @@ WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: list_instances_asc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
 FROM workflow_instances
 WHERE account = :account AND workflow = :workflow
     AND (:status IS NULL OR status = :status)
@@ -58,7 +60,7 @@ ORDER BY created_ms, id LIMIT :limit;
 
 -- name: list_instances_desc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
 FROM workflow_instances
 WHERE account = :account AND workflow = :workflow
     AND (:status IS NULL OR status = :status)
@@ -120,7 +122,13 @@ LIMIT 1000;
 
 -- name: overdue_instances
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
 FROM workflow_instances
 WHERE (status = 'waiting' AND wake_at_ms < :before) OR (status IN ('queued', 'running', 'waitingForPause') AND modified_ms < :before)
 LIMIT :limit;
+
+-- name: instances_by_trace
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
+FROM workflow_instances WHERE account = :account AND trace_id = :trace_id
+ORDER BY created_ms, workflow, id LIMIT :limit;
