@@ -88,6 +88,7 @@ from conveyor.workflows import (
     WorkflowNotFound,
     WorkflowStep,
     WorkflowStepError,
+    WorkflowVersionNotFound,
 )
 
 __all__ = [
@@ -164,6 +165,7 @@ __all__ = [
     "WorkflowNotFound",
     "WorkflowStep",
     "WorkflowStepError",
+    "WorkflowVersionNotFound",
     "connect",
     "connect_async",
     "keep_freed_memory",

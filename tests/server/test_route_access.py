@@ -52,6 +52,9 @@ _STORE_READS: dict[str, dict[str, Any]] = {
         "descending": False,
     },
     "steps": {"workflow": "w", "instance_id": "i"},
+    "list_versions": {"workflow": "w"},
+    "get_version": {"workflow": "w", "version_id": "v"},
+    "instance_counts": {"workflow": "w"},
 }
 _STORE_PREFIX = remote.PATH.split("{method}")[0]
 

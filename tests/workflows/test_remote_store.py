@@ -35,7 +35,7 @@ def doubler(event, step):
     return value + got.payload
 """
 # The coordinator's work over every account: never a remote process's to call.
-DEPLOYMENT_ONLY = {"prune", "overdue", "requeue_orphan", "close"}
+DEPLOYMENT_ONLY = {"prune", "overdue", "requeue_orphan", "schedules", "start_tick", "close"}
 
 
 @pytest.fixture
@@ -137,6 +137,20 @@ def test_refusals_name_the_problem_and_change_nothing(server: RunningServer) -> 
     refused("instances_by_trace", {"trace_id": "XYZ", "limit": 10}, 400, "32 lowercase hex")
     refused("instances_by_trace", {"trace_id": "a" * 32, "limit": 5000}, 400, "limit")
     refused("internal_queue", {"workflow": "no/such"}, 400, "invalid workflow name")
+    refused("put_workflow_overrides", {"name": "w", "overrides": {"max_steps": 0}, "now_ms": 1}, 400, "lacks")
+    overrides = {
+        "class_name": None,
+        "script_name": None,
+        "schedules": ["* * *"],
+        "max_steps": None,
+        "concurrency": None,
+        "success_retention_ms": None,
+        "error_retention_ms": None,
+    }
+    refused("put_workflow_overrides", {"name": "w", "overrides": overrides, "now_ms": 1}, 400, "5")
+    overrides |= {"schedules": None, "max_steps": 0}
+    refused("put_workflow_overrides", {"name": "w", "overrides": overrides, "now_ms": 1}, 400, "max_steps")
+    assert call(server, secret, "list_workflows", {}).json()["result"] == []
     refused("get_instance", {"workflow": "w", "instance_id": 5}, 400, "a string")
     response = call(server, secret, "get_instance", {"workflow": "w", "instance_id": "ok"})
     assert response.status_code == 200 and response.json()["result"] is None  # nothing was created
@@ -159,7 +173,7 @@ def test_values_cross_the_wire_as_they_were() -> None:
 
     row = InstanceRow(
         "a", "w", "i", "queued", "1", None, None, "0" * 32, "v", 3, None, None, None, None, None, 1, 2, None, None,
-        "00-" + "0" * 32 + "-" + "1" * 16 + "-01", '{"queue": "q", "message": "m"}',
+        scheduled_ms=5, traceparent="00-" + "0" * 32 + "-" + "1" * 16 + "-01", origin='{"queue": "q", "message": "m"}',
     )  # fmt: skip
     back = from_wire(to_wire([row, InstanceExists("taken")]), list[InstanceRow | conveyor.ConveyorError])
     assert back[0] == row

@@ -56,13 +56,12 @@ def test_workflows_db_lives_in_the_deployment_directory(tmp_path: Path) -> None:
         assert db.execute("SELECT name FROM workflows").fetchall() == [("w",)]
 
 
-def test_a_version_1_workflows_db_upgrades_in_place_keeping_its_instances(tmp_path: Path) -> None:
+def test_an_instance_of_a_version_1_file_is_found_by_its_trace_after_the_upgrade(tmp_path: Path) -> None:
     directory = _sqlite_dir(tmp_path)
     directory.mkdir()
     path = directory / SQLITE_FILE
-    v1 = (Path(__file__).parent / "workflows_v1_schema.sql").read_text()
     with sqlite3.connect(path) as db:
-        db.executescript(v1)
+        db.executescript((Path(__file__).parent / "workflows_v1.sql").read_text())
         db.execute(
             "INSERT INTO workflow_instances (account, workflow, id, status, params, trace_id, version_id, epoch,"
             " created_ms, modified_ms) VALUES ('local', 'w', 'old', 'queued', '{}', ?, 'v', 0, 1, 1)",
@@ -97,3 +96,33 @@ def test_a_newer_or_foreign_workflows_db_is_refused_and_left_alone(tmp_path: Pat
     with conveyor.connect(f"sqlite://{directory}") as cv, pytest.raises(conveyor.CorruptStorage):
         workflow_store(cv)
     assert path.read_bytes() == before
+
+
+V1_SCHEMA = (Path(__file__).parent / "workflows_v1.sql").read_text()
+
+
+def test_a_version_1_workflows_db_is_upgraded_with_its_instances(tmp_path: Path) -> None:
+    directory = _sqlite_dir(tmp_path)
+    directory.mkdir()
+    with sqlite3.connect(directory / SQLITE_FILE) as old:
+        old.executescript(V1_SCHEMA)
+        old.execute(
+            "INSERT INTO workflows VALUES ('local', 'w', ?, 'v1', 1000, 2000, 5, 6)",
+            ('{"script_name": "m:f", "schedules": ["*/5 * * * *"], "max_steps": 10}',),
+        )
+        old.execute("INSERT INTO workflow_instance_ids VALUES ('local', 'w', 'old')")
+        old.execute(
+            "INSERT INTO workflow_instances (account, workflow, id, status, params, trace_id, version_id, epoch, "
+            "created_ms, modified_ms) VALUES ('local', 'w', 'old', 'queued', '{\"n\": 1}', ?, 'v1', 0, 7, 7)",
+            ("0" * 32,),
+        )
+    with conveyor.connect(f"sqlite://{directory}") as cv:
+        store = workflow_store(cv)
+        row = store.get_instance("local", "w", "old")
+        assert row is not None and (row.status, row.params, row.scheduled_ms) == ("queued", '{"n": 1}', None)
+        assert store.get_workflow("local", "w").settings.schedules == ("*/5 * * * *",)
+        assert store.schedules() == [], "its ticks count from its next registration"
+        store.put_workflow("local", "w", store.get_workflow("local", "w").settings, "v2", 60_000)
+        assert [(s.workflow, s.last_tick_ms) for s in store.schedules()] == [("w", 60_000)]
+    with sqlite3.connect(directory / SQLITE_FILE) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SQLITE_VERSION,)

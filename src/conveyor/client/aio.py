@@ -12,6 +12,7 @@ server round trip, and both clients behave the same by construction.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,18 @@ class AsyncConveyor:
         from conveyor.workflows.aio import AsyncWorkflow
 
         return AsyncWorkflow(await asyncio.to_thread(self.sync.workflow, name))
+
+    async def list_workflows(self) -> list[AsyncWorkflow]:
+        """:meth:`Conveyor.list_workflows`."""
+        from conveyor.workflows.aio import AsyncWorkflow
+
+        return [AsyncWorkflow(wf) for wf in await asyncio.to_thread(self.sync.list_workflows)]
+
+    async def put_workflow(self, name: str, **settings: Any) -> AsyncWorkflow:
+        """:meth:`Conveyor.put_workflow`, with the same keywords."""
+        from conveyor.workflows.aio import AsyncWorkflow
+
+        return AsyncWorkflow(await asyncio.to_thread(functools.partial(self.sync.put_workflow, name, **settings)))
 
     # -- buckets (conveyor.storage) -----------------------------------------------------------
     async def create_bucket(self, name: str, **location: str | None) -> AsyncBucket:

@@ -135,6 +135,48 @@ class Conveyor:
 
         return Workflow.open(self, name)
 
+    def list_workflows(self) -> list[Workflow]:
+        """The account's workflows (registered by a worker or made by :meth:`put_workflow`), by name.
+
+        >>> {wf.name: wf.instance_counts()["running"] for wf in cv.list_workflows()}
+        """
+        from conveyor.workflows.records import list_workflows
+
+        return list_workflows(self)
+
+    def put_workflow(
+        self,
+        name: str,
+        *,
+        class_name: str | None = None,
+        script_name: str | None = None,
+        schedules: Sequence[str] | None = None,
+        max_steps: int | None = None,
+        concurrency: int | None = None,
+        success_retention: float | str | None = None,
+        error_retention: float | str | None = None,
+    ) -> Workflow:
+        """Create the workflow's record, or replace the settings an earlier put gave (Cloudflare's
+        ``PUT /workflows/{name}``, wrangler's deploy): each setting given overrides the code's
+        (retentions in seconds or ``"3 days"``); a worker applies them when it starts. Instances of
+        a workflow that no worker runs stay ``queued``.
+
+        >>> wf = cv.put_workflow("download-package", concurrency=4, schedules=["0 * * * *"])
+        """
+        from conveyor.workflows.records import put_workflow
+
+        return put_workflow(
+            self,
+            name,
+            class_name=class_name,
+            script_name=script_name,
+            schedules=schedules,
+            max_steps=max_steps,
+            concurrency=concurrency,
+            success_retention=success_retention,
+            error_retention=error_retention,
+        )
+
     def delete_queue(self, name: str, *, force: bool = False) -> list[str]:
         """Delete the queue ``name``; ``force`` deletes one with damaged storage too, and returns
         where its damaged files were kept aside (see :meth:`Queue.delete`)."""

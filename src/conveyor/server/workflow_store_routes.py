@@ -29,7 +29,14 @@ from conveyor.tracing import check_traceparent
 from conveyor.workflows.client import COMPONENT, check_instance_id, check_workflow_name
 from conveyor.workflows.databases import open_store
 from conveyor.workflows.errors import InvalidStepConfig, PayloadTooLarge
-from conveyor.workflows.model import MAX_BATCH, MAX_PAYLOAD_BYTES, NewInstance, StepRow, WorkflowSettings
+from conveyor.workflows.model import (
+    MAX_BATCH,
+    MAX_PAYLOAD_BYTES,
+    NewInstance,
+    StepRow,
+    WorkflowSettings,
+)
+from conveyor.workflows.records import check_overrides
 from conveyor.workflows.remote import MAX_REQUEST_BYTES, METHODS, PATH, decode_arguments, to_wire
 
 TRACE_ID = re.compile(r"^[0-9a-f]{32}\Z")
@@ -94,6 +101,10 @@ def check_arguments(method: str, arguments: dict[str, Any]) -> None:
         raise InvalidRequest(f"trace id {arguments['trace_id']!r} must be 32 lowercase hex characters")
     if "settings" in arguments:
         _settings(arguments["settings"])
+    if "overrides" in arguments:
+        check_overrides(arguments["overrides"])
+    if "version_id" in arguments and len(arguments["version_id"]) > 100:
+        raise InvalidRequest(f"version id {arguments['version_id'][:100]!r}... is longer than 100 characters")
     if "items" in arguments:
         _items(arguments["items"])
     if "step" in arguments:

@@ -16,7 +16,7 @@
 The parts: :mod:`.store` (the durable transitions, one contract) with its SQL implementation
 (:mod:`.sql_store`, :mod:`.databases`); :mod:`.runtime` (steps, replay, fencing); :mod:`.execution`
 (the internal queues and the push handler); :mod:`.client` (handles); :mod:`.registration`
-(``@app.workflow``); :mod:`.retention`.
+(``@app.workflow``); :mod:`.records` (records a PUT makes, ``cv.put_workflow``); :mod:`.retention`.
 """
 
 from conveyor.workflows.client import BatchError, BatchResult, Instance, Workflow
@@ -30,9 +30,11 @@ from conveyor.workflows.errors import (
     InvalidWorkflowName,
     NonRetryableError,
     PayloadTooLarge,
+    StepNotFound,
     StepTimeout,
     WorkflowNotFound,
     WorkflowStepError,
+    WorkflowVersionNotFound,
 )
 from conveyor.workflows.model import (
     Attempt,
@@ -43,6 +45,9 @@ from conveyor.workflows.model import (
     Retries,
     StepRecord,
     WorkflowEvent,
+    WorkflowOverrides,
+    WorkflowRecord,
+    WorkflowVersion,
 )
 from conveyor.workflows.runtime import AsyncWorkflowStep, WorkflowStep
 from conveyor.workflows.store import WorkflowStore
@@ -66,13 +71,18 @@ __all__ = [
     "PayloadTooLarge",
     "ReceivedEvent",
     "Retries",
+    "StepNotFound",
     "StepRecord",
     "StepTimeout",
     "Workflow",
     "WorkflowEvent",
     "WorkflowNotFound",
+    "WorkflowOverrides",
+    "WorkflowRecord",
     "WorkflowStep",
     "WorkflowStepError",
     "WorkflowStore",
+    "WorkflowVersion",
+    "WorkflowVersionNotFound",
     "parse_duration",
 ]

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from conveyor.workflows.client import BatchResult, Instance, Workflow
-from conveyor.workflows.model import InstancePage, InstanceStatus
+from conveyor.workflows.model import InstancePage, InstanceStatus, WorkflowRecord, WorkflowVersion
 
 
 class AsyncWorkflow:
@@ -24,6 +24,10 @@ class AsyncWorkflow:
     @property
     def name(self) -> str:
         return self.sync.name
+
+    @property
+    def record(self) -> WorkflowRecord:
+        return self.sync.record
 
     async def create(
         self, params: Any = None, id: str | None = None, *, traceparent: str | None = None
@@ -40,6 +44,24 @@ class AsyncWorkflow:
     async def list_instances(self, status: str | None = None, **options: Any) -> InstancePage:
         """:meth:`Workflow.list_instances`, with the same keywords."""
         return await asyncio.to_thread(self.sync.list_instances, status, **options)
+
+    async def reload(self) -> AsyncWorkflow:
+        return AsyncWorkflow(await asyncio.to_thread(self.sync.reload))
+
+    async def delete(self) -> None:
+        await asyncio.to_thread(self.sync.delete)
+
+    async def versions(self) -> list[WorkflowVersion]:
+        return await asyncio.to_thread(self.sync.versions)
+
+    async def version(self, version_id: str) -> WorkflowVersion:
+        return await asyncio.to_thread(self.sync.version, version_id)
+
+    async def instance_counts(self) -> dict[str, int]:
+        return await asyncio.to_thread(self.sync.instance_counts)
+
+    async def has_worker(self) -> bool:
+        return await asyncio.to_thread(self.sync.has_worker)
 
 
 class AsyncInstance:

@@ -28,8 +28,9 @@ from conveyor.workflows.errors import (
     InvalidStepConfig,
     InvalidWorkflowName,
     WorkflowNotFound,
+    WorkflowVersionNotFound,
 )
-from conveyor.workflows.execution import send_wake, wake_message
+from conveyor.workflows.execution import queue_name, send_wake, wake_message
 from conveyor.workflows.model import (
     MAX_BATCH,
     STATUSES,
@@ -42,6 +43,7 @@ from conveyor.workflows.model import (
     StepRecord,
     StepRow,
     WorkflowRecord,
+    WorkflowVersion,
     _time,
 )
 from conveyor.workflows.runtime import encode_json
@@ -115,8 +117,43 @@ class Workflow:
         check_workflow_name(name)
         record = workflow_store(client).get_workflow(client.deployment.account, name)
         if record is None:
-            raise WorkflowNotFound(f"there is no workflow {name!r}: a worker registers it when it starts")
+            raise WorkflowNotFound(
+                f"there is no workflow {name!r}: a worker registers it when it starts, or put_workflow makes its record"
+            )
         return cls(client, record)
+
+    def reload(self) -> Workflow:
+        """A handle on the workflow as it is stored now (its record read again)."""
+        return Workflow.open(self._client, self.name)
+
+    def delete(self) -> None:
+        """Delete the workflow's record, its versions and every instance (their ids stay taken); a
+        worker that runs its code registers it again when it starts."""
+        if not self._store.delete_workflow(self._account, self.name):
+            raise WorkflowNotFound(f"there is no workflow {self.name!r}")
+
+    def versions(self) -> list[WorkflowVersion]:
+        """Every version the workflow had (a hash of its code and settings), the one in force first."""
+        return self._store.list_versions(self._account, self.name)
+
+    def version(self, version_id: str) -> WorkflowVersion:
+        """The version ``version_id``; ``WorkflowVersionNotFound`` if the workflow never had it."""
+        if not isinstance(version_id, str) or not 1 <= len(version_id) <= 100:
+            raise WorkflowVersionNotFound(f"workflow {self.name!r} has no version {version_id!r}")
+        found = self._store.get_version(self._account, self.name, version_id)
+        if found is None:
+            raise WorkflowVersionNotFound(f"workflow {self.name!r} has no version {version_id!r}")
+        return found
+
+    def instance_counts(self) -> dict[str, int]:
+        """How many instances are in each status (every status, 0 included)."""
+        counts = self._store.instance_counts(self._account, self.name)
+        return {status: counts.get(status, 0) for status in STATUSES}
+
+    def has_worker(self) -> bool:
+        """Whether a live worker runs this workflow; without one its instances stay ``queued``."""
+        internal = queue_name(self.name)
+        return any(run.queue_name == internal for w in self._client.engine.list_workers() for run in w.runs)
 
     def _queue_id(self) -> str:
         if self._internal_queue is None:

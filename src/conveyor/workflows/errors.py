@@ -1,7 +1,7 @@
 """The refusals of workflows (each a :class:`~conveyor.errors.ConveyorError` with a code), and the
 exceptions a workflow's code raises or sees.
 
-Codes 13001-13010 are Conveyor's own: Cloudflare's Workflows API names its errors
+Codes 13001-13011 are Conveyor's own: Cloudflare's Workflows API names its errors
 (``instance.already_exists``) instead of numbering them.
 """
 
@@ -53,6 +53,18 @@ class InvalidStepConfig(InvalidRequest):
     """A bad step name, duration, retry setting or workflow setting."""
 
     code = 13008
+
+
+class WorkflowVersionNotFound(ConveyorError):
+    code = 13009
+    status = 404
+
+
+class StepNotFound(ConveyorError):
+    """An instance has no step of that name, occurrence and type (``instances.step``)."""
+
+    code = 13010
+    status = 404
 
 
 class NonRetryableError(Exception):

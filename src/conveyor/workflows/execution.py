@@ -29,7 +29,7 @@ from conveyor.engine.base import Engine
 from conveyor.errors import QueueExists, QueueNotFound, StorageError
 from conveyor.model import NewMessage, QueueSettings
 from conveyor.workflows.errors import PayloadTooLarge
-from conveyor.workflows.model import InstanceRow, WorkflowEvent, WorkflowSettings
+from conveyor.workflows.model import InstanceRow, WorkflowEvent, WorkflowSettings, uuid_shaped
 from conveyor.workflows.runtime import (
     AsyncWorkflowStep,
     InstanceFailure,
@@ -86,8 +86,7 @@ def version_id(fn: Callable[..., Any], settings: WorkflowSettings) -> str:
         digest.update(code.co_code)
         digest.update(repr(code.co_consts).encode())
     digest.update(json.dumps(settings.to_json(), sort_keys=True).encode())
-    h = digest.hexdigest()[:32]
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return uuid_shaped(digest.hexdigest())
 
 
 class WorkflowHandler:
@@ -152,6 +151,7 @@ class WorkflowHandler:
             _datetime(row.created_ms),
             row.id,
             row.workflow,
+            None if row.scheduled_ms is None else _datetime(row.scheduled_ms),
         )
         trace = tracing.TraceContext(row.traceparent or tracing.make(row.trace_id), row.workflow, row.id)
         attributes = {"conveyor.workflow": row.workflow, "conveyor.instance": row.id, "conveyor.epoch": row.epoch}

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
+import json
 from typing import Any, Literal
 
 Backoff = Literal["constant", "linear", "exponential"]
@@ -76,11 +78,104 @@ class WorkflowSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class WorkflowOverrides:
+    """What a ``PUT /workflows/{name}`` (``cv.put_workflow``) set: each setting given overrides the
+    code's (None: the code's stands), as wrangler's deploy config does; ``class_name`` and
+    ``script_name`` name the code as Cloudflare's record does."""
+
+    class_name: str | None = None
+    script_name: str | None = None
+    schedules: tuple[str, ...] | None = None
+    max_steps: int | None = None
+    concurrency: int | None = None
+    success_retention_ms: int | None = None
+    error_retention_ms: int | None = None
+
+    def apply(self, settings: WorkflowSettings) -> WorkflowSettings:
+        """``settings`` with every overridden one replaced."""
+        given = {
+            name: value
+            for name, value in dataclasses.asdict(self).items()
+            if value is not None and name not in ("class_name", "script_name")
+        }
+        if "schedules" in given:
+            given["schedules"] = tuple(given["schedules"])
+        return dataclasses.replace(settings, **given)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {name: value for name, value in dataclasses.asdict(self).items() if value is not None}
+        if "schedules" in data:
+            data["schedules"] = list(data["schedules"])
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WorkflowOverrides:
+        if "schedules" in data:
+            data = {**data, "schedules": tuple(data["schedules"])}
+        return cls(**data)
+
+    @property
+    def empty(self) -> bool:
+        return not self.to_json()
+
+
+def effective_version(code_version: str, overrides: WorkflowOverrides) -> str:
+    """The version id of code ``code_version`` (a hash of the code and its settings; ``""`` when no
+    worker registered code yet) under ``overrides``: the code's own id when nothing is
+    overridden, else a hash of both, shaped as a UUID."""
+    if overrides.empty and code_version:
+        return code_version
+    digest = hashlib.sha256(code_version.encode())
+    digest.update(json.dumps(overrides.to_json(), sort_keys=True).encode())
+    return uuid_shaped(digest.hexdigest())
+
+
+def uuid_shaped(hex_digest: str) -> str:
+    h = hex_digest[:32]
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+@dataclasses.dataclass(frozen=True)
 class WorkflowRecord:
+    """A workflow as stored: ``settings`` are the ones in force (the code's, with ``overrides``
+    applied); ``code_settings`` the code's as its worker registered them (None until a worker
+    did: a record a PUT made); ``version_id`` the hash of both (:func:`effective_version`)."""
+
     account: str
     name: str
     settings: WorkflowSettings
     version_id: str
+    created_ms: int
+    modified_ms: int
+    code_settings: WorkflowSettings | None = None
+    overrides: WorkflowOverrides = WorkflowOverrides()
+    code_version: str = ""
+
+    @property
+    def script_name(self) -> str:
+        """Cloudflare's ``script_name``: the PUT's, else the code's module."""
+        if self.overrides.script_name is not None:
+            return self.overrides.script_name
+        return self.code_settings.script_name.partition(":")[0] if self.code_settings else ""
+
+    @property
+    def class_name(self) -> str:
+        """Cloudflare's ``class_name``: the PUT's, else the code's function name."""
+        if self.overrides.class_name is not None:
+            return self.overrides.class_name
+        return self.code_settings.script_name.partition(":")[2] if self.code_settings else ""
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkflowVersion:
+    """One version of a workflow: the settings in force under it, and when it was first seen."""
+
+    id: str
+    workflow: str
+    settings: WorkflowSettings
+    class_name: str
+    script_name: str
+    has_code: bool
     created_ms: int
     modified_ms: int
 
@@ -102,7 +197,8 @@ class InstanceRow:
     """One instance as stored. ``epoch`` counts claims (a worker's writes carry the epoch it
     claimed, and are refused once another claim bumped it); ``run_message`` is the internal queue
     message that drives the current run; ``wake_at_ms`` when a waiting instance is due;
-    ``waiting_for`` the event type a ``wait_for_event`` waits for."""
+    ``waiting_for`` the event type a ``wait_for_event`` waits for; ``scheduled_ms`` the cron tick
+    that started it (None for one created otherwise)."""
 
     account: str
     workflow: str
@@ -123,8 +219,20 @@ class InstanceRow:
     modified_ms: int
     started_ms: int | None
     ended_ms: int | None
+    scheduled_ms: int | None = None
     traceparent: str | None = None
     origin: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleRow:
+    """A workflow with cron schedules: its expressions and the last tick that started an instance
+    (at first, when the workflow was first registered with schedules)."""
+
+    account: str
+    workflow: str
+    schedules: tuple[str, ...]
+    last_tick_ms: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,12 +274,14 @@ def _time(ms: int | None) -> datetime.datetime | None:
 @dataclasses.dataclass(frozen=True)
 class WorkflowEvent:
     """What a workflow function gets: ``payload`` (the params), ``instance_id``, ``timestamp``
-    (when the instance was created), ``workflow_name``."""
+    (when the instance was created), ``workflow_name``, and ``schedule``: the cron tick that
+    started it (a UTC datetime), None for an instance created otherwise."""
 
     payload: Any
     timestamp: datetime.datetime
     instance_id: str
     workflow_name: str
+    schedule: datetime.datetime | None = None
 
 
 @dataclasses.dataclass(frozen=True)

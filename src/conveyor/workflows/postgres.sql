@@ -1,20 +1,65 @@
--- The workflow store's queries on PostgreSQL (tables of migrations/0007_workflows.sql); sql_store.py runs them.
+-- The workflow store's queries on PostgreSQL (tables of migrations/0007, 0010 and 0011); sql_store.py runs them.
 
--- name: put_workflow
-INSERT INTO workflows (account, name, settings, version_id, success_retention_ms, error_retention_ms, created_ms, modified_ms)
-VALUES (%(account)s, %(name)s, %(settings)s, %(version_id)s, %(success_retention_ms)s, %(error_retention_ms)s, %(now)s, %(now)s)
+-- name: upsert_workflow_code
+INSERT INTO workflows (account, name, settings, version_id, success_retention_ms, error_retention_ms, created_ms,
+    modified_ms, code_settings, code_version, overrides)
+VALUES (%(account)s, %(name)s, %(code_settings)s, '', 0, 0, %(now)s, %(now)s, %(code_settings)s, %(code_version)s, '{}')
 ON CONFLICT (account, name) DO UPDATE SET
-    settings = excluded.settings, version_id = excluded.version_id,
-    success_retention_ms = excluded.success_retention_ms, error_retention_ms = excluded.error_retention_ms,
-    modified_ms = excluded.modified_ms;
+    code_settings = excluded.code_settings, code_version = excluded.code_version, modified_ms = excluded.modified_ms;
 
--- name: get_workflow
-SELECT account, name, settings, version_id, created_ms, modified_ms FROM workflows
+-- name: upsert_workflow_overrides
+INSERT INTO workflows (account, name, settings, version_id, success_retention_ms, error_retention_ms, created_ms,
+    modified_ms, code_settings, code_version, overrides)
+VALUES (%(account)s, %(name)s, %(settings)s, '', 0, 0, %(now)s, %(now)s, NULL, '', %(overrides)s)
+ON CONFLICT (account, name) DO UPDATE SET overrides = excluded.overrides, modified_ms = excluded.modified_ms;
+
+-- name: set_workflow_in_force
+UPDATE workflows SET settings = %(settings)s, version_id = %(version_id)s,
+    success_retention_ms = %(success_retention_ms)s, error_retention_ms = %(error_retention_ms)s
 WHERE account = %(account)s AND name = %(name)s;
 
+-- name: get_workflow
+SELECT account, name, settings, version_id, created_ms, modified_ms, code_settings, overrides, code_version
+FROM workflows WHERE account = %(account)s AND name = %(name)s;
+
+-- name: lock_workflow
+SELECT account, name, settings, version_id, created_ms, modified_ms, code_settings, overrides, code_version
+FROM workflows WHERE account = %(account)s AND name = %(name)s FOR UPDATE;
+
 -- name: list_workflows
-SELECT account, name, settings, version_id, created_ms, modified_ms FROM workflows
-WHERE account = %(account)s ORDER BY name;
+SELECT account, name, settings, version_id, created_ms, modified_ms, code_settings, overrides, code_version
+FROM workflows WHERE account = %(account)s ORDER BY name;
+
+-- name: put_version
+INSERT INTO workflow_versions (account, workflow, id, settings, class_name, script_name, has_code, created_ms, modified_ms)
+VALUES (%(account)s, %(workflow)s, %(id)s, %(settings)s, %(class_name)s, %(script_name)s, %(has_code)s, %(now)s, %(now)s)
+ON CONFLICT (account, workflow, id) DO UPDATE SET modified_ms = excluded.modified_ms;
+
+-- name: list_versions
+SELECT id, workflow, settings, class_name, script_name, has_code, created_ms, modified_ms FROM workflow_versions
+WHERE account = %(account)s AND workflow = %(workflow)s ORDER BY modified_ms DESC, id DESC;
+
+-- name: get_version
+SELECT id, workflow, settings, class_name, script_name, has_code, created_ms, modified_ms FROM workflow_versions
+WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
+
+-- name: instance_counts
+SELECT status, count(*) FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s GROUP BY status;
+
+-- name: delete_workflow_steps
+DELETE FROM workflow_steps WHERE account = %(account)s AND workflow = %(workflow)s;
+
+-- name: delete_workflow_events
+DELETE FROM workflow_events WHERE account = %(account)s AND workflow = %(workflow)s;
+
+-- name: delete_workflow_instances
+DELETE FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s;
+
+-- name: delete_workflow_versions
+DELETE FROM workflow_versions WHERE account = %(account)s AND workflow = %(workflow)s;
+
+-- name: delete_workflow
+DELETE FROM workflows WHERE account = %(account)s AND name = %(name)s;
 
 -- name: instance_id_taken
 SELECT 1 FROM workflow_instance_ids WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
@@ -25,19 +70,19 @@ INSERT INTO workflow_instance_ids (account, workflow, id) VALUES (%(account)s, %
 -- name: insert_instance
 INSERT INTO workflow_instances (account, workflow, id, status, params, output, error, trace_id, version_id, epoch,
     run_message, wake_at_ms, waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms,
-    traceparent, origin)
+    scheduled_ms, traceparent, origin)
 VALUES (%(account)s, %(workflow)s, %(id)s, %(status)s, %(params)s, %(output)s, %(error)s, %(trace_id)s, %(version_id)s, %(epoch)s,
-    %(run_message)s, %(wake_at_ms)s, %(waiting_for)s, %(paused_at_ms)s, %(resume_status)s, %(created_ms)s, %(modified_ms)s, %(started_ms)s, %(ended_ms)s,
+    %(run_message)s, %(wake_at_ms)s, %(waiting_for)s, %(paused_at_ms)s, %(resume_status)s, %(created_ms)s, %(modified_ms)s, %(started_ms)s, %(ended_ms)s, %(scheduled_ms)s,
     %(traceparent)s, %(origin)s);
 
 -- name: get_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
 
 -- name: lock_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s FOR UPDATE;
 
 -- name: update_instance
@@ -49,7 +94,7 @@ WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
 
 -- name: list_instances_asc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE account = %(account)s AND workflow = %(workflow)s
     AND (CAST(%(status)s AS text) IS NULL OR status = CAST(%(status)s AS text))
@@ -60,7 +105,7 @@ ORDER BY created_ms, id LIMIT %(limit)s;
 
 -- name: list_instances_desc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE account = %(account)s AND workflow = %(workflow)s
     AND (CAST(%(status)s AS text) IS NULL OR status = CAST(%(status)s AS text))
@@ -122,13 +167,29 @@ LIMIT 1000 FOR UPDATE OF i SKIP LOCKED;
 
 -- name: overdue_instances
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE (status = 'waiting' AND wake_at_ms < %(before)s) OR (status IN ('queued', 'running', 'waitingForPause') AND modified_ms < %(before)s)
 LIMIT %(limit)s;
 
+-- name: put_schedule
+INSERT INTO workflow_schedules (account, workflow, last_tick_ms) VALUES (%(account)s, %(workflow)s, %(now)s)
+ON CONFLICT (account, workflow) DO NOTHING;
+
+-- name: drop_schedule
+DELETE FROM workflow_schedules WHERE account = %(account)s AND workflow = %(workflow)s;
+
+-- name: list_schedules
+SELECT s.account, s.workflow, w.settings, s.last_tick_ms FROM workflow_schedules s
+JOIN workflows w ON w.account = s.account AND w.name = s.workflow
+ORDER BY s.account, s.workflow;
+
+-- name: claim_tick
+UPDATE workflow_schedules SET last_tick_ms = %(tick)s
+WHERE account = %(account)s AND workflow = %(workflow)s AND last_tick_ms < %(tick)s;
+
 -- name: instances_by_trace
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances WHERE account = %(account)s AND trace_id = %(trace_id)s
 ORDER BY created_ms, workflow, id LIMIT %(limit)s;

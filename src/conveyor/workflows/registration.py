@@ -43,16 +43,18 @@ class WorkflowDefinition:
         """Register the workflow; the internal queue's id and its consumer."""
         store = workflow_store(client)
         account = client.deployment.account
-        store.put_workflow(
+        record = store.put_workflow(
             account, self.name, self.settings, version_id(self.fn, self.settings), client.engine.clock.now_ms()
         )
+        # In force: the code's settings under those a PUT gave (wrangler's deploy config).
+        in_force = record.settings
         queue_id = store.internal_queue(account, self.name, client.engine)
-        handler = WorkflowHandler(self.fn, self.name, account, store, client.engine, queue_id, self.settings)
+        handler = WorkflowHandler(self.fn, self.name, account, store, client.engine, queue_id, in_force)
         settings = ConsumerSettings(
             batch_size=1,
             max_retries=limits.MAX_RETRIES,
             max_wait_time_ms=0,
-            max_concurrency=self.settings.concurrency,
+            max_concurrency=in_force.concurrency,
             retry_delay=REDELIVERY_DELAY,
             visibility_timeout_ms=self.visibility_timeout_ms,
         )

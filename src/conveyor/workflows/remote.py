@@ -6,7 +6,7 @@ method's arguments (all but the account, which is the path's and so the token's)
 object, answered ``{"result": ...}`` in the server's envelope, or a refusal naming its error class
 (``conveyor-error``) as every route's is. Only the methods in :data:`METHODS` exist: the ones a
 worker's runs and a client's handles make on their own account. The deployment-wide maintenance
-(retention, rescue) runs on the server's coordinator, never from a remote process.
+(retention, rescue, cron) runs on the server's coordinator, never from a remote process.
 
 Values are the store's plain data (:mod:`conveyor.workflows.model`) turned into JSON by the
 method's own type hints, both ways (:func:`to_wire`, :func:`from_wire`): a dataclass is an object
@@ -42,9 +42,12 @@ from conveyor.workflows.model import (
     EventRow,
     InstanceRow,
     NewInstance,
+    ScheduleRow,
     StepRow,
+    WorkflowOverrides,
     WorkflowRecord,
     WorkflowSettings,
+    WorkflowVersion,
 )
 from conveyor.workflows.store import Action, SuspendOutcome, WorkflowStore
 
@@ -55,8 +58,13 @@ PATH = "/conveyor/v1/accounts/{account_id}/workflow-store/{method}"
 # The store's methods a remote process may call, and whether each only reads.
 METHODS: Mapping[str, bool] = {
     "put_workflow": False,
+    "put_workflow_overrides": False,
     "get_workflow": True,
     "list_workflows": True,
+    "delete_workflow": False,
+    "list_versions": True,
+    "get_version": True,
+    "instance_counts": True,
     "create_instances": False,
     "get_instance": True,
     "list_instances": True,
@@ -302,8 +310,29 @@ class HttpWorkflowStore(WorkflowStore):
     def get_workflow(self, account: str, name: str) -> WorkflowRecord | None:
         return typing.cast(WorkflowRecord | None, self._call(account, "get_workflow", name=name))
 
+    def put_workflow_overrides(
+        self, account: str, name: str, overrides: WorkflowOverrides, now_ms: int
+    ) -> WorkflowRecord:
+        return typing.cast(
+            WorkflowRecord, self._call(account, "put_workflow_overrides", name=name, overrides=overrides, now_ms=now_ms)
+        )
+
     def list_workflows(self, account: str) -> list[WorkflowRecord]:
         return typing.cast(list[WorkflowRecord], self._call(account, "list_workflows"))
+
+    def delete_workflow(self, account: str, name: str) -> bool:
+        return bool(self._call(account, "delete_workflow", name=name))
+
+    def list_versions(self, account: str, workflow: str) -> list[WorkflowVersion]:
+        return typing.cast(list[WorkflowVersion], self._call(account, "list_versions", workflow=workflow))
+
+    def get_version(self, account: str, workflow: str, version_id: str) -> WorkflowVersion | None:
+        return typing.cast(
+            WorkflowVersion | None, self._call(account, "get_version", workflow=workflow, version_id=version_id)
+        )
+
+    def instance_counts(self, account: str, workflow: str) -> dict[str, int]:
+        return typing.cast(dict[str, int], self._call(account, "instance_counts", workflow=workflow))
 
     # -- instances ----------------------------------------------------------------------------
     def create_instances(
@@ -486,6 +515,14 @@ class HttpWorkflowStore(WorkflowStore):
 
     def requeue_orphan(self, account: str, workflow: str, instance_id: str, epoch: int, now_ms: int) -> bool:
         raise InvalidRequest("the workflow rescue runs on the server's coordinator, not over HTTP")
+
+    def schedules(self) -> list[ScheduleRow]:
+        raise InvalidRequest("cron triggers run on the server's coordinator, not over HTTP")
+
+    def start_tick(
+        self, account: str, workflow: str, tick_ms: int, instance: NewInstance, now_ms: int
+    ) -> InstanceRow | None:
+        raise InvalidRequest("cron triggers run on the server's coordinator, not over HTTP")
 
     def close(self) -> None:
         self._http.close()

@@ -1,6 +1,7 @@
 """The workflows' coordinator services: retention of finished instances (deleted past their
 workflow's retention, 3 days complete and 7 days errored or terminated by default, by the engine's
-clock) and the rescuer (:mod:`conveyor.workflows.rescue`)."""
+clock), the rescuer (:mod:`conveyor.workflows.rescue`) and cron triggers
+(:mod:`conveyor.workflows.schedules`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from conveyor.workflows.client import workflow_store
 from conveyor.workflows.rescue import INTERVAL_SECONDS as RESCUE_INTERVAL
 from conveyor.workflows.rescue import SERVICE as RESCUE_SERVICE
 from conveyor.workflows.rescue import rescue_overdue
+from conveyor.workflows.schedules import INTERVAL_SECONDS as CRON_INTERVAL
+from conveyor.workflows.schedules import SERVICE as CRON_SERVICE
+from conveyor.workflows.schedules import CronService
 
 if TYPE_CHECKING:
     from conveyor.client.sync import Conveyor
@@ -31,9 +35,13 @@ def prune_finished(client: Conveyor) -> int:
 
 
 def add_workflow_services(coordinator: Coordinator, client: Conveyor) -> None:
-    """Retention and the rescuer, on the coordinator of ``client``'s deployment. The store opens
-    when a service first runs, so a process that never leads (a worker of a server) opens none."""
+    """Retention, the rescuer and cron triggers, on the coordinator of ``client``'s deployment. The
+    store opens when a service first runs, so a process that never leads (a worker of a server)
+    opens none."""
     coordinator.add_service(SERVICE, INTERVAL_SECONDS, lambda: prune_finished(client))
     coordinator.add_service(
         RESCUE_SERVICE, RESCUE_INTERVAL, lambda: rescue_overdue(workflow_store(client), coordinator.engine)
+    )
+    coordinator.add_service(
+        CRON_SERVICE, CRON_INTERVAL, CronService(lambda: workflow_store(client), coordinator.engine)
     )

@@ -21,9 +21,13 @@ from conveyor.workflows.model import (
     EventRow,
     InstanceRow,
     NewInstance,
+    ScheduleRow,
     StepRow,
+    WorkflowOverrides,
     WorkflowRecord,
     WorkflowSettings,
+    WorkflowVersion,
+    effective_version,
 )
 from conveyor.workflows.store import Action, SuspendOutcome, WorkflowStore
 
@@ -58,9 +62,31 @@ def _step(row: Row) -> StepRow:
 
 
 def _record(row: Row) -> WorkflowRecord:
-    account, name, settings, version_id, created, modified = row
+    account, name, settings, version_id, created, modified, code_settings, overrides, code_version = row
     return WorkflowRecord(
-        account, name, WorkflowSettings.from_json(json.loads(settings)), version_id, created, modified
+        account,
+        name,
+        WorkflowSettings.from_json(json.loads(settings)),
+        version_id,
+        created,
+        modified,
+        None if code_settings is None else WorkflowSettings.from_json(json.loads(code_settings)),
+        WorkflowOverrides.from_json(json.loads(overrides)),
+        code_version,
+    )
+
+
+def _version(row: Row) -> WorkflowVersion:
+    version_id, workflow, settings, class_name, script_name, has_code, created, modified = row
+    return WorkflowVersion(
+        version_id,
+        workflow,
+        WorkflowSettings.from_json(json.loads(settings)),
+        class_name,
+        script_name,
+        bool(has_code),
+        created,
+        modified,
     )
 
 
@@ -94,20 +120,63 @@ class SqlWorkflowStore(WorkflowStore):
         self, account: str, name: str, settings: WorkflowSettings, version_id: str, now_ms: int
     ) -> WorkflowRecord:
         def put(tx: Tx) -> WorkflowRecord:
+            code = json.dumps(settings.to_json())
             self._run(
-                tx,
-                "put_workflow",
-                account=account,
-                name=name,
-                settings=json.dumps(settings.to_json()),
-                version_id=version_id,
-                success_retention_ms=settings.success_retention_ms,
-                error_retention_ms=settings.error_retention_ms,
+                tx, "upsert_workflow_code", account=account, name=name, code_settings=code, code_version=version_id,
                 now=now_ms,
-            )
-            return _record(self._rows(tx, "get_workflow", account=account, name=name)[0])
+            )  # fmt: skip
+            return self._put_in_force(tx, account, name, now_ms)
 
         return self._db.transaction(put)
+
+    def put_workflow_overrides(
+        self, account: str, name: str, overrides: WorkflowOverrides, now_ms: int
+    ) -> WorkflowRecord:
+        def put(tx: Tx) -> WorkflowRecord:
+            given = json.dumps(overrides.to_json())
+            placeholder = json.dumps(WorkflowSettings().to_json())  # set by _put_in_force below
+            self._run(
+                tx, "upsert_workflow_overrides", account=account, name=name, overrides=given, settings=placeholder,
+                now=now_ms,
+            )  # fmt: skip
+            return self._put_in_force(tx, account, name, now_ms)
+
+        return self._db.transaction(put)
+
+    def _put_in_force(self, tx: Tx, account: str, name: str, now_ms: int) -> WorkflowRecord:
+        """Once one half (the code's, a PUT's) was written: the settings and version in force."""
+        before = _record(self._rows(tx, "lock_workflow", account=account, name=name)[0])
+        settings = before.overrides.apply(before.code_settings or WorkflowSettings())
+        version = effective_version(before.code_version, before.overrides)
+        self._run(
+            tx,
+            "set_workflow_in_force",
+            account=account,
+            name=name,
+            settings=json.dumps(settings.to_json()),
+            version_id=version,
+            success_retention_ms=settings.success_retention_ms,
+            error_retention_ms=settings.error_retention_ms,
+        )
+        record = dataclasses.replace(before, settings=settings, version_id=version)
+        if settings.schedules:
+            self._run(tx, "put_schedule", account=account, workflow=name, now=now_ms)
+        else:
+            self._run(tx, "drop_schedule", account=account, workflow=name)
+        if version != before.version_id:
+            self._run(
+                tx,
+                "put_version",
+                account=account,
+                workflow=name,
+                id=version,
+                settings=json.dumps(settings.to_json()),
+                class_name=record.class_name,
+                script_name=record.script_name,
+                has_code=record.code_settings is not None,
+                now=now_ms,
+            )
+        return record
 
     def get_workflow(self, account: str, name: str) -> WorkflowRecord | None:
         rows = self._db.transaction(lambda tx: self._rows(tx, "get_workflow", account=account, name=name))
@@ -117,51 +186,83 @@ class SqlWorkflowStore(WorkflowStore):
         rows = self._db.transaction(lambda tx: self._rows(tx, "list_workflows", account=account))
         return [_record(r) for r in rows]
 
+    def delete_workflow(self, account: str, name: str) -> bool:
+        def delete(tx: Tx) -> bool:
+            key = {"account": account, "workflow": name}
+            for query in ("delete_workflow_steps", "delete_workflow_events", "delete_workflow_instances"):
+                self._run(tx, query, **key)
+            self._run(tx, "delete_workflow_versions", **key)
+            self._run(tx, "drop_schedule", **key)
+            return self._run(tx, "delete_workflow", account=account, name=name) > 0
+
+        return self._db.transaction(delete)
+
+    def list_versions(self, account: str, workflow: str) -> list[WorkflowVersion]:
+        rows = self._db.transaction(lambda tx: self._rows(tx, "list_versions", account=account, workflow=workflow))
+        return [_version(r) for r in rows]
+
+    def get_version(self, account: str, workflow: str, version_id: str) -> WorkflowVersion | None:
+        rows = self._db.transaction(
+            lambda tx: self._rows(tx, "get_version", account=account, workflow=workflow, id=version_id)
+        )
+        return _version(rows[0]) if rows else None
+
+    def instance_counts(self, account: str, workflow: str) -> dict[str, int]:
+        rows = self._db.transaction(lambda tx: self._rows(tx, "instance_counts", account=account, workflow=workflow))
+        return {status: int(count) for status, count in rows}
+
     # -- instances ----------------------------------------------------------------------------
     def create_instances(
         self, account: str, workflow: str, version_id: str, items: Sequence[NewInstance], now_ms: int
     ) -> list[InstanceRow | ConveyorError]:
         def create(tx: Tx) -> list[InstanceRow | ConveyorError]:
-            out: list[InstanceRow | ConveyorError] = []
-            for item in items:
-                key = {"account": account, "workflow": workflow, "id": item.id}
-                if self._rows(tx, "instance_id_taken", **key):
-                    out.append(
-                        InstanceExists(
-                            f"instance.already_exists: workflow {workflow!r} already had an instance {item.id!r}; "
-                            "ids are never reused"
-                        )
-                    )
-                    continue
-                self._run(tx, "take_instance_id", **key)
-                row = InstanceRow(
-                    account,
-                    workflow,
-                    item.id,
-                    "queued",
-                    item.params,
-                    None,
-                    None,
-                    item.trace_id,
-                    version_id,
-                    0,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    now_ms,
-                    now_ms,
-                    None,
-                    None,
-                    item.traceparent,
-                    item.origin,
-                )
-                self._run(tx, "insert_instance", **dataclasses.asdict(row))
-                out.append(row)
-            return out
+            return [self._insert(tx, account, workflow, version_id, item, now_ms, None) for item in items]
 
         return self._db.transaction(create)
+
+    def _insert(
+        self,
+        tx: Tx,
+        account: str,
+        workflow: str,
+        version_id: str,
+        item: NewInstance,
+        now_ms: int,
+        scheduled_ms: int | None,
+    ) -> InstanceRow | ConveyorError:
+        key = {"account": account, "workflow": workflow, "id": item.id}
+        if self._rows(tx, "instance_id_taken", **key):
+            return InstanceExists(
+                f"instance.already_exists: workflow {workflow!r} already had an instance {item.id!r}; "
+                "ids are never reused"
+            )
+        self._run(tx, "take_instance_id", **key)
+        row = InstanceRow(
+            account,
+            workflow,
+            item.id,
+            "queued",
+            item.params,
+            None,
+            None,
+            item.trace_id,
+            version_id,
+            0,
+            None,
+            None,
+            None,
+            None,
+            None,
+            now_ms,
+            now_ms,
+            None,
+            None,
+            scheduled_ms,
+            item.traceparent,
+            item.origin,
+        )
+        self._run(tx, "insert_instance", **dataclasses.asdict(row))
+        return row
 
     def get_instance(self, account: str, workflow: str, instance_id: str) -> InstanceRow | None:
         rows = self._db.transaction(
@@ -501,6 +602,29 @@ class SqlWorkflowStore(WorkflowStore):
             return True
 
         return self._db.transaction(requeue)
+
+    def schedules(self) -> list[ScheduleRow]:
+        rows = self._db.transaction(lambda tx: self._rows(tx, "list_schedules"))
+        return [
+            ScheduleRow(account, workflow, WorkflowSettings.from_json(json.loads(settings)).schedules, last)
+            for account, workflow, settings, last in rows
+        ]
+
+    def start_tick(
+        self, account: str, workflow: str, tick_ms: int, instance: NewInstance, now_ms: int
+    ) -> InstanceRow | None:
+        def start(tx: Tx) -> InstanceRow | None:
+            # The row lock (PostgreSQL) or the write lock (SQLite) makes the tick's claim and the
+            # instance one step: a second coordinator finds the tick taken and changes nothing.
+            if not self._run(tx, "claim_tick", account=account, workflow=workflow, tick=tick_ms):
+                return None
+            record = self._rows(tx, "get_workflow", account=account, name=workflow)
+            if not record:
+                return None
+            row = self._insert(tx, account, workflow, _record(record[0]).version_id, instance, now_ms, tick_ms)
+            return row if isinstance(row, InstanceRow) else None
+
+        return self._db.transaction(start)
 
     def close(self) -> None:
         self._db.close()

@@ -1,20 +1,65 @@
 -- The workflow store's queries on SQLite (workflows.db); sql_store.py runs them.
 
--- name: put_workflow
-INSERT INTO workflows (account, name, settings, version_id, success_retention_ms, error_retention_ms, created_ms, modified_ms)
-VALUES (:account, :name, :settings, :version_id, :success_retention_ms, :error_retention_ms, :now, :now)
+-- name: upsert_workflow_code
+INSERT INTO workflows (account, name, settings, version_id, success_retention_ms, error_retention_ms, created_ms,
+    modified_ms, code_settings, code_version, overrides)
+VALUES (:account, :name, :code_settings, '', 0, 0, :now, :now, :code_settings, :code_version, '{}')
 ON CONFLICT (account, name) DO UPDATE SET
-    settings = excluded.settings, version_id = excluded.version_id,
-    success_retention_ms = excluded.success_retention_ms, error_retention_ms = excluded.error_retention_ms,
-    modified_ms = excluded.modified_ms;
+    code_settings = excluded.code_settings, code_version = excluded.code_version, modified_ms = excluded.modified_ms;
 
--- name: get_workflow
-SELECT account, name, settings, version_id, created_ms, modified_ms FROM workflows
+-- name: upsert_workflow_overrides
+INSERT INTO workflows (account, name, settings, version_id, success_retention_ms, error_retention_ms, created_ms,
+    modified_ms, code_settings, code_version, overrides)
+VALUES (:account, :name, :settings, '', 0, 0, :now, :now, NULL, '', :overrides)
+ON CONFLICT (account, name) DO UPDATE SET overrides = excluded.overrides, modified_ms = excluded.modified_ms;
+
+-- name: set_workflow_in_force
+UPDATE workflows SET settings = :settings, version_id = :version_id,
+    success_retention_ms = :success_retention_ms, error_retention_ms = :error_retention_ms
 WHERE account = :account AND name = :name;
 
+-- name: get_workflow
+SELECT account, name, settings, version_id, created_ms, modified_ms, code_settings, overrides, code_version
+FROM workflows WHERE account = :account AND name = :name;
+
+-- name: lock_workflow
+SELECT account, name, settings, version_id, created_ms, modified_ms, code_settings, overrides, code_version
+FROM workflows WHERE account = :account AND name = :name;
+
 -- name: list_workflows
-SELECT account, name, settings, version_id, created_ms, modified_ms FROM workflows
-WHERE account = :account ORDER BY name;
+SELECT account, name, settings, version_id, created_ms, modified_ms, code_settings, overrides, code_version
+FROM workflows WHERE account = :account ORDER BY name;
+
+-- name: put_version
+INSERT INTO workflow_versions (account, workflow, id, settings, class_name, script_name, has_code, created_ms, modified_ms)
+VALUES (:account, :workflow, :id, :settings, :class_name, :script_name, :has_code, :now, :now)
+ON CONFLICT (account, workflow, id) DO UPDATE SET modified_ms = excluded.modified_ms;
+
+-- name: list_versions
+SELECT id, workflow, settings, class_name, script_name, has_code, created_ms, modified_ms FROM workflow_versions
+WHERE account = :account AND workflow = :workflow ORDER BY modified_ms DESC, id DESC;
+
+-- name: get_version
+SELECT id, workflow, settings, class_name, script_name, has_code, created_ms, modified_ms FROM workflow_versions
+WHERE account = :account AND workflow = :workflow AND id = :id;
+
+-- name: instance_counts
+SELECT status, count(*) FROM workflow_instances WHERE account = :account AND workflow = :workflow GROUP BY status;
+
+-- name: delete_workflow_steps
+DELETE FROM workflow_steps WHERE account = :account AND workflow = :workflow;
+
+-- name: delete_workflow_events
+DELETE FROM workflow_events WHERE account = :account AND workflow = :workflow;
+
+-- name: delete_workflow_instances
+DELETE FROM workflow_instances WHERE account = :account AND workflow = :workflow;
+
+-- name: delete_workflow_versions
+DELETE FROM workflow_versions WHERE account = :account AND workflow = :workflow;
+
+-- name: delete_workflow
+DELETE FROM workflows WHERE account = :account AND name = :name;
 
 -- name: instance_id_taken
 SELECT 1 FROM workflow_instance_ids WHERE account = :account AND workflow = :workflow AND id = :id;
@@ -25,19 +70,19 @@ INSERT INTO workflow_instance_ids (account, workflow, id) VALUES (:account, :wor
 -- name: insert_instance
 INSERT INTO workflow_instances (account, workflow, id, status, params, output, error, trace_id, version_id, epoch,
     run_message, wake_at_ms, waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms,
-    traceparent, origin)
+    scheduled_ms, traceparent, origin)
 VALUES (:account, :workflow, :id, :status, :params, :output, :error, :trace_id, :version_id, :epoch,
-    :run_message, :wake_at_ms, :waiting_for, :paused_at_ms, :resume_status, :created_ms, :modified_ms, :started_ms, :ended_ms,
+    :run_message, :wake_at_ms, :waiting_for, :paused_at_ms, :resume_status, :created_ms, :modified_ms, :started_ms, :ended_ms, :scheduled_ms,
     :traceparent, :origin);
 
 -- name: get_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: lock_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: update_instance
@@ -49,7 +94,7 @@ WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: list_instances_asc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE account = :account AND workflow = :workflow
     AND (:status IS NULL OR status = :status)
@@ -60,7 +105,7 @@ ORDER BY created_ms, id LIMIT :limit;
 
 -- name: list_instances_desc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE account = :account AND workflow = :workflow
     AND (:status IS NULL OR status = :status)
@@ -122,13 +167,29 @@ LIMIT 1000;
 
 -- name: overdue_instances
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE (status = 'waiting' AND wake_at_ms < :before) OR (status IN ('queued', 'running', 'waitingForPause') AND modified_ms < :before)
 LIMIT :limit;
 
+-- name: put_schedule
+INSERT INTO workflow_schedules (account, workflow, last_tick_ms) VALUES (:account, :workflow, :now)
+ON CONFLICT (account, workflow) DO NOTHING;
+
+-- name: drop_schedule
+DELETE FROM workflow_schedules WHERE account = :account AND workflow = :workflow;
+
+-- name: list_schedules
+SELECT s.account, s.workflow, w.settings, s.last_tick_ms FROM workflow_schedules s
+JOIN workflows w ON w.account = s.account AND w.name = s.workflow
+ORDER BY s.account, s.workflow;
+
+-- name: claim_tick
+UPDATE workflow_schedules SET last_tick_ms = :tick
+WHERE account = :account AND workflow = :workflow AND last_tick_ms < :tick;
+
 -- name: instances_by_trace
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances WHERE account = :account AND trace_id = :trace_id
 ORDER BY created_ms, workflow, id LIMIT :limit;

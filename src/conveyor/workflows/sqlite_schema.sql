@@ -1,7 +1,7 @@
--- workflows.db, schema version 2: the workflows of every account of a SQLite deployment
--- (sqlite_v1_to_v2.sql brings a version 1 file here).
+-- workflows.db, schema version 1: the workflows of every account of a SQLite deployment. A new file
+-- is made at version 1 and brought up by the upgrade scripts (sqlite_v1_to_v2.sql, ...).
 PRAGMA application_id = 1131376246;  -- 'Conv': marks the file as Conveyor's
-PRAGMA user_version = 2;
+PRAGMA user_version = 1;
 -- Times are milliseconds since the epoch; params, outputs, errors, attempts and configs JSON text.
 CREATE TABLE workflows (
     account              TEXT NOT NULL,
@@ -41,14 +41,9 @@ CREATE TABLE workflow_instances (
     modified_ms   INTEGER NOT NULL,
     started_ms    INTEGER,
     ended_ms      INTEGER,
-    -- The W3C traceparent of the context that created it (its runs' spans are children of it),
-    -- and where it came from: JSON {"workflow", "instance", "step"} or {"queue", "message"}.
-    traceparent   TEXT,
-    origin        TEXT,
     PRIMARY KEY (account, workflow, id)
 );
 CREATE INDEX workflow_instances_by_created ON workflow_instances (account, workflow, created_ms, id);
-CREATE INDEX workflow_instances_by_trace ON workflow_instances (account, trace_id);
 CREATE INDEX workflow_instances_by_end ON workflow_instances (ended_ms) WHERE ended_ms IS NOT NULL;
 CREATE TABLE workflow_steps (
     account    TEXT NOT NULL,

@@ -31,9 +31,12 @@ from conveyor.workflows.model import (
     EventRow,
     InstanceRow,
     NewInstance,
+    ScheduleRow,
     StepRow,
+    WorkflowOverrides,
     WorkflowRecord,
     WorkflowSettings,
+    WorkflowVersion,
 )
 
 Action = Literal["pause", "resume", "terminate", "restart"]
@@ -46,7 +49,19 @@ class WorkflowStore(ABC):
     def put_workflow(
         self, account: str, name: str, settings: WorkflowSettings, version_id: str, now_ms: int
     ) -> WorkflowRecord:
-        """Create the workflow's record, or replace its settings and version (created time kept)."""
+        """Register the code of a workflow (what its worker does when it starts): its settings and
+        ``version_id`` (a hash of the code and those settings) as the code's, under the overrides
+        a PUT gave (kept); the record made if missing (its created time kept otherwise). A workflow
+        whose settings in force have schedules counts its cron ticks from its first registration
+        with them (``now_ms``); one without has no schedule row."""
+
+    @abstractmethod
+    def put_workflow_overrides(
+        self, account: str, name: str, overrides: WorkflowOverrides, now_ms: int
+    ) -> WorkflowRecord:
+        """``PUT /workflows/{name}``: replace the overrides of the record (made if missing, with no
+        code until a worker registers it); the code's own settings are kept; schedules as for
+        :meth:`put_workflow`."""
 
     @abstractmethod
     def get_workflow(self, account: str, name: str) -> WorkflowRecord | None: ...
@@ -54,6 +69,22 @@ class WorkflowStore(ABC):
     @abstractmethod
     def list_workflows(self, account: str) -> list[WorkflowRecord]:
         """The account's workflows, by name."""
+
+    @abstractmethod
+    def delete_workflow(self, account: str, name: str) -> bool:
+        """Delete the workflow's record, versions and every instance with its steps and events (the
+        instance ids stay taken); False if there is no such workflow."""
+
+    @abstractmethod
+    def list_versions(self, account: str, workflow: str) -> list[WorkflowVersion]:
+        """Every version the workflow had, the one last put in force first."""
+
+    @abstractmethod
+    def get_version(self, account: str, workflow: str, version_id: str) -> WorkflowVersion | None: ...
+
+    @abstractmethod
+    def instance_counts(self, account: str, workflow: str) -> dict[str, int]:
+        """How many instances the workflow has in each status (statuses it has none in left out)."""
 
     # -- instances ----------------------------------------------------------------------------
     @abstractmethod
@@ -181,6 +212,19 @@ class WorkflowStore(ABC):
     def requeue_orphan(self, account: str, workflow: str, instance_id: str, epoch: int, now_ms: int) -> bool:
         """Make a run that no message drives any more ``queued`` again (its epoch fenced), if it is
         still at ``epoch``; ``waitingForPause`` becomes ``paused``. True if it should be woken."""
+
+    @abstractmethod
+    def schedules(self) -> list[ScheduleRow]:
+        """Every workflow (every account) with cron schedules, and the last tick it started."""
+
+    @abstractmethod
+    def start_tick(
+        self, account: str, workflow: str, tick_ms: int, instance: NewInstance, now_ms: int
+    ) -> InstanceRow | None:
+        """Start the cron tick ``tick_ms``: in one transaction, move the workflow's last tick to it
+        and create ``instance`` (``queued``, ``scheduled_ms`` the tick, params null). None, and
+        nothing changed, if the workflow's last tick is already that late (another coordinator
+        started it) or it has no schedules."""
 
     @abstractmethod
     def close(self) -> None: ...

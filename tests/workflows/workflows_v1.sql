@@ -1,4 +1,4 @@
--- workflows.db as version 1 made it (a copy kept for the upgrade test: test_store.py).
+-- workflows.db as schema version 1 made it (a copy kept for the upgrade test: the schema file may change).
 PRAGMA application_id = 1131376246;  -- 'Conv': marks the file as Conveyor's
 PRAGMA user_version = 1;
 -- Times are milliseconds since the epoch; params, outputs, errors, attempts and configs JSON text.
