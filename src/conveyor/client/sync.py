@@ -32,6 +32,7 @@ from conveyor.model import (
 )
 
 if TYPE_CHECKING:  # workflows and storage sit above the client: imported when used, never at module level
+    from conveyor.slurper.client import Slurper
     from conveyor.storage import Bucket, BucketInfo
     from conveyor.storage.kv import KVNamespaceInfo, KVStore
     from conveyor.storage.kv_handle import KVNamespace
@@ -134,6 +135,16 @@ class Conveyor:
         from conveyor.workflows.client import Workflow
 
         return Workflow.open(self, name)
+
+    @property
+    def slurper(self) -> Slurper:
+        """The migration jobs of this account (a :class:`conveyor.slurper.Slurper`; see docs/slurper.md).
+
+        >>> job = cv.slurper.create_job(source={...}, target={"vendor": "r2", "bucket": "photos"})
+        """
+        from conveyor.slurper.client import Slurper
+
+        return Slurper(self)
 
     def list_workflows(self) -> list[Workflow]:
         """The account's workflows (registered by a worker or made by :meth:`put_workflow`), by name.
