@@ -35,7 +35,7 @@ def doubler(event, step):
     return value + got.payload
 """
 # The coordinator's work over every account: never a remote process's to call.
-DEPLOYMENT_ONLY = {"prune", "overdue", "requeue_orphan", "schedules", "start_tick", "close"}
+DEPLOYMENT_ONLY = {"prune", "overdue", "requeue_orphan", "schedules", "start_tick", "owed_wakeups", "close"}
 
 
 @pytest.fixture
@@ -152,6 +152,15 @@ def test_refusals_name_the_problem_and_change_nothing(server: RunningServer) -> 
     refused("put_workflow_overrides", {"name": "w", "overrides": overrides, "now_ms": 1}, 400, "max_steps")
     assert call(server, secret, "list_workflows", {}).json()["result"] == []
     refused("get_instance", {"workflow": "w", "instance_id": 5}, 400, "a string")
+    add = {"counter": "c", "n": 1, "key": None, "now_ms": 1}
+    refused("counter_add", {**add, "counter": "-c"}, 400, "invalid counter name")
+    refused("counter_add", {**add, "n": 2**60}, 400, "whole number from -2^53 to 2^53")
+    refused("counter_add", {**add, "key": ""}, 400, "key is 1 to 200 characters")
+    notify = {"counter": "c", "workflow": "w", "instance_id": "ok", "event_type": "", "now_ms": 1}
+    refused("counter_notify", notify, 400, "event type")
+    refused("counter_notify", {**notify, "event_type": "t"}, 404, "no instance 'ok'")
+    refused("wakeups_sent", {"seqs": list(range(1001))}, 400, "the limit is 1000")
+    assert call(server, secret, "counter_value", {"counter": "c"}).json()["result"] == 0
     response = call(server, secret, "get_instance", {"workflow": "w", "instance_id": "ok"})
     assert response.status_code == 200 and response.json()["result"] is None  # nothing was created
     for method in DEPLOYMENT_ONLY:

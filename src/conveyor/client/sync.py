@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # workflows and storage sit above the client: imported when u
     from conveyor.storage.kv import KVNamespaceInfo, KVStore
     from conveyor.storage.kv_handle import KVNamespace
     from conveyor.workflows.client import Workflow
+    from conveyor.workflows.counter import Counter
 
 
 class Closes(Protocol):
@@ -187,6 +188,16 @@ class Conveyor:
             success_retention=success_retention,
             error_retention=error_retention,
         )
+
+    def counter(self, name: str) -> Counter:
+        """The counter ``name`` of this account (a :class:`conveyor.Counter`, 0 until added to),
+        for fan-in: ``add(n)``, ``notify_at_zero(workflow, instance_id, event_type)``.
+
+        >>> cv.counter("build-42").add(-1, key="child-7")
+        """
+        from conveyor.workflows.counter import Counter
+
+        return Counter(self, name)
 
     def delete_queue(self, name: str, *, force: bool = False) -> list[str]:
         """Delete the queue ``name``; ``force`` deletes one with damaged storage too, and returns

@@ -27,6 +27,7 @@ from conveyor.server.envelope import ok, read_body
 from conveyor.server.service import blocking, context
 from conveyor.tracing import check_traceparent
 from conveyor.workflows.client import COMPONENT, check_instance_id, check_workflow_name
+from conveyor.workflows.counter import check_add, check_counter_name, check_event_type
 from conveyor.workflows.databases import open_store
 from conveyor.workflows.errors import InvalidStepConfig, PayloadTooLarge
 from conveyor.workflows.model import (
@@ -118,6 +119,14 @@ def check_arguments(method: str, arguments: dict[str, Any]) -> None:
             raise InvalidRequest(f"an instance finishes complete or errored, not {arguments['status']!r}")
         _json_text(arguments["output"], "the workflow's output")
         _json_text(arguments["error"], "the workflow's error")
+    if "counter" in arguments:
+        check_counter_name(arguments["counter"])
+    if method == "counter_add":
+        check_add(arguments["n"], arguments["key"])
+    if "event_type" in arguments:
+        check_event_type(arguments["event_type"])
+    if "seqs" in arguments and len(arguments["seqs"]) > 1000:
+        raise InvalidRequest(f"wakeups_sent got {len(arguments['seqs'])} wake-ups; the limit is 1000")
     if "limit" in arguments and not 1 <= arguments["limit"] <= 1000:
         raise InvalidRequest(f"limit is {arguments['limit']}; it must be from 1 to 1000")
 

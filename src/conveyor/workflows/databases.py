@@ -1,5 +1,5 @@
 """Where a deployment's workflow store lives: ``workflows.db`` in a SQLite deployment's directory,
-tables of migrations 0007, 0010, 0011 and 0013 in a PostgreSQL one.
+tables of migrations 0007, 0010, 0011 and 0014 in a PostgreSQL one.
 
 >>> store = open_store(cv.deployment, cv.engine.clock)
 """

@@ -236,6 +236,25 @@ class ScheduleRow:
 
 
 @dataclasses.dataclass(frozen=True)
+class Wakeup:
+    """A wake-up message owed to an instance for an event written in the same transaction (a
+    counter's notice): sent by the process that wrote it, or by the coordinator if it died first."""
+
+    seq: int
+    account: str
+    workflow: str
+    instance: str
+
+
+@dataclasses.dataclass(frozen=True)
+class CounterChange:
+    """A counter's value after a change, and the wake-ups the change owes (its notices sent)."""
+
+    value: int
+    wakeups: list[Wakeup]
+
+
+@dataclasses.dataclass(frozen=True)
 class StepRow:
     """One step of an instance: ``key`` is ``type:name:occurrence``; ``seq`` its position;
     ``status`` ``running`` (an attempt failed and a retry is due), ``complete`` or ``errored``;

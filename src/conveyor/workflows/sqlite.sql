@@ -193,3 +193,48 @@ SELECT account, workflow, id, status, params, output, error, trace_id, version_i
     waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances WHERE account = :account AND trace_id = :trace_id
 ORDER BY created_ms, workflow, id LIMIT :limit;
+
+-- name: add_to_counter
+INSERT INTO workflow_counters (account, name, value, modified_ms) VALUES (:account, :counter, :n, :now)
+ON CONFLICT (account, name) DO UPDATE SET value = workflow_counters.value + excluded.value,
+    modified_ms = excluded.modified_ms
+RETURNING value;
+
+-- name: counter_value
+SELECT value FROM workflow_counters WHERE account = :account AND name = :counter;
+
+-- name: take_counter_key
+INSERT INTO workflow_counter_keys (account, counter, key) VALUES (:account, :counter, :key)
+ON CONFLICT (account, counter, key) DO NOTHING;
+
+-- name: insert_notice
+INSERT INTO workflow_counter_notices (account, counter, workflow, instance, event_type)
+VALUES (:account, :counter, :workflow, :instance, :event_type)
+ON CONFLICT (account, counter, workflow, instance, event_type) DO NOTHING;
+
+-- name: unsent_notices
+SELECT workflow, instance, event_type FROM workflow_counter_notices
+WHERE account = :account AND counter = :counter AND sent_ms IS NULL ORDER BY workflow, instance, event_type;
+
+-- name: mark_notice_sent
+UPDATE workflow_counter_notices SET sent_ms = :now
+WHERE account = :account AND counter = :counter AND workflow = :workflow AND instance = :instance AND event_type = :event_type;
+
+-- name: delete_counter
+DELETE FROM workflow_counters WHERE account = :account AND name = :counter;
+
+-- name: delete_counter_keys
+DELETE FROM workflow_counter_keys WHERE account = :account AND counter = :counter;
+
+-- name: delete_notices
+DELETE FROM workflow_counter_notices WHERE account = :account AND counter = :counter;
+
+-- name: insert_wakeup
+INSERT INTO workflow_wakeups (account, workflow, instance, created_ms) VALUES (:account, :workflow, :id, :now)
+RETURNING seq;
+
+-- name: delete_wakeup
+DELETE FROM workflow_wakeups WHERE account = :account AND seq = :seq;
+
+-- name: owed_wakeups
+SELECT seq, account, workflow, instance FROM workflow_wakeups WHERE created_ms < :before ORDER BY seq LIMIT :limit;
