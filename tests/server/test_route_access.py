@@ -54,6 +54,7 @@ _STORE_READS: dict[str, dict[str, Any]] = {
         "descending": False,
     },
     "steps": {"workflow": "w", "instance_id": "i"},
+    "instances_by_trace": {"trace_id": "0" * 32, "limit": 10},
     "counter_value": {"counter": "c"},
     "list_versions": {"workflow": "w"},
     "get_version": {"workflow": "w", "version_id": "v"},
