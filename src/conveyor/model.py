@@ -96,6 +96,8 @@ class NewMessage(NamedTuple):
     body: bytes
     content_type: ContentType
     delay_seconds: float | None
+    # The W3C traceparent of the context that sent it (conveyor.tracing), delivered with it.
+    traceparent: str | None = None
 
 
 def visible_at_ms(now_ms: int, delay_seconds: float) -> int:
@@ -136,6 +138,7 @@ class StoredMessage(NamedTuple):
     content_type: ContentType
     attempts: int
     lease_id: str
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +172,7 @@ class PulledMessage:
     lease_id: str
     timestamp_ms: int
     content_type: ContentType
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
