@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from conveyor import limits
+from conveyor import limits, tracing
 from conveyor.client import validation as check
 from conveyor.codec import decode
 from conveyor.deployment import Deployment
@@ -48,7 +48,9 @@ C = TypeVar("C", bound=Closes)
 
 
 def to_pulled(m: StoredMessage) -> PulledMessage:
-    return PulledMessage(m.id, decode(m.body, m.content_type), m.attempts, m.lease_id, m.timestamp_ms, m.content_type)
+    return PulledMessage(
+        m.id, decode(m.body, m.content_type), m.attempts, m.lease_id, m.timestamp_ms, m.content_type, m.traceparent
+    )
 
 
 class Conveyor:
@@ -343,7 +345,10 @@ class Queue:
         >>> q.send("hi", content_type="text", delay_seconds=30)
         """
         delay = None if delay_seconds is None else check.check_delay(delay_seconds)
-        ids, metrics = self._engine.enqueue(self.id, [check.prepare_message(body, content_type, delay)])
+        with tracing.sending(self.name) as traceparent:
+            message = check.prepare_message(body, content_type, delay, traceparent)
+            ids, metrics = self._engine.enqueue(self.id, [message])
+        tracing.record_sent(self.name, ids)
         return SendResult(ids[0], metrics)
 
     def send_batch(self, messages: Sequence[Mapping[str, Any]], delay_seconds: int | None = None) -> SendBatchResult:
@@ -355,7 +360,10 @@ class Queue:
         >>> r.ids
         ['6f1c...', '0b9e...']
         """
-        return self._engine.enqueue(self.id, check.prepare_batch(messages, delay_seconds))
+        with tracing.sending(self.name) as traceparent:
+            result = self._engine.enqueue(self.id, check.prepare_batch(messages, delay_seconds, traceparent))
+        tracing.record_sent(self.name, result.ids)
+        return result
 
     # -- management ---------------------------------------------------------------------------
     def metrics(self) -> Metrics:

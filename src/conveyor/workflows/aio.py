@@ -29,11 +29,14 @@ class AsyncWorkflow:
     def record(self) -> WorkflowRecord:
         return self.sync.record
 
-    async def create(self, params: Any = None, id: str | None = None) -> AsyncInstance:
-        return AsyncInstance(await asyncio.to_thread(self.sync.create, params, id))
+    async def create(
+        self, params: Any = None, id: str | None = None, *, traceparent: str | None = None
+    ) -> AsyncInstance:
+        # to_thread carries the caller's context, so the instance joins the caller's trace.
+        return AsyncInstance(await asyncio.to_thread(self.sync.create, params, id, traceparent=traceparent))
 
-    async def create_batch(self, items: Sequence[Mapping[str, Any]]) -> BatchResult:
-        return await asyncio.to_thread(self.sync.create_batch, items)
+    async def create_batch(self, items: Sequence[Mapping[str, Any]], *, traceparent: str | None = None) -> BatchResult:
+        return await asyncio.to_thread(self.sync.create_batch, items, traceparent=traceparent)
 
     async def get(self, id: str) -> AsyncInstance:
         return AsyncInstance(await asyncio.to_thread(self.sync.get, id))

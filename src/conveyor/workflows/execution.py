@@ -19,11 +19,10 @@ import hashlib
 import inspect
 import json
 import logging
-import math
 from collections.abc import Callable
 from typing import Any
 
-from conveyor import limits
+from conveyor import limits, tracing
 from conveyor.consumer.batch import MessageBatch
 from conveyor.engine.base import Engine
 from conveyor.errors import QueueExists, QueueNotFound, StorageError
@@ -68,7 +67,8 @@ def ensure_queue(engine: Engine, workflow: str) -> str:
 
 
 def wake_message(instance_id: str, wake_at_ms: int | None, now_ms: int) -> NewMessage:
-    delay = 0 if wake_at_ms is None else math.ceil(max(0, wake_at_ms - now_ms) / 1000)
+    # To the millisecond: a sleep ends when it asked, not at the next whole second.
+    delay = 0 if wake_at_ms is None else max(0, wake_at_ms - now_ms) / 1000
     body = json.dumps({"id": instance_id, "wake": wake_at_ms}).encode()
     return NewMessage(body, "json", min(delay, MAX_WAKE_DELAY_SECONDS))
 
@@ -153,6 +153,13 @@ class WorkflowHandler:
             row.workflow,
             None if row.scheduled_ms is None else _datetime(row.scheduled_ms),
         )
+        trace = tracing.TraceContext(row.traceparent or tracing.make(row.trace_id), row.workflow, row.id)
+        attributes = {"conveyor.workflow": row.workflow, "conveyor.instance": row.id, "conveyor.epoch": row.epoch}
+        with tracing.activate(trace, f"workflow {row.workflow}", attributes):
+            self._run_function(run, row, event)
+
+    def _run_function(self, run: Run, row: InstanceRow, event: WorkflowEvent) -> None:
+        """One run of the function, in the instance's trace: its end recorded, unless it suspended."""
         status, output, error = "complete", None, None
         sync_step = WorkflowStep(run)
         try:
@@ -169,6 +176,7 @@ class WorkflowHandler:
             raise
         except (InstanceFailure, PayloadTooLarge, Exception) as exc:
             status, error = "errored", json.dumps(error_of(exc))
+            tracing.mark_error(exc)
             log.info("workflow %s: instance %s errored: %s", self.workflow, row.id, exc)
         finally:
             sync_step.close()

@@ -182,9 +182,14 @@ class WorkflowVersion:
 
 @dataclasses.dataclass(frozen=True)
 class NewInstance:
+    """An instance to create: ``traceparent`` is the context that creates it (its trace id is
+    ``trace_id``), ``origin`` where it came from (JSON text, see :class:`InstanceRow`)."""
+
     id: str
     params: str  # JSON text
     trace_id: str
+    traceparent: str | None = None
+    origin: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,6 +220,8 @@ class InstanceRow:
     started_ms: int | None
     ended_ms: int | None
     scheduled_ms: int | None = None
+    traceparent: str | None = None
+    origin: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -70,6 +70,7 @@ METHODS: Mapping[str, bool] = {
     "create_instances": False,
     "get_instance": True,
     "list_instances": True,
+    "instances_by_trace": True,
     "steps": True,
     "delete_instance": False,
     "add_event": False,
@@ -382,6 +383,9 @@ class HttpWorkflowStore(WorkflowStore):
                 descending=descending,
             ),
         )
+
+    def instances_by_trace(self, account: str, trace_id: str, limit: int) -> list[InstanceRow]:
+        return typing.cast(list[InstanceRow], self._call(account, "instances_by_trace", trace_id=trace_id, limit=limit))
 
     def steps(self, account: str, workflow: str, instance_id: str) -> list[StepRow]:
         return typing.cast(list[StepRow], self._call(account, "steps", workflow=workflow, instance_id=instance_id))

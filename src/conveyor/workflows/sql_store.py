@@ -262,6 +262,8 @@ class SqlWorkflowStore(WorkflowStore):
             None,
             None,
             scheduled_ms,
+            item.traceparent,
+            item.origin,
         )
         self._run(tx, "insert_instance", **dataclasses.asdict(row))
         return row
@@ -297,6 +299,12 @@ class SqlWorkflowStore(WorkflowStore):
         }
         query = "list_instances_desc" if descending else "list_instances_asc"
         rows = self._db.transaction(lambda tx: self._rows(tx, query, **params))
+        return [_instance(r) for r in rows]
+
+    def instances_by_trace(self, account: str, trace_id: str, limit: int) -> list[InstanceRow]:
+        rows = self._db.transaction(
+            lambda tx: self._rows(tx, "instances_by_trace", account=account, trace_id=trace_id, limit=limit)
+        )
         return [_instance(r) for r in rows]
 
     def steps(self, account: str, workflow: str, instance_id: str) -> list[StepRow]:

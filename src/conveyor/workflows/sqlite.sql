@@ -70,18 +70,19 @@ INSERT INTO workflow_instance_ids (account, workflow, id) VALUES (:account, :wor
 -- name: insert_instance
 INSERT INTO workflow_instances (account, workflow, id, status, params, output, error, trace_id, version_id, epoch,
     run_message, wake_at_ms, waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms,
-    scheduled_ms)
+    scheduled_ms, traceparent, origin)
 VALUES (:account, :workflow, :id, :status, :params, :output, :error, :trace_id, :version_id, :epoch,
-    :run_message, :wake_at_ms, :waiting_for, :paused_at_ms, :resume_status, :created_ms, :modified_ms, :started_ms, :ended_ms, :scheduled_ms);
+    :run_message, :wake_at_ms, :waiting_for, :paused_at_ms, :resume_status, :created_ms, :modified_ms, :started_ms, :ended_ms, :scheduled_ms,
+    :traceparent, :origin);
 
 -- name: get_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: lock_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: update_instance
@@ -93,7 +94,7 @@ WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: list_instances_asc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE account = :account AND workflow = :workflow
     AND (:status IS NULL OR status = :status)
@@ -104,7 +105,7 @@ ORDER BY created_ms, id LIMIT :limit;
 
 -- name: list_instances_desc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE account = :account AND workflow = :workflow
     AND (:status IS NULL OR status = :status)
@@ -166,7 +167,7 @@ LIMIT 1000;
 
 -- name: overdue_instances
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE (status = 'waiting' AND wake_at_ms < :before) OR (status IN ('queued', 'running', 'waitingForPause') AND modified_ms < :before)
 LIMIT :limit;
@@ -186,6 +187,12 @@ ORDER BY s.account, s.workflow;
 -- name: claim_tick
 UPDATE workflow_schedules SET last_tick_ms = :tick
 WHERE account = :account AND workflow = :workflow AND last_tick_ms < :tick;
+
+-- name: instances_by_trace
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+FROM workflow_instances WHERE account = :account AND trace_id = :trace_id
+ORDER BY created_ms, workflow, id LIMIT :limit;
 
 -- name: add_to_counter
 INSERT INTO workflow_counters (account, name, value, modified_ms) VALUES (:account, :counter, :n, :now)

@@ -115,6 +115,10 @@ class WorkflowStore(ABC):
         """Instances ordered by (created, id), after the ``after`` position, filtered."""
 
     @abstractmethod
+    def instances_by_trace(self, account: str, trace_id: str, limit: int) -> list[InstanceRow]:
+        """The account's instances (of every workflow) of the trace ``trace_id``, oldest first."""
+
+    @abstractmethod
     def steps(self, account: str, workflow: str, instance_id: str) -> list[StepRow]:
         """Every step of an instance, in order."""
 

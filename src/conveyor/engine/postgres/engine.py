@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import psycopg
 
+from conveyor.codec import split_stored_type, stored_type
 from conveyor.deployment import Deployment
 from conveyor.engine.base import Clock, SystemClock
 from conveyor.engine.lease_ids import MISSING, SUPERSEDED
@@ -43,7 +44,7 @@ from conveyor.engine.postgres.worker_registry import WorkerRegistry
 from conveyor.engine.sharded import LeaseGroup, ShardedEngine, ShardMap, ShardSettlement
 from conveyor.engine.sqlfile import load_queries
 from conveyor.errors import QueueNotFound
-from conveyor.model import Counters, Metrics, NewMessage, QueueInfo, QueueSettings, StoredMessage
+from conveyor.model import Counters, Metrics, NewMessage, QueueInfo, QueueSettings, StoredMessage, visible_at_ms
 
 log = logging.getLogger("conveyor.engine")
 
@@ -202,9 +203,9 @@ class PostgresEngine(ShardedEngine[ShardRef]):
             "ids": ids,
             "ts": [now_ms] * len(messages),
             # None: the queue's delivery_delay, read by the statement itself.
-            "visible": [None if m.delay_seconds is None else now_ms + m.delay_seconds * 1000 for m in messages],
+            "visible": [None if m.delay_seconds is None else visible_at_ms(now_ms, m.delay_seconds) for m in messages],
             "queue": queue_id,
-            "ctypes": [m.content_type for m in messages],
+            "ctypes": [stored_type(m.content_type, m.traceparent) for m in messages],
             "bodies": [m.body for m in messages],
             "bytes": sum(len(m.body) for m in messages),
             "sent": len(messages),
@@ -292,7 +293,11 @@ class PostgresEngine(ShardedEngine[ShardRef]):
 
     def peek(self, queue_id: str, max_messages: int) -> list[StoredMessage]:
         rows = self._read("peek", {"shards": self._keys(queue_id), "n": max_messages})
-        return [StoredMessage(mid, ts, body, ctype, attempts, "") for _, mid, ts, ctype, body, attempts in rows]
+        out = []
+        for _, mid, ts, ctype, body, attempts in rows:
+            kind, traceparent = split_stored_type(ctype)
+            out.append(StoredMessage(mid, ts, body, kind, attempts, "", traceparent))
+        return out
 
     def metrics(self, queue_id: str) -> Metrics:
         count, nbytes, oldest = self._read("metrics", {"shards": self._keys(queue_id)})[0]

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from conveyor.codec import split_stored_type, stored_type
 from conveyor.deployment import Deployment
 from conveyor.engine.base import Clock, SystemClock
 from conveyor.engine.sharded import LeaseGroup, ShardedEngine, ShardMap, ShardSettlement
@@ -36,7 +37,7 @@ from conveyor.engine.sqlite.storage import ensure_directory
 from conveyor.engine.sqlite.worker_registry import WorkerRegistry
 from conveyor.errors import CorruptStorage, QueueNotFound, StorageError, StorageFull
 from conveyor.ids import new_id
-from conveyor.model import Counters, Metrics, NewMessage, QueueInfo, QueueSettings, StoredMessage
+from conveyor.model import Counters, Metrics, NewMessage, QueueInfo, QueueSettings, StoredMessage, visible_at_ms
 
 log = logging.getLogger("conveyor.engine")
 
@@ -201,14 +202,16 @@ class SQLiteEngine(ShardedEngine[Shard]):
         delays = {m.delay_seconds for m in messages}
         # A message without a delay of its own takes the queue's, read now (from the snapshot).
         queue_delay = self.queue_settings(queue_id).delivery_delay if None in delays else 0
-        rows: list[InsertRow] = [(ids[i], now_ms, m.content_type, m.body) for i, m in enumerate(messages)]
+        rows: list[InsertRow] = [
+            (ids[i], now_ms, stored_type(m.content_type, m.traceparent), m.body) for i, m in enumerate(messages)
+        ]
         visible_at: int | list[int]
         if len(delays) == 1:
             (delay,) = delays
-            visible_at = now_ms + (queue_delay if delay is None else delay) * 1000
+            visible_at = visible_at_ms(now_ms, queue_delay if delay is None else delay)
         else:
             visible_at = [
-                now_ms + (queue_delay if m.delay_seconds is None else m.delay_seconds) * 1000 for m in messages
+                visible_at_ms(now_ms, queue_delay if m.delay_seconds is None else m.delay_seconds) for m in messages
             ]
         count, nbytes, oldest = shard.insert(rows, visible_at, sum(len(m.body) for m in messages))
         # The shard's own figures are the queue's when it has no other shard.
@@ -257,7 +260,8 @@ class SQLiteEngine(ShardedEngine[Shard]):
         out: list[StoredMessage] = []
         for shard in self.router.all(queue_id):
             for _, mid, ts, ctype, body, attempts in shard.peek(max_messages - len(out)):
-                out.append(StoredMessage(mid, ts, body, ctype, attempts, ""))
+                kind, traceparent = split_stored_type(ctype)
+                out.append(StoredMessage(mid, ts, body, kind, attempts, "", traceparent))
             if len(out) >= max_messages:
                 break
         return out
