@@ -10,6 +10,7 @@ methods, awaitable, each running its synchronous twin on a worker thread (one im
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,8 +33,8 @@ class AsyncWorkflow:
     async def create(self, params: Any = None, id: str | None = None) -> AsyncInstance:
         return AsyncInstance(await asyncio.to_thread(self.sync.create, params, id))
 
-    async def create_batch(self, items: Sequence[Mapping[str, Any]]) -> BatchResult:
-        return await asyncio.to_thread(self.sync.create_batch, items)
+    async def create_batch(self, items: Sequence[Mapping[str, Any]], *, all_or_none: bool = False) -> BatchResult:
+        return await asyncio.to_thread(functools.partial(self.sync.create_batch, items, all_or_none=all_or_none))
 
     async def get(self, id: str) -> AsyncInstance:
         return AsyncInstance(await asyncio.to_thread(self.sync.get, id))
@@ -54,8 +55,9 @@ class AsyncWorkflow:
     async def version(self, version_id: str) -> WorkflowVersion:
         return await asyncio.to_thread(self.sync.version, version_id)
 
-    async def instance_counts(self) -> dict[str, int]:
-        return await asyncio.to_thread(self.sync.instance_counts)
+    async def instance_counts(self, **dates: Any) -> dict[str, int]:
+        """:meth:`Workflow.instance_counts`, with the same keywords."""
+        return await asyncio.to_thread(functools.partial(self.sync.instance_counts, **dates))
 
     async def has_worker(self) -> bool:
         return await asyncio.to_thread(self.sync.has_worker)
