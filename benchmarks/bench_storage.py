@@ -1,9 +1,11 @@
 """Buckets against obstore doing the same durable work, in alternating rounds of one run.
 
 - Local put of 4 KB and 1 MB objects ÷ obstore's put + SHA-256 + fsync of the file and its
-  directory on the same kind of directory (target ≥ 0.8 ×): Conveyor adds the metadata row's
-  commit (one fsynced SQLite transaction) to each put.
-- Local get ÷ obstore's get of the same objects (target ≥ 0.9 ×): Conveyor adds the metadata read.
+  directory on the same kind of directory (target ≥ 0.8 ×). A 4 KB object is kept in its metadata
+  row (one fsynced SQLite commit, no file); a 1 MB object is a file, and Conveyor adds the row's
+  commit to obstore's work.
+- Local get ÷ obstore's get of the same objects (target ≥ 0.9 ×): a 4 KB object is one read of its
+  row; a 1 MB object adds the row's read to obstore's get of the file.
 - Notification latency, put → queue handler start ÷ the queue's own send → handler latency
   (target ≤ 2 ×), medians over the round.
 """

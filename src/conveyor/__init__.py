@@ -77,6 +77,7 @@ from conveyor.storage.kv_errors import (
     KVValueTooLarge,
 )
 from conveyor.workflows import (
+    Counter,
     InstanceExists,
     InstanceNotFound,
     InstanceStatus,
@@ -111,6 +112,7 @@ __all__ = [
     "Conveyor",
     "ConveyorError",
     "CorruptStorage",
+    "Counter",
     "Counters",
     "DeliveryPaused",
     "EgressRefused",

@@ -53,6 +53,21 @@ def encode_json(body: Any) -> bytes:
     return data
 
 
+def stored_type(kind: str, traceparent: str | None) -> str:
+    """What an engine writes in a message's content-type column: the type, and the sender's
+    traceparent as a parameter (``json;traceparent=00-...``), so no shard needs a column for it."""
+    return kind if traceparent is None else f"{kind};traceparent={traceparent}"
+
+
+def split_stored_type(stored: str) -> tuple[Any, str | None]:
+    """The content type and the traceparent of a stored content-type column (:func:`stored_type`)."""
+    if ";" not in stored:
+        return stored, None
+    kind, _, parameter = stored.partition(";")
+    name, _, value = parameter.partition("=")
+    return kind, value if name == "traceparent" and value else None
+
+
 def check_content_type(content_type: object) -> ContentType:
     """Return ``content_type`` if Conveyor stores it, else raise :class:`InvalidMessage`."""
     if content_type in CONTENT_TYPES:

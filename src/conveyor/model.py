@@ -93,6 +93,8 @@ class NewMessage(NamedTuple):
     body: bytes
     content_type: ContentType
     delay_seconds: int | None
+    # The W3C traceparent of the context that sent it (conveyor.tracing), delivered with it.
+    traceparent: str | None = None
 
 
 class SendResult(NamedTuple):
@@ -128,6 +130,7 @@ class StoredMessage(NamedTuple):
     content_type: ContentType
     attempts: int
     lease_id: str
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +164,7 @@ class PulledMessage:
     lease_id: str
     timestamp_ms: int
     content_type: ContentType
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,7 +77,7 @@ def serve_process(
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # a loaded machine starts a server slowly
         while True:
             try:
                 httpx.get(url + "/healthz", timeout=1)

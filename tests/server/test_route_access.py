@@ -57,6 +57,7 @@ _STORE_READS: dict[str, dict[str, Any]] = {
         "descending": False,
     },
     "steps": {"workflow": "w", "instance_id": "i"},
+    "counter_value": {"counter": "c"},
     "list_versions": {"workflow": "w"},
     "get_version": {"workflow": "w", "version_id": "v"},
     "instance_counts": {"workflow": "w"},

@@ -130,6 +130,12 @@ def test_instances_run_wait_for_an_event_and_show_their_steps(cf: Cloudflare, ap
     assert done.output == {"doubled": 42, "got": {"ok": 1}} and done.success is True
     assert done.trigger.source == "api"
 
+    # The caller's traceparent header gives the instance its trace.
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    headers = {"traceparent": f"00-{trace}-00f067aa0ba902b7-01"}
+    cf.workflows.instances.create("pipeline", instance_id="traced", extra_headers=headers, **A)
+    assert app.conveyor.workflow("pipeline").get("traced").status().trace_id == trace
+
     # An object as params (wrangler's form) is the same.
     cf.workflows.instances.create("pipeline", instance_id="i2", params={"n": 1, "x": [1]}, **A)  # type: ignore[arg-type]
     assert cf.workflows.instances.get("i2", **W).params == {"n": 1, "x": [1]}

@@ -19,7 +19,7 @@ from conveyor.storage import (
     InvalidBucketName,
 )
 from conveyor.storage.facade import storage_of
-from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
+from conveyor.storage.service import INLINE_LIMIT, SHARED_DIRECTORIES_VARIABLE
 from conveyor.storage.stores import CONNECT_TIMEOUT, MAX_RETRIES, RETRY_TIMEOUT
 from tests.storage.conftest import make_bucket
 from tests.storage.s3_server import S3Server
@@ -55,10 +55,9 @@ def test_buckets_are_created_listed_found_and_deleted(cv: conveyor.Conveyor, tmp
 
 def test_a_local_bucket_is_a_directory_of_the_sqlite_deployment(tmp_path: Path) -> None:
     with conveyor.connect(f"sqlite://{tmp_path / 'data'}") as cv:
-        cv.create_bucket("cdn").put("jquery/jquery.js", b"/*! jQuery */")
-        assert (
-            tmp_path / "data" / "buckets" / "local" / "cdn" / "jquery" / "jquery.js"
-        ).read_bytes() == b"/*! jQuery */"
+        large = b"/*! jQuery */" + bytes(INLINE_LIMIT)
+        cv.create_bucket("cdn").put("jquery/jquery.js", large)
+        assert (tmp_path / "data" / "buckets" / "local" / "cdn" / "jquery" / "jquery.js").read_bytes() == large
         assert (tmp_path / "data" / "storage.db").exists()
 
 

@@ -13,6 +13,7 @@ from conveyor.broker.coordinator import Coordinator
 from conveyor.storage import InvalidLifecycleRule, ObjectNotFound, RuleNotFound
 from conveyor.storage.facade import storage_of
 from conveyor.storage.maintenance import add_storage_services
+from conveyor.storage.service import INLINE_LIMIT
 from tests.storage.conftest import make_bucket
 
 
@@ -109,7 +110,8 @@ def test_orphan_bytes_of_a_put_that_never_committed_are_swept(tmp_path: Path) ->
         clock = ManualClock()
         cv.engine.clock = clock
         b = cv.create_bucket("cdn")
-        b.put("kept/a", b"a row names me")
+        kept = b"a row names me" + bytes(INLINE_LIMIT)  # a file, not a small object kept in its row
+        b.put("kept/a", kept)
         directory = tmp_path / "data" / "buckets" / "local" / "cdn"
         orphan = directory / "crashed" / "put"
         orphan.parent.mkdir()
@@ -122,5 +124,5 @@ def test_orphan_bytes_of_a_put_that_never_committed_are_swept(tmp_path: Path) ->
         os.utime(young, (clock.ms / 1000, clock.ms / 1000))
         assert storage_of(cv).sweep_orphans() == 1
         assert not orphan.exists() and young.exists()
-        assert b.get("kept/a").bytes() == b"a row names me"
+        assert b.get("kept/a").bytes() == kept
         assert [o.key for o in b.list()] == ["kept/a"]

@@ -35,7 +35,7 @@ def doubler(event, step):
     return value + got.payload
 """
 # The coordinator's work over every account: never a remote process's to call.
-DEPLOYMENT_ONLY = {"prune", "overdue", "requeue_orphan", "schedules", "start_tick", "close"}
+DEPLOYMENT_ONLY = {"prune", "overdue", "requeue_orphan", "schedules", "start_tick", "owed_wakeups", "close"}
 
 
 @pytest.fixture
@@ -112,7 +112,7 @@ def test_a_token_reaches_its_own_account_and_a_read_only_one_only_reads(server: 
 def test_refusals_name_the_problem_and_change_nothing(server: RunningServer) -> None:
     secret, _ = server.tokens.create(ACCOUNT)
     assert call(server, secret, "internal_queue", {"workflow": "w"}).status_code == 200
-    created = {"id": "ok", "params": "1", "trace_id": "0" * 32}
+    created = {"id": "ok", "params": "1", "trace_id": "0" * 32, "traceparent": None, "origin": None}
 
     def refused(method: str, body: object, status: int, text: str) -> None:
         response = call(server, secret, method, body)
@@ -128,6 +128,14 @@ def test_refusals_name_the_problem_and_change_nothing(server: RunningServer) -> 
     refused("create_instances", {"workflow": "w", "version_id": "v", "items": [huge], "now_ms": 1}, 413, "1 MiB")
     refused("create_instances", {"workflow": "w~x", "version_id": "v", "items": [created], "now_ms": 1}, 400, "name")
     refused("create_instances", {"workflow": "w", "version_id": "v", "items": [{"id": "a"}], "now_ms": 1}, 400, "lacks")
+    traced = {**created, "trace_id": "a" * 32, "traceparent": "00-" + "b" * 32 + "-" + "c" * 16 + "-01"}
+    refused("create_instances", {"workflow": "w", "version_id": "v", "items": [traced], "now_ms": 1}, 400, "not of")
+    malformed = {**traced, "traceparent": "00-nope"}
+    refused("create_instances", {"workflow": "w", "version_id": "v", "items": [malformed], "now_ms": 1}, 400, "W3C")
+    origin = {**created, "origin": "{not json"}
+    refused("create_instances", {"workflow": "w", "version_id": "v", "items": [origin], "now_ms": 1}, 400, "JSON")
+    refused("instances_by_trace", {"trace_id": "XYZ", "limit": 10}, 400, "32 lowercase hex")
+    refused("instances_by_trace", {"trace_id": "a" * 32, "limit": 5000}, 400, "limit")
     refused("internal_queue", {"workflow": "no/such"}, 400, "invalid workflow name")
     refused("put_workflow_overrides", {"name": "w", "overrides": {"max_steps": 0}, "now_ms": 1}, 400, "lacks")
     overrides = {
@@ -144,6 +152,15 @@ def test_refusals_name_the_problem_and_change_nothing(server: RunningServer) -> 
     refused("put_workflow_overrides", {"name": "w", "overrides": overrides, "now_ms": 1}, 400, "max_steps")
     assert call(server, secret, "list_workflows", {}).json()["result"] == []
     refused("get_instance", {"workflow": "w", "instance_id": 5}, 400, "a string")
+    add = {"counter": "c", "n": 1, "key": None, "now_ms": 1}
+    refused("counter_add", {**add, "counter": "-c"}, 400, "invalid counter name")
+    refused("counter_add", {**add, "n": 2**60}, 400, "whole number from -2^53 to 2^53")
+    refused("counter_add", {**add, "key": ""}, 400, "key is 1 to 200 characters")
+    notify = {"counter": "c", "workflow": "w", "instance_id": "ok", "event_type": "", "now_ms": 1}
+    refused("counter_notify", notify, 400, "event type")
+    refused("counter_notify", {**notify, "event_type": "t"}, 404, "no instance 'ok'")
+    refused("wakeups_sent", {"seqs": list(range(1001))}, 400, "the limit is 1000")
+    assert call(server, secret, "counter_value", {"counter": "c"}).json()["result"] == 0
     response = call(server, secret, "get_instance", {"workflow": "w", "instance_id": "ok"})
     assert response.status_code == 200 and response.json()["result"] is None  # nothing was created
     for method in DEPLOYMENT_ONLY:
@@ -164,8 +181,9 @@ def test_values_cross_the_wire_as_they_were() -> None:
     from conveyor.workflows.model import InstanceRow
 
     row = InstanceRow(
-        "a", "w", "i", "queued", "1", None, None, "0" * 32, "v", 3, None, None, None, None, None, 1, 2, None, None
-    )
+        "a", "w", "i", "queued", "1", None, None, "0" * 32, "v", 3, None, None, None, None, None, 1, 2, None, None,
+        scheduled_ms=5, traceparent="00-" + "0" * 32 + "-" + "1" * 16 + "-01", origin='{"queue": "q", "message": "m"}',
+    )  # fmt: skip
     back = from_wire(to_wire([row, InstanceExists("taken")]), list[InstanceRow | conveyor.ConveyorError])
     assert back[0] == row
     assert isinstance(back[1], InstanceExists) and back[1].message == "taken"

@@ -56,6 +56,29 @@ def test_workflows_db_lives_in_the_deployment_directory(tmp_path: Path) -> None:
         assert db.execute("SELECT name FROM workflows").fetchall() == [("w",)]
 
 
+def test_an_instance_of_a_version_1_file_is_found_by_its_trace_after_the_upgrade(tmp_path: Path) -> None:
+    directory = _sqlite_dir(tmp_path)
+    directory.mkdir()
+    path = directory / SQLITE_FILE
+    with sqlite3.connect(path) as db:
+        db.executescript((Path(__file__).parent / "workflows_v1.sql").read_text())
+        db.execute(
+            "INSERT INTO workflow_instances (account, workflow, id, status, params, trace_id, version_id, epoch,"
+            " created_ms, modified_ms) VALUES ('local', 'w', 'old', 'queued', '{}', ?, 'v', 0, 1, 1)",
+            ("ab" * 16,),
+        )
+    db.close()
+    with conveyor.connect(f"sqlite://{directory}") as cv:
+        store = workflow_store(cv)
+        (row,) = store.instances_by_trace("local", "ab" * 16, 10)
+        assert (row.id, row.traceparent, row.origin) == ("old", None, None)
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (SQLITE_VERSION,)
+        indexes = {r[1] for r in db.execute("PRAGMA index_list(workflow_instances)")}
+        assert "workflow_instances_by_trace" in indexes
+    db.close()
+
+
 def test_a_newer_or_foreign_workflows_db_is_refused_and_left_alone(tmp_path: Path) -> None:
     directory = _sqlite_dir(tmp_path)
     with conveyor.connect(f"sqlite://{directory}") as cv:

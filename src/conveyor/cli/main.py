@@ -14,6 +14,7 @@ from conveyor.cli.migrate import migrate
 from conveyor.cli.queues import queues_group
 from conveyor.cli.r2 import r2_group
 from conveyor.cli.send import send
+from conveyor.cli.trace import trace
 from conveyor.cli.worker import worker
 from conveyor.cli.workers import workers_group
 from conveyor.engine.accounts import LOCAL_ACCOUNT
@@ -99,6 +100,7 @@ COMMANDS = (
     doctor,
     r2_group,
     kv_group,
+    trace,
 )
 for command in (*COMMANDS, *server_commands()):
     cli.add_command(command)

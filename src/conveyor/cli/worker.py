@@ -13,8 +13,9 @@ from conveyor.cli.context import CliState, json_option, pass_state
 from conveyor.cli.egress_option import egress_allow_option
 from conveyor.consumer import loading
 from conveyor.consumer.app import App
+from conveyor.tracing import TraceLogFilter
 
-LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(trace_id)s]: %(message)s"
 
 
 class JSONLogFormatter(logging.Formatter):
@@ -26,6 +27,7 @@ class JSONLogFormatter(logging.Formatter):
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
+            "trace_id": getattr(record, "trace_id", "-"),
         }
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
@@ -35,6 +37,7 @@ class JSONLogFormatter(logging.Formatter):
 def configure_logging(level: str, as_json: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JSONLogFormatter() if as_json else logging.Formatter(LOG_FORMAT))
+    handler.addFilter(TraceLogFilter())  # every line of a run names its trace
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

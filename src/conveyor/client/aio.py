@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # workflows sit above the client: imported when used, never a
     from conveyor.storage.kv import KVNamespaceInfo
     from conveyor.storage.kv_aio import AsyncKVNamespace
     from conveyor.workflows.aio import AsyncWorkflow
+    from conveyor.workflows.counter import AsyncCounter
 
 
 async def connect_async(
@@ -98,6 +99,13 @@ class AsyncConveyor:
         from conveyor.workflows.aio import AsyncWorkflow
 
         return AsyncWorkflow(await asyncio.to_thread(functools.partial(self.sync.put_workflow, name, **settings)))
+
+    async def counter(self, name: str) -> AsyncCounter:
+        """The counter ``name`` of this account (a :class:`conveyor.workflows.counter.AsyncCounter`):
+        :meth:`Conveyor.counter`'s, awaitable."""
+        from conveyor.workflows.counter import AsyncCounter
+
+        return AsyncCounter(await asyncio.to_thread(self.sync.counter, name))
 
     # -- buckets (conveyor.storage) -----------------------------------------------------------
     async def create_bucket(self, name: str, **location: str | None) -> AsyncBucket:

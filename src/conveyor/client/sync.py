@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from conveyor import limits
+from conveyor import limits, tracing
 from conveyor.client import validation as check
 from conveyor.codec import decode
 from conveyor.deployment import Deployment
@@ -32,10 +32,12 @@ from conveyor.model import (
 )
 
 if TYPE_CHECKING:  # workflows and storage sit above the client: imported when used, never at module level
+    from conveyor.slurper.client import Slurper
     from conveyor.storage import Bucket, BucketInfo
     from conveyor.storage.kv import KVNamespaceInfo, KVStore
     from conveyor.storage.kv_handle import KVNamespace
     from conveyor.workflows.client import Workflow
+    from conveyor.workflows.counter import Counter
 
 
 class Closes(Protocol):
@@ -46,7 +48,9 @@ C = TypeVar("C", bound=Closes)
 
 
 def to_pulled(m: StoredMessage) -> PulledMessage:
-    return PulledMessage(m.id, decode(m.body, m.content_type), m.attempts, m.lease_id, m.timestamp_ms, m.content_type)
+    return PulledMessage(
+        m.id, decode(m.body, m.content_type), m.attempts, m.lease_id, m.timestamp_ms, m.content_type, m.traceparent
+    )
 
 
 class Conveyor:
@@ -133,6 +137,16 @@ class Conveyor:
 
         return Workflow.open(self, name)
 
+    @property
+    def slurper(self) -> Slurper:
+        """The migration jobs of this account (a :class:`conveyor.slurper.Slurper`; see docs/slurper.md).
+
+        >>> job = cv.slurper.create_job(source={...}, target={"vendor": "r2", "bucket": "photos"})
+        """
+        from conveyor.slurper.client import Slurper
+
+        return Slurper(self)
+
     def list_workflows(self) -> list[Workflow]:
         """The account's workflows (registered by a worker or made by :meth:`put_workflow`), by name.
 
@@ -174,6 +188,16 @@ class Conveyor:
             success_retention=success_retention,
             error_retention=error_retention,
         )
+
+    def counter(self, name: str) -> Counter:
+        """The counter ``name`` of this account (a :class:`conveyor.Counter`, 0 until added to),
+        for fan-in: ``add(n)``, ``notify_at_zero(workflow, instance_id, event_type)``.
+
+        >>> cv.counter("build-42").add(-1, key="child-7")
+        """
+        from conveyor.workflows.counter import Counter
+
+        return Counter(self, name)
 
     def delete_queue(self, name: str, *, force: bool = False) -> list[str]:
         """Delete the queue ``name``; ``force`` deletes one with damaged storage too, and returns
@@ -321,7 +345,10 @@ class Queue:
         >>> q.send("hi", content_type="text", delay_seconds=30)
         """
         delay = None if delay_seconds is None else check.check_delay(delay_seconds)
-        ids, metrics = self._engine.enqueue(self.id, [check.prepare_message(body, content_type, delay)])
+        with tracing.sending(self.name) as traceparent:
+            message = check.prepare_message(body, content_type, delay, traceparent)
+            ids, metrics = self._engine.enqueue(self.id, [message])
+        tracing.record_sent(self.name, ids)
         return SendResult(ids[0], metrics)
 
     def send_batch(self, messages: Sequence[Mapping[str, Any]], delay_seconds: int | None = None) -> SendBatchResult:
@@ -333,7 +360,10 @@ class Queue:
         >>> r.ids
         ['6f1c...', '0b9e...']
         """
-        return self._engine.enqueue(self.id, check.prepare_batch(messages, delay_seconds))
+        with tracing.sending(self.name) as traceparent:
+            result = self._engine.enqueue(self.id, check.prepare_batch(messages, delay_seconds, traceparent))
+        tracing.record_sent(self.name, result.ids)
+        return result
 
     # -- management ---------------------------------------------------------------------------
     def metrics(self) -> Metrics:

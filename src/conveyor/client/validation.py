@@ -135,10 +135,10 @@ def check_message_size(size: int) -> None:
         raise MessageTooLarge(f"message is {size} bytes; the limit is {limits.MAX_MESSAGE_BYTES}")
 
 
-def prepare_message(body: Any, content_type: object, delay: int | None) -> NewMessage:
+def prepare_message(body: Any, content_type: object, delay: int | None, traceparent: str | None = None) -> NewMessage:
     data, kind = encode(body, content_type)
     check_message_size(len(data))
-    return NewMessage(data, kind, delay)
+    return NewMessage(data, kind, delay, traceparent)
 
 
 def check_batch_count(count: int) -> None:
@@ -149,8 +149,11 @@ def check_batch_count(count: int) -> None:
         raise TooManyMessages(f"batch has {count} messages; the limit is {limits.MAX_BATCH_MESSAGES}")
 
 
-def prepare_batch(messages: Sequence[Mapping[str, Any]], batch_delay: int | None) -> list[NewMessage]:
-    """Encode and check a batch send: per-message delay > batch delay > (``None``) the queue's delay."""
+def prepare_batch(
+    messages: Sequence[Mapping[str, Any]], batch_delay: int | None, traceparent: str | None = None
+) -> list[NewMessage]:
+    """Encode and check a batch send: per-message delay > batch delay > (``None``) the queue's delay;
+    every message carries ``traceparent``."""
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
         raise InvalidRequest("messages must be a list of {'body': ..., 'content_type': ..., 'delay_seconds': ...}")
     check_batch_count(len(messages))
@@ -174,7 +177,7 @@ def prepare_batch(messages: Sequence[Mapping[str, Any]], batch_delay: int | None
             check_message_size(size)
         total += size
         delay = message.get("delay_seconds")
-        out.append(new(NewMessage, (data, kind, default_delay if delay is None else check_delay(delay))))
+        out.append(new(NewMessage, (data, kind, default_delay if delay is None else check_delay(delay), traceparent)))
     if total > limits.MAX_BATCH_BYTES:
         raise BatchTooLarge(f"batch is {total} bytes; the limit is {limits.MAX_BATCH_BYTES}")
     return out

@@ -28,7 +28,8 @@ _UNDECODED = object()
 
 
 class Message:
-    """One delivered message: ``id``, ``timestamp``, ``body``, ``attempts``, ``content_type``.
+    """One delivered message: ``id``, ``timestamp``, ``body``, ``attempts``, ``content_type``, and
+    ``traceparent`` (the W3C trace context of the step or span that sent it, or None).
 
     The body is decoded from its stored bytes when the handler first reads it, in the handler's
     thread: a handler that routes on ``id`` or ``attempts`` never pays for it, and the dispatcher's
@@ -45,10 +46,18 @@ class Message:
         "id",
         "lease_id",
         "timestamp_ms",
+        "traceparent",
     )
 
     def __init__(
-        self, id: str, timestamp_ms: int, stored: bytes, attempts: int, content_type: str, lease_id: str
+        self,
+        id: str,
+        timestamp_ms: int,
+        stored: bytes,
+        attempts: int,
+        content_type: str,
+        lease_id: str,
+        traceparent: str | None = None,
     ) -> None:
         self.id = id
         self.timestamp_ms = timestamp_ms
@@ -57,6 +66,7 @@ class Message:
         self.attempts = attempts
         self.content_type = content_type
         self.lease_id = lease_id
+        self.traceparent = traceparent
         self._decision: str | None = None
         self._delay: int | None = None
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from conveyor.consumer.autoscaler import Autoscaler
 from conveyor.consumer.batch import Message, MessageBatch
-from conveyor.consumer.runner import Handler, HandlerRunner, HandlerTimeout
+from conveyor.consumer.runner import Handler, HandlerRunner, HandlerTimeout, handling
 from conveyor.engine.base import Engine
 from conveyor.model import ConsumerSettings, DeliveryPolicy, Metrics, StoredMessage
 
@@ -174,7 +174,9 @@ class Dispatcher:
     # -- running ------------------------------------------------------------------------------
     def _launch(self, stored: list[StoredMessage]) -> None:
         """Start one batch (called with the lock held)."""
-        messages = [Message(m.id, m.timestamp_ms, m.body, m.attempts, m.content_type, m.lease_id) for m in stored]
+        messages = [
+            Message(m.id, m.timestamp_ms, m.body, m.attempts, m.content_type, m.lease_id, m.traceparent) for m in stored
+        ]
         now = time.monotonic()
         batch = MessageBatch(self.spec.queue, messages, self._metrics)
         flight = Flight(batch, now + self.spec.handler_timeout, now)
@@ -185,6 +187,7 @@ class Dispatcher:
             flight.batch,
             self.spec.handler_timeout,
             lambda error: self._finish(flight, error),
+            handling(self.spec.queue, stored),
         )
 
     def _finish(self, flight: Flight, error: BaseException | None) -> None:

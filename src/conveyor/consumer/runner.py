@@ -15,10 +15,29 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from conveyor import limits
+from conveyor import limits, tracing
+from conveyor.model import StoredMessage
 
 Handler = Callable[[Any], Any]
 OnDone = Callable[[BaseException | None], None]
+
+
+def handling(queue: str, stored: list[StoredMessage]) -> tracing.TraceContext | None:
+    """The trace a handler of ``stored`` runs in: the message's, for a batch of one message that
+    carries one (a bigger batch mixes traces: its handler reads each ``m.traceparent``)."""
+    if len(stored) != 1 or stored[0].traceparent is None:
+        return None
+    return tracing.TraceContext(stored[0].traceparent, queue=queue, message=stored[0].id)
+
+
+def _run_traced(trace: tracing.TraceContext, handler: Handler, batch: Any) -> Any:
+    with tracing.activate(trace, f"process {trace.queue}", {"messaging.message.id": trace.message}, "CONSUMER"):
+        return handler(batch)
+
+
+async def _await_traced(trace: tracing.TraceContext, handler: Handler, batch: Any) -> Any:
+    with tracing.activate(trace, f"process {trace.queue}", {"messaging.message.id": trace.message}, "CONSUMER"):
+        return await handler(batch)
 
 
 class HandlerTimeout(Exception):
@@ -43,12 +62,18 @@ class HandlerRunner:
                 self._loop = loop
             return self._loop
 
-    def submit(self, handler: Handler, batch: Any, timeout: float, on_done: OnDone) -> None:
+    def submit(
+        self, handler: Handler, batch: Any, timeout: float, on_done: OnDone, trace: tracing.TraceContext | None = None
+    ) -> None:
+        """Run ``handler(batch)`` (in ``trace``, if given)."""
         if self.is_async(handler):
-            coro = self._run_async(handler(batch), timeout)
+            work = handler(batch) if trace is None else _await_traced(trace, handler, batch)
+            coro = self._run_async(work, timeout)
             future: Future[None] = asyncio.run_coroutine_threadsafe(coro, self._event_loop())
-        else:
+        elif trace is None:
             future = self._pool.submit(handler, batch)
+        else:
+            future = self._pool.submit(_run_traced, trace, handler, batch)
         future.add_done_callback(lambda f: on_done(None if f.cancelled() else f.exception()))
 
     @staticmethod

@@ -48,6 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from conveyor.codec import split_stored_type
 from conveyor.engine.base import Clock, Engine
 from conveyor.engine.lease_ids import MALFORMED, lease_id, lease_id_parts, parse_lease_id
 from conveyor.engine.queue_faults import QueueFaults
@@ -294,7 +295,8 @@ class ShardedEngine(Engine, Generic[S]):
                 if attempts > policy.max_deliveries:  # its lease ran out on its last delivery
                     exhausted.add(seq, token)
                 else:
-                    out.append(StoredMessage(mid, ts, body, ctype, attempts, f"{prefix}{seq:x}{suffix}"))
+                    kind, traceparent = split_stored_type(ctype)
+                    out.append(StoredMessage(mid, ts, body, kind, attempts, f"{prefix}{seq:x}{suffix}", traceparent))
             if exhausted:
                 self._dead_letter(queue_id, shard, exhausted, policy)
         return out

@@ -26,6 +26,7 @@ from conveyor.server import worker_routes
 from conveyor.server.access import CATALOG_WRITE, READ, WRITE, declared
 from conveyor.server.envelope import ok, read
 from conveyor.server.service import Context, blocking, context
+from conveyor.tracing import check_traceparent
 
 # A long-poll wait holds a thread; cap both its length and how many run at once, so waiting
 # workers never starve the pool that answers everyone else.
@@ -54,7 +55,10 @@ def _new_message(item: wire.EncodedMessage, i: int) -> NewMessage:
         raise InvalidMessage(f"message {i}: body is not valid {kind}") from None
     # No delay: the queue's delivery_delay, which the engine behind the server applies.
     delay = None if item.delay_seconds is None else check.check_delay(item.delay_seconds)
-    return NewMessage(body, kind, delay)
+    traceparent = item.traceparent
+    if traceparent is not None:
+        check_traceparent(traceparent, f"message {i}: traceparent", InvalidMessage)
+    return NewMessage(body, kind, delay, traceparent)
 
 
 def _policy(given: wire.Policy, ctx: Context) -> DeliveryPolicy:

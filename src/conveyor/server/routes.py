@@ -16,11 +16,12 @@ from starlette.responses import Response
 from conveyor import limits, wire
 from conveyor.client import validation as check
 from conveyor.client.sync import Queue
-from conveyor.errors import BatchTooLarge, ConsumerNotFound, InvalidRequest
+from conveyor.errors import BatchTooLarge, ConsumerNotFound, InvalidMessage, InvalidRequest
 from conveyor.model import ConsumerInfo, ConsumerSettings, QueueSettings, SendBatchResult
 from conveyor.server.access import CATALOG_WRITE, READ, TOKEN_QUEUES_READ, TOKEN_QUEUES_WRITE, WRITE, declared
 from conveyor.server.envelope import ok, read, read_body
 from conveyor.server.service import Context, blocking, context
+from conveyor.tracing import check_traceparent
 
 DEFAULT_PER_PAGE = 100
 MAX_PER_PAGE = 1000
@@ -237,13 +238,21 @@ async def delete_consumer(request: Request) -> Response:
 
 
 # -- messages -----------------------------------------------------------------------------------
+def _traceparent(request: Request) -> str | None:
+    """The W3C ``traceparent`` header of a send: the trace its messages are delivered in."""
+    given = request.headers.get("traceparent")
+    return None if given is None else check_traceparent(given, "the traceparent header", InvalidMessage)
+
+
 async def push(request: Request) -> Response:
     ctx = context(request)
     message = await read(request, wire.PushedMessage)
+    traceparent = _traceparent(request)
 
     def send() -> SendBatchResult:
         queue, info = ctx.message_lookup_sync(request.path_params["queue_id"])
-        return ctx.client.engine.enqueue(queue.id, [message.prepared(info.settings.delivery_delay)])
+        prepared = message.prepared(info.settings.delivery_delay)._replace(traceparent=traceparent)
+        return ctx.client.engine.enqueue(queue.id, [prepared])
 
     return ok(wire.sent(await blocking(send)))
 
@@ -251,6 +260,7 @@ async def push(request: Request) -> Response:
 async def bulk_push(request: Request) -> Response:
     ctx = context(request)
     raw = await read_body(request)
+    traceparent = _traceparent(request)
 
     def send() -> SendBatchResult:
         # Decoded here, on the thread pool: a batch is up to 256 KB of bodies, and the event loop
@@ -260,7 +270,10 @@ async def bulk_push(request: Request) -> Response:
         batch_delay = body.batch_delay()
         queue, info = ctx.message_lookup_sync(request.path_params["queue_id"])
         default = info.settings.delivery_delay if batch_delay is None else batch_delay
-        prepared = [m.prepared(default, f" {i} of the batch") for i, m in enumerate(body.messages)]
+        prepared = [
+            m.prepared(default, f" {i} of the batch")._replace(traceparent=traceparent)
+            for i, m in enumerate(body.messages)
+        ]
         total = sum(len(m.body) for m in prepared)
         if total > limits.MAX_BATCH_BYTES:
             raise BatchTooLarge(f"batch is {total} bytes; the limit is {limits.MAX_BATCH_BYTES}")

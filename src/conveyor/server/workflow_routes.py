@@ -244,10 +244,11 @@ def _created(wf: Workflow, inst: Instance) -> shapes.InstanceCreated:
 async def create_instance(request: Request) -> Response:
     body = wire.decode(await read_body(request, MAX_CREATE_BYTES), shapes.CreateInstance, required=False)
     item = _item(body, "")
+    traceparent = request.headers.get("traceparent")  # the instance joins the caller's trace
 
     def create(ctx: Context, store: WorkflowStore) -> shapes.InstanceCreated:
         wf = _workflow(ctx, store, request)
-        return _created(wf, wf.create(item["params"], item["id"]))
+        return _created(wf, wf.create(item["params"], item["id"], traceparent=traceparent))
 
     return ok(await _run(request, create))
 
@@ -257,10 +258,11 @@ async def create_batch(request: Request) -> Response:
     if not bodies or len(bodies) > MAX_BATCH:
         raise InvalidRequest(f"a batch holds 1 to {MAX_BATCH} instances, not {len(bodies)}")
     items = [_item(body, f"[{index}].") for index, body in enumerate(bodies)]
+    traceparent = request.headers.get("traceparent")
 
     def create(ctx: Context, store: WorkflowStore) -> list[shapes.InstanceCreated]:
         wf = _workflow(ctx, store, request)
-        result = wf.create_batch(items, all_or_none=True)
+        result = wf.create_batch(items, traceparent=traceparent, all_or_none=True)
         return [_created(wf, inst) for inst in result.created]
 
     return ok(await _run(request, create))

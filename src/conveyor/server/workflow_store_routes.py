@@ -25,7 +25,9 @@ from conveyor.errors import InvalidRequest
 from conveyor.server.access import Access, DeclaredRoute, Scope, declared
 from conveyor.server.envelope import ok, read_body
 from conveyor.server.service import blocking, context
+from conveyor.tracing import check_traceparent
 from conveyor.workflows.client import COMPONENT, check_instance_id, check_workflow_name
+from conveyor.workflows.counter import check_add, check_counter_name, check_event_type
 from conveyor.workflows.databases import open_store
 from conveyor.workflows.errors import InvalidStepConfig, PayloadTooLarge
 from conveyor.workflows.model import (
@@ -39,6 +41,8 @@ from conveyor.workflows.records import check_overrides
 from conveyor.workflows.remote import MAX_REQUEST_BYTES, METHODS, PATH, decode_arguments, to_wire
 
 TRACE_ID = re.compile(r"^[0-9a-f]{32}\Z")
+# An origin names a workflow, an instance and a step, or a queue and a message.
+MAX_ORIGIN_CHARS = 1000
 
 
 def _json_text(text: str | None, what: str) -> None:
@@ -73,6 +77,14 @@ def _items(items: list[NewInstance]) -> None:
         _json_text(item.params, f"the params of item {index}")
         if not TRACE_ID.match(item.trace_id):
             raise InvalidRequest(f"the trace id of item {index} must be 32 lowercase hex characters")
+        if item.traceparent is not None:
+            check_traceparent(item.traceparent, f"the traceparent of item {index}")
+            if item.traceparent[3:35] != item.trace_id:
+                raise InvalidRequest(f"the traceparent of item {index} is not of its trace id {item.trace_id}")
+        if item.origin is not None:
+            if len(item.origin) > MAX_ORIGIN_CHARS:
+                raise InvalidRequest(f"the origin of item {index} is over {MAX_ORIGIN_CHARS} characters")
+            _json_text(item.origin, f"the origin of item {index}")
 
 
 def _step(step: StepRow) -> None:
@@ -86,6 +98,8 @@ def check_arguments(method: str, arguments: dict[str, Any]) -> None:
             check_workflow_name(arguments[key])
     if "instance_id" in arguments:
         check_instance_id(arguments["instance_id"])
+    if "trace_id" in arguments and not TRACE_ID.match(arguments["trace_id"]):
+        raise InvalidRequest(f"trace id {arguments['trace_id']!r} must be 32 lowercase hex characters")
     if "settings" in arguments:
         _settings(arguments["settings"])
     if "overrides" in arguments:
@@ -105,6 +119,14 @@ def check_arguments(method: str, arguments: dict[str, Any]) -> None:
             raise InvalidRequest(f"an instance finishes complete or errored, not {arguments['status']!r}")
         _json_text(arguments["output"], "the workflow's output")
         _json_text(arguments["error"], "the workflow's error")
+    if "counter" in arguments:
+        check_counter_name(arguments["counter"])
+    if method == "counter_add":
+        check_add(arguments["n"], arguments["key"])
+    if "event_type" in arguments:
+        check_event_type(arguments["event_type"])
+    if "seqs" in arguments and len(arguments["seqs"]) > 1000:
+        raise InvalidRequest(f"wakeups_sent got {len(arguments['seqs'])} wake-ups; the limit is 1000")
     if "limit" in arguments and not 1 <= arguments["limit"] <= 1000:
         raise InvalidRequest(f"limit is {arguments['limit']}; it must be from 1 to 1000")
 

@@ -21,7 +21,7 @@ The parts, each behind the narrowest interface that serves it:
   bad field an error naming it, unknown fields refused.
 - :mod:`.store`: ``JobStore``, the only code that changes the tool's tables; each state transition
   is one transaction (listing a page, locking a key, counting it, pausing, completing). The tables
-  are the tool's own: ``slurper.db`` in a SQLite deployment's directory, migration 0010 in a
+  are the tool's own: ``slurper.db`` in a SQLite deployment's directory, migration 0012 in a
   PostgreSQL one; both engines run the same named queries (``queries.sql``).
 - :mod:`.endpoints`: a bucket as the pipeline sees it — ``list_page(after)``, ``open(key)``,
   ``head(key)``, ``put(key, chunks, ...)`` — over a Conveyor bucket or an S3-compatible service
@@ -47,3 +47,21 @@ How every object is counted exactly once despite duplicate deliveries, retries a
 4. The lifecycle consumer completes a job only when its listing is finished and
    ``transferred + skipped + failed == objects``.
 """
+
+from conveyor.slurper.client import Job, Slurper
+from conveyor.slurper.errors import InvalidJob, InvalidJobState, JobNotFound, TooManyJobs
+from conveyor.slurper.model import JobInfo, JobLog, JobProgress
+from conveyor.slurper.pipeline import add_consumers
+
+__all__ = [
+    "InvalidJob",
+    "InvalidJobState",
+    "Job",
+    "JobInfo",
+    "JobLog",
+    "JobNotFound",
+    "JobProgress",
+    "Slurper",
+    "TooManyJobs",
+    "add_consumers",
+]

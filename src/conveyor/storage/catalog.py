@@ -10,8 +10,16 @@ from typing import Any
 
 from conveyor.engine.base import Clock
 from conveyor.storage.database import Database, Row, Transaction
-from conveyor.storage.errors import BucketExists, BucketNotEmpty, BucketNotFound, ObjectExists, RuleNotFound
+from conveyor.storage.errors import (
+    BucketExists,
+    BucketNotEmpty,
+    BucketNotFound,
+    InvalidObjectKey,
+    ObjectExists,
+    RuleNotFound,
+)
 from conveyor.storage.model import BucketInfo, LifecycleRule, NotificationRule, ObjectInfo, from_ms
+from conveyor.storage.names import shown
 from conveyor.storage.notifications import Event, matches, message
 from conveyor.storage.stores import BucketConfig
 
@@ -36,6 +44,24 @@ def prefix_range(prefix: str) -> dict[str, object]:
 def object_info(row: Row) -> ObjectInfo:
     key, size, etag, sha256, content_type, metadata, uploaded_ms = row
     return ObjectInfo(key, int(size), etag, from_ms(int(uploaded_ms)), sha256, content_type, json.loads(metadata))
+
+
+def _refuse_clash(tx: Transaction, account: str, bucket: str, key: str) -> None:
+    """A local bucket's objects are files of one directory tree, so "a" and "a/b" cannot both be
+    objects there (whether their bytes are files or, for small ones, in their rows): one rule for
+    every object, whatever its size."""
+    parts = key.split("/")
+    for depth in range(1, len(parts)):
+        parent = "/".join(parts[:depth])
+        if tx.one("get_object", {"account": account, "bucket": bucket, "key": parent}) is not None:
+            raise InvalidObjectKey(
+                f"object key {shown(key)}: {parent!r} is an object, so a local bucket cannot hold keys below it"
+            )
+    below = {"account": account, "bucket": bucket, "after": "", "limit": 1, **prefix_range(key + "/")}
+    if tx.rows("list_objects", below):
+        raise InvalidObjectKey(
+            f"object key {shown(key)}: {shown(key)} holds other objects (keys below it) in this local bucket"
+        )
 
 
 def _rule(row: Row) -> NotificationRule:
@@ -123,15 +149,43 @@ class Catalog:
         row = self.db.read(lambda tx: tx.one("get_object", where), "get object")
         return None if row is None else object_info(row)
 
+    def read_object(self, account: str, bucket: str, key: str) -> tuple[ObjectInfo, bytes | None] | None:
+        """An object and, if its row holds them (a small object of a local bucket), its bytes."""
+        where = {"account": account, "bucket": bucket, "key": key}
+        row = self.db.read(lambda tx: tx.one("read_object", where), "get object")
+        return None if row is None else (object_info(row[:7]), None if row[7] is None else bytes(row[7]))
+
+    def in_file(self, account: str, bucket: str, key: str) -> bool:
+        """Whether ``key`` is an object whose bytes are a file (or in S3), not in its row."""
+        where = {"account": account, "bucket": bucket, "key": key}
+        row = self.db.read(lambda tx: tx.one("object_in_file", where), "get object")
+        return row is not None and bool(row[0])
+
+    def clash(self, account: str, bucket: str, key: str) -> None:
+        """Refuse a local bucket's ``key`` whose path another object's needs (read alone; a put checks
+        again in its transaction)."""
+        self.db.read(lambda tx: _refuse_clash(tx, account, bucket, key), "check key")
+
     def list_objects(self, account: str, bucket: str, prefix: str, after: str, limit: int = PAGE) -> list[ObjectInfo]:
         params = {"account": account, "bucket": bucket, "after": after, "limit": limit, **prefix_range(prefix)}
         return [object_info(r) for r in self.db.read(lambda tx: tx.rows("list_objects", params), "list objects")]
 
     def record_object(
-        self, account: str, bucket: str, info: ObjectInfo, event: Event, *, only_if_absent: bool
-    ) -> list[tuple[str, str, str]]:
-        """Write the object's row and, in the same transaction, an outbox row per matching rule;
-        returns the outbox rows (event id, queue id, body) to send now."""
+        self,
+        account: str,
+        bucket: str,
+        info: ObjectInfo,
+        event: Event,
+        *,
+        only_if_absent: bool,
+        local: bool = False,
+        data: bytes | None = None,
+    ) -> tuple[list[tuple[str, str, str]], bool]:
+        """Write the object's row (holding ``data``, the bytes of a small object of a local bucket,
+        or None when they are a file or in S3) and, in the same transaction, an outbox row per
+        matching rule. ``local``: refuse a key whose path clashes with another object's. Returns the
+        outbox rows (event id, queue id, body) to send now, and whether the row replaced one whose
+        bytes were a file (which the caller then deletes, if ``data`` took its place)."""
         params = {
             "account": account,
             "bucket": bucket,
@@ -142,29 +196,34 @@ class Catalog:
             "content_type": info.content_type,
             "metadata": json.dumps(dict(info.metadata), separators=(",", ":"), sort_keys=True),
             "uploaded_ms": int(info.uploaded.timestamp() * 1000),
+            "data": data,
         }
 
-        def record(tx: Transaction) -> list[tuple[str, str, str]]:
+        def record(tx: Transaction) -> tuple[list[tuple[str, str, str]], bool]:
+            if local:
+                _refuse_clash(tx, account, bucket, info.key)
+            before = tx.one("object_in_file", params)
             if not tx.run("insert_object" if only_if_absent else "upsert_object", params):
                 raise ObjectExists(f"object {info.key!r} already exists in bucket {bucket!r} (only_if_absent)")
-            return self._queue_events(tx, account, bucket, [event])
+            return self._queue_events(tx, account, bucket, [event]), before is not None and bool(before[0])
 
         return self.db.transaction(record, "record object")
 
     def remove_objects(
         self, account: str, bucket: str, keys: Sequence[str], action: str
-    ) -> tuple[list[ObjectInfo], list[tuple[str, str, str]]]:
-        """Delete the rows of ``keys`` and queue a ``action`` event for each that existed."""
+    ) -> tuple[list[tuple[ObjectInfo, bool]], list[tuple[str, str, str]]]:
+        """Delete the rows of ``keys`` and queue a ``action`` event for each that existed; returns
+        each removed object with whether its bytes are a file (or in S3) to delete now."""
 
-        def remove(tx: Transaction) -> tuple[list[ObjectInfo], list[tuple[str, str, str]]]:
-            removed: list[ObjectInfo] = []
+        def remove(tx: Transaction) -> tuple[list[tuple[ObjectInfo, bool]], list[tuple[str, str, str]]]:
+            removed: list[tuple[ObjectInfo, bool]] = []
             for key in keys:
                 where = {"account": account, "bucket": bucket, "key": key}
-                row = tx.one("get_object", where)
+                row = tx.one("read_object", where)
                 if row is not None:
                     tx.run("delete_object", where)
-                    removed.append(object_info(row))
-            events = [Event(action, info.key) for info in removed]  # type: ignore[arg-type]
+                    removed.append((object_info(row[:7]), row[7] is None))
+            events = [Event(action, info.key) for info, _ in removed]  # type: ignore[arg-type]
             return removed, self._queue_events(tx, account, bucket, events)
 
         return self.db.transaction(remove, "delete objects")

@@ -1,5 +1,5 @@
 """Where the storage catalog's rows live: ``storage.db`` in a SQLite deployment, or the tables of
-migration 0008 in a PostgreSQL one. Both run the same named queries (``queries.sql``) inside
+migrations 0008 and 0013 in a PostgreSQL one. Both run the same named queries (``queries.sql``) inside
 :meth:`Database.transaction`, so the catalog's logic (:mod:`conveyor.storage.catalog`) is written
 once."""
 
@@ -18,7 +18,8 @@ from conveyor.engine.sqlfile import load_queries, load_script
 T = TypeVar("T")
 Row = tuple[Any, ...]
 Q = load_queries("conveyor.storage", "queries.sql")
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+UPGRADES = {1: load_script("conveyor.storage", "storage_v1_to_v2.sql")}
 FILE_NAME = "storage.db"
 
 
@@ -73,7 +74,10 @@ class SQLiteDatabase(Database):
         ensure_directory(directory)
         self.path = directory / FILE_NAME
         self._conn = open_database(
-            self.path, load_script("conveyor.storage", "storage_sqlite.sql"), version=SCHEMA_VERSION
+            self.path,
+            load_script("conveyor.storage", "storage_sqlite.sql"),
+            version=SCHEMA_VERSION,
+            upgrades=UPGRADES,
         )
         self._lock = threading.Lock()
 
@@ -137,7 +141,7 @@ PG_QUERIES = {name: _psycopg_placeholders(text) for name, text in Q.items()}
 
 
 class PostgresDatabase(Database):
-    """The storage tables of a PostgreSQL deployment (migration 0008, applied with the engine's)."""
+    """The storage tables of a PostgreSQL deployment (migrations 0008 and 0013, applied with the engine's)."""
 
     def __init__(self, conninfo: str) -> None:
         from conveyor.engine.postgres.database import ReadPool

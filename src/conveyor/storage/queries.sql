@@ -30,17 +30,27 @@ DELETE FROM storage_lifecycle_rules WHERE account = :account AND bucket = :bucke
 SELECT key, size, etag, sha256, content_type, metadata, uploaded_ms
 FROM storage_objects WHERE account = :account AND bucket = :bucket AND key = :key;
 
+-- An object and where its bytes are: in ``data`` (a small object of a local bucket), else a file
+-- or S3 (``data IS NULL``).
+-- name: read_object
+SELECT key, size, etag, sha256, content_type, metadata, uploaded_ms, data
+FROM storage_objects WHERE account = :account AND bucket = :bucket AND key = :key;
+
+-- name: object_in_file
+SELECT data IS NULL FROM storage_objects WHERE account = :account AND bucket = :bucket AND key = :key;
+
 -- name: insert_object
-INSERT INTO storage_objects (account, bucket, key, size, etag, sha256, content_type, metadata, uploaded_ms)
-VALUES (:account, :bucket, :key, :size, :etag, :sha256, :content_type, :metadata, :uploaded_ms)
+INSERT INTO storage_objects (account, bucket, key, size, etag, sha256, content_type, metadata, uploaded_ms, data)
+VALUES (:account, :bucket, :key, :size, :etag, :sha256, :content_type, :metadata, :uploaded_ms, :data)
 ON CONFLICT (account, bucket, key) DO NOTHING;
 
 -- name: upsert_object
-INSERT INTO storage_objects (account, bucket, key, size, etag, sha256, content_type, metadata, uploaded_ms)
-VALUES (:account, :bucket, :key, :size, :etag, :sha256, :content_type, :metadata, :uploaded_ms)
+INSERT INTO storage_objects (account, bucket, key, size, etag, sha256, content_type, metadata, uploaded_ms, data)
+VALUES (:account, :bucket, :key, :size, :etag, :sha256, :content_type, :metadata, :uploaded_ms, :data)
 ON CONFLICT (account, bucket, key) DO UPDATE SET
     size = excluded.size, etag = excluded.etag, sha256 = excluded.sha256,
-    content_type = excluded.content_type, metadata = excluded.metadata, uploaded_ms = excluded.uploaded_ms;
+    content_type = excluded.content_type, metadata = excluded.metadata, uploaded_ms = excluded.uploaded_ms,
+    data = excluded.data;
 
 -- name: delete_object
 DELETE FROM storage_objects WHERE account = :account AND bucket = :bucket AND key = :key;

@@ -12,7 +12,9 @@ outbox rows that the coordinator's ``storage-outbox`` service sends. A deletion 
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import os
@@ -62,6 +64,9 @@ log = logging.getLogger("conveyor.storage")
 # CompleteMultipartUpload); smaller ones in one request (PutObject).
 MULTIPART_THRESHOLD = 8 * 1024 * 1024
 PART_SIZE = 8 * 1024 * 1024
+# An object of a local bucket this small keeps its bytes in its row of the catalog (storage.db)
+# rather than a file: one flushed commit instead of three flushes (file, directory, row).
+INLINE_LIMIT = 32 * 1024
 READ_CHUNK = 1024 * 1024
 MAX_AGE_SECONDS = 100 * 365 * 86400
 # Bytes with no metadata row this old are a put that died before its commit (a put commits right
@@ -233,13 +238,22 @@ class StorageService:
         only_if_absent: bool,
     ) -> ObjectInfo:
         config, store = self.store(account, bucket)
-        if config.location != "s3":
-            self._check_local_path(config, key)
+        local = config.location == "local"
+        if local:
+            check_local_key(key)  # every key of a local bucket could be a file's path, whatever its size
         if only_if_absent and self.catalog.get_object(account, bucket, key) is not None:
             raise ObjectExists(f"object {key!r} already exists in bucket {bucket!r} (only_if_absent)")
-        created = missing_directories(config.directory, key) if config.location != "s3" else []
         body = _Hashing(data)
         head = body.read_head(MULTIPART_THRESHOLD + 1)
+        if local and body.exhausted and len(head) <= INLINE_LIMIT:
+            return self._put_inline(
+                account, bucket, key, head, body.sha256.hexdigest(), content_type, metadata, only_if_absent
+            )
+        if local:
+            self.catalog.clash(account, bucket, key)
+        if config.location != "s3":
+            self._check_local_path(config, key)
+        created = missing_directories(config.directory, key) if config.location != "s3" else []
         multipart = len(head) > MULTIPART_THRESHOLD and not only_if_absent
         what = f"put {shown(key)} into bucket {bucket!r}"
         if multipart:
@@ -264,9 +278,39 @@ class StorageService:
         info = ObjectInfo(key, body.size, etag, from_ms(self.clock.now_ms()), sha256, content_type, metadata)
         action: Action = "CompleteMultipartUpload" if multipart else "PutObject"
         event = Event(action, key, info.size, info.etag)
-        queued = self.catalog.record_object(account, bucket, info, event, only_if_absent=only_if_absent)
+        queued, _ = self.catalog.record_object(account, bucket, info, event, only_if_absent=only_if_absent, local=local)
         self._after_commit(queued)
         return info
+
+    def _put_inline(
+        self,
+        account: str,
+        bucket: str,
+        key: str,
+        data: bytes,
+        sha256: str,
+        content_type: str,
+        metadata: dict[str, str],
+        only_if_absent: bool,
+    ) -> ObjectInfo:
+        """A small object of a local bucket: its bytes go into its row, so one flushed commit stores
+        it (bytes, metadata and notifications together) and one read returns it."""
+        info = ObjectInfo(key, len(data), sha256[:32], from_ms(self.clock.now_ms()), sha256, content_type, metadata)
+        event = Event("PutObject", key, info.size, info.etag)
+        queued, replaced_file = self.catalog.record_object(
+            account, bucket, info, event, only_if_absent=only_if_absent, local=True, data=data
+        )
+        if replaced_file:
+            self._delete_file(account, bucket, key)
+        self._after_commit(queued)
+        return info
+
+    def _delete_file(self, account: str, bucket: str, key: str) -> None:
+        """Delete the bytes of an object whose row is gone or no longer names them; a crash before
+        this leaves a file that the ``storage-orphans`` sweep deletes."""
+        config, store = self.store(account, bucket)
+        with contextlib.suppress(ObjectNotFound):
+            translated(config, f"delete {shown(key)}", lambda: obstore.delete(store, key))
 
     @staticmethod
     def _check_local_path(config: BucketConfig, key: str) -> None:
@@ -295,52 +339,56 @@ class StorageService:
         return info
 
     def get(self, account: str, bucket: str, key: str, byte_range: tuple[int, int] | None) -> tuple[ObjectInfo, Any]:
+        """The object's metadata and a reader of its bytes (``bytes()``, ``stream()``), or None when
+        the range holds none of them."""
         config, store = self.store(account, bucket)
-        info = self.head(account, bucket, key)
-        what = f"get {key!r} from bucket {bucket!r}"
-        options: dict[str, Any] = {}
-        if byte_range is not None:
-            start, end = byte_range[0], min(byte_range[1], info.size)
-            if start >= end:  # nothing of the object is in the range
-                return info, None
-            options["range"] = (start, end)
-        if info.size == 0:
+        found = self.catalog.read_object(account, bucket, key)
+        if found is None:
+            raise ObjectNotFound(f"bucket {bucket!r} has no object {key!r}")
+        info, data = found
+        start, end = (0, info.size) if byte_range is None else (byte_range[0], min(byte_range[1], info.size))
+        if start >= end:  # an empty object, or nothing of it in the range
             return info, None
+        if data is not None:
+            return info, InlineBytes(data[start:end])
+        options: dict[str, Any] = {} if byte_range is None else {"range": (start, end)}
+        what = f"get {key!r} from bucket {bucket!r}"
         return info, translated(config, what, lambda: obstore.get(store, key, options=options))  # type: ignore[arg-type]
 
     def delete(self, account: str, bucket: str, keys: list[str], action: Action = "DeleteObject") -> list[ObjectInfo]:
-        config, store = self.store(account, bucket)
+        self.store(account, bucket)
         removed, queued = self.catalog.remove_objects(account, bucket, keys, action)
-        for info in removed:
-            with contextlib.suppress(ObjectNotFound):
-                translated(config, f"delete {info.key!r}", lambda key=info.key: obstore.delete(store, key))  # type: ignore[misc]
+        for info, in_file in removed:
+            if in_file:
+                self._delete_file(account, bucket, info.key)
         self._after_commit(queued)
-        return removed
+        return [info for info, _ in removed]
 
     def copy(self, account: str, bucket: str, source: str, destination: str) -> ObjectInfo:
         config, store = self.store(account, bucket)
-        original = self.head(account, bucket, source)
-        if config.location != "s3":
-            self._check_local_path(config, destination)
-        created = missing_directories(config.directory, destination) if config.location != "s3" else []
-        translated(config, f"copy {source!r} to {destination!r}", lambda: obstore.copy(store, source, destination))
-        if config.location != "s3":
-            translated(
-                config,
-                f"copy {source!r} to {destination!r}",
-                lambda: fsync_local(config.directory, destination, created),
-            )
-        info = ObjectInfo(
-            destination,
-            original.size,
-            original.etag,
-            from_ms(self.clock.now_ms()),
-            original.sha256,
-            original.content_type,
-            original.metadata,
-        )
+        found = self.catalog.read_object(account, bucket, source)
+        if found is None:
+            raise ObjectNotFound(f"bucket {bucket!r} has no object {source!r}")
+        original, data = found
+        local = config.location == "local"
+        if data is None:
+            if local:
+                self.catalog.clash(account, bucket, destination)
+            if config.location != "s3":
+                self._check_local_path(config, destination)
+            created = missing_directories(config.directory, destination) if config.location != "s3" else []
+            what = f"copy {source!r} to {destination!r}"
+            translated(config, what, lambda: obstore.copy(store, source, destination))
+            if config.location != "s3":
+                translated(config, what, lambda: fsync_local(config.directory, destination, created))
+        info = dataclasses.replace(original, key=destination, uploaded=from_ms(self.clock.now_ms()))
         event = Event("CopyObject", destination, info.size, info.etag, (bucket, source))
-        self._after_commit(self.catalog.record_object(account, bucket, info, event, only_if_absent=False))
+        queued, replaced_file = self.catalog.record_object(
+            account, bucket, info, event, only_if_absent=False, local=local, data=data
+        )
+        if replaced_file and data is not None:
+            self._delete_file(account, bucket, destination)
+        self._after_commit(queued)
         return info
 
     def list_objects(self, account: str, bucket: str, prefix: str, start_after: str) -> Iterator[ObjectInfo]:
@@ -441,8 +489,10 @@ class StorageService:
 
     # -- orphans ------------------------------------------------------------------------------
     def sweep_orphans(self, older_than_seconds: float = ORPHAN_AGE_SECONDS) -> int:
-        """Delete the files of the deployment's own (``local``) buckets that no object row names and
-        that are older than ``older_than_seconds``: bytes of puts that died before their commit.
+        """Delete the files of the deployment's own (``local``) buckets that no object row names (or
+        whose row holds the bytes itself) and that are older than ``older_than_seconds``: bytes of
+        puts that died before their commit, or of objects replaced by small ones that died before
+        deleting them.
         A ``file://`` directory is left alone (other programs may keep files there). Returns how
         many files were deleted."""
         if self.deployment.kind != "sqlite":
@@ -455,7 +505,7 @@ class StorageService:
                     continue
                 root = Path(self._local_directory(account_dir.name, info.name))
                 for key, modified in _files(root):
-                    if modified < cutoff and self.catalog.get_object(account_dir.name, info.name, key) is None:
+                    if modified < cutoff and not self.catalog.in_file(account_dir.name, info.name, key):
                         with contextlib.suppress(FileNotFoundError):
                             (root / key).unlink()
                             swept += 1
@@ -507,6 +557,20 @@ def _files(root: Path) -> Iterator[tuple[str, float]]:
             path = Path(directory) / name
             with contextlib.suppress(FileNotFoundError):
                 yield path.relative_to(root).as_posix(), path.stat().st_mtime
+
+
+class InlineBytes:
+    """The bytes of an object read from its row, with the two methods an obstore read has."""
+
+    def __init__(self, data: builtins.bytes) -> None:
+        self._data = data
+
+    def bytes(self) -> builtins.bytes:
+        return self._data
+
+    def stream(self, min_chunk_size: int = 64 * 1024) -> Iterator[builtins.bytes]:
+        for start in range(0, len(self._data), min_chunk_size):
+            yield self._data[start : start + min_chunk_size]
 
 
 class _Hashing:

@@ -1,10 +1,10 @@
--- storage.db of a SQLite deployment, schema version 1.
+-- storage.db of a SQLite deployment, schema version 2 (storage_v1_to_v2.sql upgrades a version 1 file).
 PRAGMA application_id = 1131376246;  -- 'Conv': marks the file as Conveyor's
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
 
 -- The storage catalog: buckets, each object's metadata, notification and lifecycle rules, and the
--- outbox of notifications not yet sent. The same tables on SQLite (storage.db, schema version 1)
--- and PostgreSQL (engine/postgres/migrations/0008_storage.sql); keep the two in step.
+-- outbox of notifications not yet sent. The same tables on SQLite (storage.db) and PostgreSQL
+-- (engine/postgres/migrations/0008_storage.sql, 0013_inline_objects.sql); keep the two in step.
 CREATE TABLE storage_buckets (
     account           TEXT NOT NULL,
     name              TEXT NOT NULL,
@@ -28,6 +28,7 @@ CREATE TABLE storage_objects (
     content_type TEXT NOT NULL,
     metadata     TEXT NOT NULL,               -- JSON object of custom metadata
     uploaded_ms  BIGINT NOT NULL,
+    data         BLOB,                        -- a small object's bytes, kept here instead of a file
     PRIMARY KEY (account, bucket, key)
 );
 

@@ -11,16 +11,19 @@ import msgspec
 
 from conveyor import limits, model
 from conveyor.codec import check_content_type
+from conveyor.tracing import check_traceparent
 from conveyor.wire.decoding import Shape
 from conveyor.wire.queues import Metrics
 
 
-class EncodedMessage(Shape):
-    """A message to store: its encoded bytes in base64; no delay is the queue's delivery_delay."""
+class EncodedMessage(Shape, omit_defaults=True):
+    """A message to store: its encoded bytes in base64; no delay is the queue's delivery_delay;
+    ``traceparent`` the W3C trace context it was sent in."""
 
     body: str = ""
     content_type: str = "json"
     delay_seconds: int | None = None
+    traceparent: str | None = None
 
 
 class EnqueueRequest(Shape):
@@ -29,7 +32,10 @@ class EnqueueRequest(Shape):
 
 def enqueue_request(messages: list[model.NewMessage]) -> EnqueueRequest:
     return EnqueueRequest(
-        [EncodedMessage(base64.b64encode(m.body).decode(), m.content_type, m.delay_seconds) for m in messages]
+        [
+            EncodedMessage(base64.b64encode(m.body).decode(), m.content_type, m.delay_seconds, m.traceparent)
+            for m in messages
+        ]
     )
 
 
@@ -62,24 +68,26 @@ class LeaseRequest(Shape, omit_defaults=True):
     waiter: str | None = None
 
 
-class LeasedMessage(Shape):
+class LeasedMessage(Shape, omit_defaults=True):
     id: str
     timestamp_ms: int
     body: str
     content_type: str
     attempts: int
     lease_id: str
+    traceparent: str | None = None
 
     def to_model(self) -> model.StoredMessage:
         kind = check_content_type(self.content_type)
+        traceparent = None if self.traceparent is None else check_traceparent(self.traceparent, "the traceparent")
         return model.StoredMessage(
-            self.id, self.timestamp_ms, base64.b64decode(self.body), kind, self.attempts, self.lease_id
+            self.id, self.timestamp_ms, base64.b64decode(self.body), kind, self.attempts, self.lease_id, traceparent
         )
 
 
 def leased(m: model.StoredMessage) -> LeasedMessage:
     return LeasedMessage(
-        m.id, m.timestamp_ms, base64.b64encode(m.body).decode(), m.content_type, m.attempts, m.lease_id
+        m.id, m.timestamp_ms, base64.b64encode(m.body).decode(), m.content_type, m.attempts, m.lease_id, m.traceparent
     )
 
 

@@ -17,6 +17,7 @@ from conveyor import model
 from conveyor.client import validation as check
 from conveyor.codec import check_content_type
 from conveyor.errors import InvalidMessage, InvalidRequest
+from conveyor.tracing import check_traceparent
 from conveyor.wire.decoding import Shape
 from conveyor.wire.queues import Metrics, metrics
 
@@ -93,8 +94,12 @@ def sent(result: model.SendBatchResult) -> SendResult:
     return SendResult(SendMetadata(metrics(result.metrics)), result.ids)
 
 
-class MessageMetadata(Shape):
+class MessageMetadata(Shape, omit_defaults=True):
+    """Cloudflare's metadata of a read message, and (Conveyor's) the W3C ``traceparent`` it was
+    sent in: a key of its own, so ``CF-Content-Type`` stays one a Cloudflare client knows."""
+
     content_type: str = msgspec.field(name="CF-Content-Type")
+    traceparent: str | None = None
 
 
 class Message(Shape, kw_only=True):
@@ -110,7 +115,10 @@ class Message(Shape, kw_only=True):
     def to_model(self, lease_id: str = "") -> model.StoredMessage:
         kind = check_content_type(self.metadata.content_type)
         body = self.body.encode() if kind == "text" else base64.b64decode(self.body)
-        return model.StoredMessage(self.id, self.timestamp_ms, body, kind, self.attempts, lease_id)
+        traceparent = self.metadata.traceparent
+        if traceparent is not None:
+            check_traceparent(traceparent, "the message's traceparent")
+        return model.StoredMessage(self.id, self.timestamp_ms, body, kind, self.attempts, lease_id, traceparent)
 
 
 class PulledMessage(Message, kw_only=True):
@@ -146,7 +154,7 @@ def _read(m: model.StoredMessage) -> dict[str, Any]:
         "body": message_body(m),
         "attempts": m.attempts,
         "timestamp_ms": m.timestamp_ms,
-        "metadata": MessageMetadata(m.content_type),
+        "metadata": MessageMetadata(m.content_type, m.traceparent),
     }
 
 

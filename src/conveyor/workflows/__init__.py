@@ -16,10 +16,12 @@
 The parts: :mod:`.store` (the durable transitions, one contract) with its SQL implementation
 (:mod:`.sql_store`, :mod:`.databases`); :mod:`.runtime` (steps, replay, fencing); :mod:`.execution`
 (the internal queues and the push handler); :mod:`.client` (handles); :mod:`.registration`
-(``@app.workflow``); :mod:`.records` (records a PUT makes, ``cv.put_workflow``); :mod:`.retention`.
+(``@app.workflow``); :mod:`.records` (records a PUT makes, ``cv.put_workflow``); :mod:`.counter`
+(``cv.counter``, fan-in); :mod:`.schedules` (cron); :mod:`.retention`.
 """
 
 from conveyor.workflows.client import BatchError, BatchResult, Instance, Workflow
+from conveyor.workflows.counter import AsyncCounter, Counter
 from conveyor.workflows.durations import parse_duration
 from conveyor.workflows.errors import (
     InstanceExists,
@@ -53,10 +55,12 @@ from conveyor.workflows.runtime import AsyncWorkflowStep, WorkflowStep
 from conveyor.workflows.store import WorkflowStore
 
 __all__ = [
+    "AsyncCounter",
     "AsyncWorkflowStep",
     "Attempt",
     "BatchError",
     "BatchResult",
+    "Counter",
     "Instance",
     "InstanceExists",
     "InstanceNotFound",

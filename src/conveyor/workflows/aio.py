@@ -30,11 +30,17 @@ class AsyncWorkflow:
     def record(self) -> WorkflowRecord:
         return self.sync.record
 
-    async def create(self, params: Any = None, id: str | None = None) -> AsyncInstance:
-        return AsyncInstance(await asyncio.to_thread(self.sync.create, params, id))
+    async def create(
+        self, params: Any = None, id: str | None = None, *, traceparent: str | None = None
+    ) -> AsyncInstance:
+        # to_thread carries the caller's context, so the instance joins the caller's trace.
+        return AsyncInstance(await asyncio.to_thread(self.sync.create, params, id, traceparent=traceparent))
 
-    async def create_batch(self, items: Sequence[Mapping[str, Any]], *, all_or_none: bool = False) -> BatchResult:
-        return await asyncio.to_thread(functools.partial(self.sync.create_batch, items, all_or_none=all_or_none))
+    async def create_batch(
+        self, items: Sequence[Mapping[str, Any]], *, traceparent: str | None = None, all_or_none: bool = False
+    ) -> BatchResult:
+        create = functools.partial(self.sync.create_batch, items, traceparent=traceparent, all_or_none=all_or_none)
+        return await asyncio.to_thread(create)
 
     async def get(self, id: str) -> AsyncInstance:
         return AsyncInstance(await asyncio.to_thread(self.sync.get, id))

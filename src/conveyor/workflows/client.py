@@ -14,12 +14,13 @@ import dataclasses
 import datetime
 import json
 import re
-import secrets
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from conveyor import tracing
 from conveyor.errors import ConveyorError, InvalidRequest
+from conveyor.tracing import check_traceparent
 from conveyor.workflows.databases import open_store
 from conveyor.workflows.errors import (
     InstanceNotFound,
@@ -164,26 +165,40 @@ class Workflow:
             self._internal_queue = self._store.internal_queue(self._account, self.name, self._client.engine)
         return self._internal_queue
 
-    def create(self, params: Any = None, id: str | None = None) -> Instance:
+    def create(self, params: Any = None, id: str | None = None, *, traceparent: str | None = None) -> Instance:
         """A new ``queued`` instance with ``params`` (JSON, at most 1 MiB) and ``id`` (unique in
-        this workflow and never reused; a random one if None); a worker runs it."""
-        result = self._create([{"params": params, "id": id}])
+        this workflow and never reused; a random one if None); a worker runs it.
+
+        Its trace is ``traceparent`` (a W3C one), else the creating context's (an OpenTelemetry
+        span, a workflow step, a handler of a traced message), else a new one; it records its
+        origin (the instance and step, or the message, it was created in)."""
+        result = self._create([{"params": params, "id": id}], traceparent)
         if result.errors:
             raise result.errors[0].error
         return result.created[0]
 
-    def create_batch(self, items: Sequence[Mapping[str, Any]], *, all_or_none: bool = False) -> BatchResult:
+    def create_batch(
+        self, items: Sequence[Mapping[str, Any]], *, traceparent: str | None = None, all_or_none: bool = False
+    ) -> BatchResult:
         """Create up to 100 instances from ``{"params": ..., "id": ...}`` items (either key may be
         left out); an item that is refused (a taken id, a bad id, oversized params) is reported in
-        ``errors`` with its index and code, and the others are created. ``all_or_none``: the first
-        refusal is raised instead, and none is created (the REST API's batch)."""
+        ``errors`` with its index and code, and the others are created. The trace is chosen as
+        :meth:`create`'s, one for the whole batch. ``all_or_none``: the first refusal is raised
+        instead, and none is created (the REST API's batch)."""
         if not isinstance(items, Sequence) or isinstance(items, str | bytes):
             raise InvalidRequest("create_batch takes a list of {'params': ..., 'id': ...} items")
         if len(items) > MAX_BATCH:
             raise InvalidRequest(f"create_batch got {len(items)} instances; the limit is {MAX_BATCH}")
-        return self._create(items, all_or_none)
+        return self._create(items, traceparent, all_or_none)
 
-    def _create(self, items: Sequence[Mapping[str, Any]], all_or_none: bool = False) -> BatchResult:
+    def _create(
+        self, items: Sequence[Mapping[str, Any]], traceparent: str | None, all_or_none: bool = False
+    ) -> BatchResult:
+        if traceparent is not None:
+            check_traceparent(traceparent)
+        ctx = tracing.current()
+        chosen = traceparent or tracing.current_traceparent() or tracing.make(tracing.new_trace_id())
+        origin = _origin(ctx)
         errors: list[BatchError] = []
         news: list[tuple[int, NewInstance]] = []
         for index, item in enumerate(items):
@@ -195,7 +210,7 @@ class Workflow:
                 if any(n.id == instance_id for _, n in news):
                     raise InvalidInstanceId(f"instance id {instance_id!r} is given twice in this batch")
                 params = encode_json(item.get("params"), "params")
-                news.append((index, NewInstance(instance_id, params, secrets.token_hex(16))))
+                news.append((index, NewInstance(instance_id, params, chosen[3:35], chosen, origin)))
             except ConveyorError as exc:
                 errors.append(_batch_error(index, given, exc))
         if all_or_none and errors:
@@ -341,6 +356,18 @@ class Instance:
     def _wake(self, wake_at_ms: int | None) -> None:
         client = self.workflow._client
         send_wake(client.engine, self.workflow._queue_id(), self.id, wake_at_ms)
+
+
+def _origin(ctx: tracing.TraceContext | None) -> str | None:
+    """What is creating instances now, as an instance's ``origin`` (JSON text), or None."""
+    if ctx is None:
+        return None
+    if ctx.instance is not None:
+        found = {"workflow": ctx.workflow, "instance": ctx.instance}
+        return json.dumps(found if ctx.step is None else {**found, "step": ctx.step})
+    if ctx.message is not None:
+        return json.dumps({"queue": ctx.queue, "message": ctx.message})
+    return None
 
 
 def _step_key(from_step: str | Mapping[str, Any]) -> str:

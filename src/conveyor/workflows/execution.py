@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from conveyor import limits
+from conveyor import limits, tracing
 from conveyor.consumer.batch import MessageBatch
 from conveyor.engine.base import Engine
 from conveyor.errors import QueueExists, QueueNotFound, StorageError
@@ -153,6 +153,13 @@ class WorkflowHandler:
             row.workflow,
             None if row.scheduled_ms is None else _datetime(row.scheduled_ms),
         )
+        trace = tracing.TraceContext(row.traceparent or tracing.make(row.trace_id), row.workflow, row.id)
+        attributes = {"conveyor.workflow": row.workflow, "conveyor.instance": row.id, "conveyor.epoch": row.epoch}
+        with tracing.activate(trace, f"workflow {row.workflow}", attributes):
+            self._run_function(run, row, event)
+
+    def _run_function(self, run: Run, row: InstanceRow, event: WorkflowEvent) -> None:
+        """One run of the function, in the instance's trace: its end recorded, unless it suspended."""
         status, output, error = "complete", None, None
         sync_step = WorkflowStep(run)
         try:
@@ -169,6 +176,7 @@ class WorkflowHandler:
             raise
         except (InstanceFailure, PayloadTooLarge, Exception) as exc:
             status, error = "errored", json.dumps(error_of(exc))
+            tracing.mark_error(exc)
             log.info("workflow %s: instance %s errored: %s", self.workflow, row.id, exc)
         finally:
             sync_step.close()

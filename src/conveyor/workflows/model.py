@@ -182,9 +182,14 @@ class WorkflowVersion:
 
 @dataclasses.dataclass(frozen=True)
 class NewInstance:
+    """An instance to create: ``traceparent`` is the context that creates it (its trace id is
+    ``trace_id``), ``origin`` where it came from (JSON text, see :class:`InstanceRow`)."""
+
     id: str
     params: str  # JSON text
     trace_id: str
+    traceparent: str | None = None
+    origin: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,6 +220,8 @@ class InstanceRow:
     started_ms: int | None
     ended_ms: int | None
     scheduled_ms: int | None = None
+    traceparent: str | None = None
+    origin: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,6 +233,25 @@ class ScheduleRow:
     workflow: str
     schedules: tuple[str, ...]
     last_tick_ms: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Wakeup:
+    """A wake-up message owed to an instance for an event written in the same transaction (a
+    counter's notice): sent by the process that wrote it, or by the coordinator if it died first."""
+
+    seq: int
+    account: str
+    workflow: str
+    instance: str
+
+
+@dataclasses.dataclass(frozen=True)
+class CounterChange:
+    """A counter's value after a change, and the wake-ups the change owes (its notices sent)."""
+
+    value: int
+    wakeups: list[Wakeup]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -74,18 +74,19 @@ INSERT INTO workflow_instance_ids (account, workflow, id) VALUES (%(account)s, %
 -- name: insert_instance
 INSERT INTO workflow_instances (account, workflow, id, status, params, output, error, trace_id, version_id, epoch,
     run_message, wake_at_ms, waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms,
-    scheduled_ms)
+    scheduled_ms, traceparent, origin)
 VALUES (%(account)s, %(workflow)s, %(id)s, %(status)s, %(params)s, %(output)s, %(error)s, %(trace_id)s, %(version_id)s, %(epoch)s,
-    %(run_message)s, %(wake_at_ms)s, %(waiting_for)s, %(paused_at_ms)s, %(resume_status)s, %(created_ms)s, %(modified_ms)s, %(started_ms)s, %(ended_ms)s, %(scheduled_ms)s);
+    %(run_message)s, %(wake_at_ms)s, %(waiting_for)s, %(paused_at_ms)s, %(resume_status)s, %(created_ms)s, %(modified_ms)s, %(started_ms)s, %(ended_ms)s, %(scheduled_ms)s,
+    %(traceparent)s, %(origin)s);
 
 -- name: get_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
 
 -- name: lock_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s FOR UPDATE;
 
 -- name: update_instance
@@ -97,7 +98,7 @@ WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
 
 -- name: list_instances_asc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE account = %(account)s AND workflow = %(workflow)s
     AND (CAST(%(status)s AS text) IS NULL OR status = CAST(%(status)s AS text))
@@ -108,7 +109,7 @@ ORDER BY created_ms, id LIMIT %(limit)s;
 
 -- name: list_instances_desc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE account = %(account)s AND workflow = %(workflow)s
     AND (CAST(%(status)s AS text) IS NULL OR status = CAST(%(status)s AS text))
@@ -170,7 +171,7 @@ LIMIT 1000 FOR UPDATE OF i SKIP LOCKED;
 
 -- name: overdue_instances
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE (status = 'waiting' AND wake_at_ms < %(before)s) OR (status IN ('queued', 'running', 'waitingForPause') AND modified_ms < %(before)s)
 LIMIT %(limit)s;
@@ -190,3 +191,54 @@ ORDER BY s.account, s.workflow;
 -- name: claim_tick
 UPDATE workflow_schedules SET last_tick_ms = %(tick)s
 WHERE account = %(account)s AND workflow = %(workflow)s AND last_tick_ms < %(tick)s;
+
+-- name: instances_by_trace
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+FROM workflow_instances WHERE account = %(account)s AND trace_id = %(trace_id)s
+ORDER BY created_ms, workflow, id LIMIT %(limit)s;
+
+-- name: add_to_counter
+INSERT INTO workflow_counters (account, name, value, modified_ms) VALUES (%(account)s, %(counter)s, %(n)s, %(now)s)
+ON CONFLICT (account, name) DO UPDATE SET value = workflow_counters.value + excluded.value,
+    modified_ms = excluded.modified_ms
+RETURNING value;
+
+-- name: counter_value
+SELECT value FROM workflow_counters WHERE account = %(account)s AND name = %(counter)s;
+
+-- name: take_counter_key
+INSERT INTO workflow_counter_keys (account, counter, key) VALUES (%(account)s, %(counter)s, %(key)s)
+ON CONFLICT (account, counter, key) DO NOTHING;
+
+-- name: insert_notice
+INSERT INTO workflow_counter_notices (account, counter, workflow, instance, event_type)
+VALUES (%(account)s, %(counter)s, %(workflow)s, %(instance)s, %(event_type)s)
+ON CONFLICT (account, counter, workflow, instance, event_type) DO NOTHING;
+
+-- name: unsent_notices
+SELECT workflow, instance, event_type FROM workflow_counter_notices
+WHERE account = %(account)s AND counter = %(counter)s AND sent_ms IS NULL ORDER BY workflow, instance, event_type;
+
+-- name: mark_notice_sent
+UPDATE workflow_counter_notices SET sent_ms = %(now)s
+WHERE account = %(account)s AND counter = %(counter)s AND workflow = %(workflow)s AND instance = %(instance)s AND event_type = %(event_type)s;
+
+-- name: delete_counter
+DELETE FROM workflow_counters WHERE account = %(account)s AND name = %(counter)s;
+
+-- name: delete_counter_keys
+DELETE FROM workflow_counter_keys WHERE account = %(account)s AND counter = %(counter)s;
+
+-- name: delete_notices
+DELETE FROM workflow_counter_notices WHERE account = %(account)s AND counter = %(counter)s;
+
+-- name: insert_wakeup
+INSERT INTO workflow_wakeups (account, workflow, instance, created_ms) VALUES (%(account)s, %(workflow)s, %(id)s, %(now)s)
+RETURNING seq;
+
+-- name: delete_wakeup
+DELETE FROM workflow_wakeups WHERE account = %(account)s AND seq = %(seq)s;
+
+-- name: owed_wakeups
+SELECT seq, account, workflow, instance FROM workflow_wakeups WHERE created_ms < %(before)s ORDER BY seq LIMIT %(limit)s;

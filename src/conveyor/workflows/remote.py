@@ -39,11 +39,13 @@ from conveyor.errors import ConveyorError, InvalidRequest, StorageError
 from conveyor.workflows import errors as workflow_errors
 from conveyor.workflows.model import (
     Claim,
+    CounterChange,
     EventRow,
     InstanceRow,
     NewInstance,
     ScheduleRow,
     StepRow,
+    Wakeup,
     WorkflowOverrides,
     WorkflowRecord,
     WorkflowSettings,
@@ -68,6 +70,7 @@ METHODS: Mapping[str, bool] = {
     "create_instances": False,
     "get_instance": True,
     "list_instances": True,
+    "instances_by_trace": True,
     "steps": True,
     "delete_instance": False,
     "add_event": False,
@@ -78,6 +81,11 @@ METHODS: Mapping[str, bool] = {
     "suspend": False,
     "finish": False,
     "internal_queue": False,
+    "counter_add": False,
+    "counter_value": True,
+    "counter_notify": False,
+    "counter_delete": False,
+    "wakeups_sent": False,
 }
 # A call carries at most one step's output (1 MiB of JSON, escaped inside a JSON string) or a
 # batch of 100 instances' params; a claim's answer (every step so far) is not bounded by this.
@@ -393,6 +401,9 @@ class HttpWorkflowStore(WorkflowStore):
             ),
         )
 
+    def instances_by_trace(self, account: str, trace_id: str, limit: int) -> list[InstanceRow]:
+        return typing.cast(list[InstanceRow], self._call(account, "instances_by_trace", trace_id=trace_id, limit=limit))
+
     def steps(self, account: str, workflow: str, instance_id: str) -> list[StepRow]:
         return typing.cast(list[StepRow], self._call(account, "steps", workflow=workflow, instance_id=instance_id))
 
@@ -515,6 +526,38 @@ class HttpWorkflowStore(WorkflowStore):
             )
         )
 
+    # -- counters -----------------------------------------------------------------------------
+    def counter_add(self, account: str, counter: str, n: int, key: str | None, now_ms: int) -> CounterChange:
+        return typing.cast(
+            CounterChange, self._call(account, "counter_add", counter=counter, n=n, key=key, now_ms=now_ms)
+        )
+
+    def counter_value(self, account: str, counter: str) -> int:
+        return int(self._call(account, "counter_value", counter=counter))
+
+    def counter_notify(
+        self, account: str, counter: str, workflow: str, instance_id: str, event_type: str, now_ms: int
+    ) -> CounterChange:
+        return typing.cast(
+            CounterChange,
+            self._call(
+                account,
+                "counter_notify",
+                counter=counter,
+                workflow=workflow,
+                instance_id=instance_id,
+                event_type=event_type,
+                now_ms=now_ms,
+            ),
+        )
+
+    def counter_delete(self, account: str, counter: str) -> bool:
+        return bool(self._call(account, "counter_delete", counter=counter))
+
+    def wakeups_sent(self, account: str, seqs: list[int]) -> None:
+        if seqs:
+            self._call(account, "wakeups_sent", seqs=seqs)
+
     def internal_queue(self, account: str, workflow: str, engine: Engine) -> str:
         """The server makes the queue: a tenant cannot name one with ``~`` itself."""
         return str(self._call(account, "internal_queue", workflow=workflow))
@@ -528,6 +571,9 @@ class HttpWorkflowStore(WorkflowStore):
 
     def requeue_orphan(self, account: str, workflow: str, instance_id: str, epoch: int, now_ms: int) -> bool:
         raise InvalidRequest("the workflow rescue runs on the server's coordinator, not over HTTP")
+
+    def owed_wakeups(self, before_ms: int, limit: int) -> list[Wakeup]:
+        raise InvalidRequest("owed wake-ups are sent by the server's coordinator, not over HTTP")
 
     def schedules(self) -> list[ScheduleRow]:
         raise InvalidRequest("cron triggers run on the server's coordinator, not over HTTP")

@@ -1,7 +1,8 @@
 """The workflows' coordinator services: retention of finished instances (deleted past their
 workflow's retention, 3 days complete and 7 days errored or terminated by default, by the engine's
-clock), the rescuer (:mod:`conveyor.workflows.rescue`) and cron triggers
-(:mod:`conveyor.workflows.schedules`)."""
+clock), the rescuer (:mod:`conveyor.workflows.rescue`), cron triggers
+(:mod:`conveyor.workflows.schedules`) and the counters' owed wake-ups
+(:mod:`conveyor.workflows.counter`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from typing import TYPE_CHECKING
 
 from conveyor.broker.coordinator import Coordinator
 from conveyor.workflows.client import workflow_store
+from conveyor.workflows.counter import INTERVAL_SECONDS as WAKEUP_INTERVAL
+from conveyor.workflows.counter import SERVICE as WAKEUP_SERVICE
+from conveyor.workflows.counter import send_owed_wakeups
 from conveyor.workflows.rescue import INTERVAL_SECONDS as RESCUE_INTERVAL
 from conveyor.workflows.rescue import SERVICE as RESCUE_SERVICE
 from conveyor.workflows.rescue import rescue_overdue
@@ -35,7 +39,7 @@ def prune_finished(client: Conveyor) -> int:
 
 
 def add_workflow_services(coordinator: Coordinator, client: Conveyor) -> None:
-    """Retention, the rescuer and cron triggers, on the coordinator of ``client``'s deployment. The
+    """Retention, the rescuer, cron triggers and owed wake-ups, on the coordinator of ``client``'s deployment. The
     store opens when a service first runs, so a process that never leads (a worker of a server)
     opens none."""
     coordinator.add_service(SERVICE, INTERVAL_SECONDS, lambda: prune_finished(client))
@@ -44,4 +48,7 @@ def add_workflow_services(coordinator: Coordinator, client: Conveyor) -> None:
     )
     coordinator.add_service(
         CRON_SERVICE, CRON_INTERVAL, CronService(lambda: workflow_store(client), coordinator.engine)
+    )
+    coordinator.add_service(
+        WAKEUP_SERVICE, WAKEUP_INTERVAL, lambda: send_owed_wakeups(workflow_store(client), coordinator.engine)
     )

@@ -12,6 +12,8 @@ is held while an instance waits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import dataclasses
 import datetime
 import functools
@@ -19,11 +21,12 @@ import inspect
 import json
 import math
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from conveyor import tracing
 from conveyor.engine.base import Clock
 from conveyor.workflows.durations import parse_duration
 from conveyor.workflows.errors import (
@@ -217,6 +220,25 @@ class Run:
             self.suspend(retry_at, None)
         return plan
 
+    @contextlib.contextmanager
+    def attempt(self, plan: _Do) -> Iterator[list[dict[str, str]]]:
+        """The trace context of one attempt of ``plan`` (a ``step`` span, with OpenTelemetry, under
+        the run's); yields the list the messages it sends are noted in."""
+        sent: list[dict[str, str]] = []
+        run = tracing.current() or tracing.TraceContext(
+            self.row.traceparent or tracing.make(self.row.trace_id), self.row.workflow, self.row.id
+        )
+        number = sum(1 for a in plan.attempts if not a.get("interrupted")) + 1
+        attributes = {
+            "conveyor.workflow": self.row.workflow,
+            "conveyor.instance": self.row.id,
+            "conveyor.step": plan.key,
+            "conveyor.attempt": number,
+        }
+        ctx = dataclasses.replace(run, step=plan.key, sent=sent)
+        with tracing.activate(ctx, f"step {plan.name}", attributes):
+            yield sent
+
     def show_attempt(self, plan: _Do, started_ms: int) -> None:
         """Record that an attempt is under way (not durably: it only shows), for one that runs
         longer than ``SHOW_RUNNING_AFTER``: status() shows it, and an attempt whose worker dies
@@ -231,21 +253,25 @@ class Run:
         ):
             raise Suspended("fenced: another run owns this instance now")
 
-    def end_attempt(self, plan: _Do, started_ms: int, value: Any, error: BaseException | None) -> None:
-        """Record one attempt: the result (``plan.done``), a retry now, or a suspension for a later one."""
+    def end_attempt(
+        self, plan: _Do, started_ms: int, value: Any, error: BaseException | None, sent: list[dict[str, str]]
+    ) -> None:
+        """Record one attempt (with the messages it ``sent``): the result (``plan.done``), a retry
+        now, or a suspension for a later one."""
         now = self.clock.now_ms()
+        noted = {"messages": sent} if sent else {}
         if error is None:
             try:
                 output = encode_json(value, f"the result of step {plan.name!r}")
             except PayloadTooLarge as exc:
                 error = exc
             else:
-                plan.attempts.append({"start": started_ms, "end": now, "success": True})
+                plan.attempts.append({"start": started_ms, "end": now, "success": True, **noted})
                 self._save(self._row(plan, "complete", output, now))
                 plan.done, plan.value = True, json.loads(output)
                 return
         attempt = sum(1 for a in plan.attempts if not a.get("interrupted")) + 1
-        plan.attempts.append({"start": started_ms, "end": now, "success": False, "error": error_of(error)})
+        plan.attempts.append({"start": started_ms, "end": now, "success": False, "error": error_of(error), **noted})
         final = isinstance(error, NonRetryableError | PayloadTooLarge) or attempt > plan.retries.limit
         if final:
             self._save(self._row(plan, "errored", None, now))
@@ -364,7 +390,7 @@ class _Attempts:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="conveyor-step")
             pool = self._pool
-        future = pool.submit(fn)
+        future = pool.submit(contextvars.copy_context().run, fn)  # the attempt's trace goes along
         first = min(timeout, SHOW_RUNNING_AFTER)
         for wait, last in ((first, timeout <= first), (timeout - first, True)):
             try:
@@ -407,10 +433,12 @@ class WorkflowStep:
         plan = self._run.begin_do(name, retries, timeout)
         while not plan.done:
             started = self._run.clock.now_ms()
-            value, error = self._attempts.run(
-                fn, plan.timeout, functools.partial(self._run.show_attempt, plan, started)
-            )
-            self._run.end_attempt(plan, started, value, error)
+            with self._run.attempt(plan) as sent:
+                value, error = self._attempts.run(
+                    fn, plan.timeout, functools.partial(self._run.show_attempt, plan, started)
+                )
+                tracing.mark_error(error)
+            self._run.end_attempt(plan, started, value, error, sent)
         return plan.value
 
     def close(self) -> None:
@@ -450,25 +478,30 @@ class AsyncWorkflowStep:
         plan = self._run.begin_do(name, retries, timeout)
         while not plan.done:
             started = self._run.clock.now_ms()
-            work = asyncio.ensure_future(fn() if inspect.iscoroutinefunction(fn) else asyncio.to_thread(fn))
-            first = min(plan.timeout, SHOW_RUNNING_AFTER)
-            done, _ = await asyncio.wait({work}, timeout=first)
-            if not done and plan.timeout > first:
-                self._run.show_attempt(plan, started)
-                done, _ = await asyncio.wait({work}, timeout=plan.timeout - first)
-            value: Any = None
-            error: BaseException | None = None
-            if not done:
-                work.cancel()
-                error = StepTimeout(f"the attempt ran past its timeout of {plan.timeout:g} s")
-            elif (failure := work.exception()) is None:
-                value = work.result()
-            elif isinstance(failure, Exception):
-                error = failure
-            else:
-                raise failure
-            self._run.end_attempt(plan, started, value, error)
+            with self._run.attempt(plan) as sent:
+                value, error = await self._attempt(plan, fn, started)
+                tracing.mark_error(error)
+            self._run.end_attempt(plan, started, value, error, sent)
         return plan.value
+
+    async def _attempt(
+        self, plan: _Do, fn: Callable[[], Any] | Callable[[], Awaitable[Any]], started: int
+    ) -> tuple[Any, BaseException | None]:
+        work = asyncio.ensure_future(fn() if inspect.iscoroutinefunction(fn) else asyncio.to_thread(fn))
+        first = min(plan.timeout, SHOW_RUNNING_AFTER)
+        done, _ = await asyncio.wait({work}, timeout=first)
+        if not done and plan.timeout > first:
+            self._run.show_attempt(plan, started)
+            done, _ = await asyncio.wait({work}, timeout=plan.timeout - first)
+        if not done:
+            work.cancel()
+            return None, StepTimeout(f"the attempt ran past its timeout of {plan.timeout:g} s")
+        failure = work.exception()
+        if failure is None:
+            return work.result(), None
+        if isinstance(failure, Exception):
+            return None, failure
+        raise failure
 
     async def sleep(self, name: str, duration: float | str) -> None:
         seconds = parse_duration(duration, f"sleep {name!r}")

@@ -13,16 +13,18 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from conveyor.errors import ConveyorError
+from conveyor.errors import ConveyorError, InvalidRequest
 from conveyor.workflows.errors import InstanceExists, InstanceNotFound, InvalidInstanceState, InvalidStepConfig
 from conveyor.workflows.model import (
     FINISHED,
     Claim,
+    CounterChange,
     EventRow,
     InstanceRow,
     NewInstance,
     ScheduleRow,
     StepRow,
+    Wakeup,
     WorkflowOverrides,
     WorkflowRecord,
     WorkflowSettings,
@@ -34,6 +36,8 @@ from conveyor.workflows.store import Action, SuspendOutcome, WorkflowStore
 T = TypeVar("T")
 Row = tuple[Any, ...]
 INSTANCE_FIELDS = [f.name for f in dataclasses.fields(InstanceRow)]
+# A counter's value stays a whole number that JSON (and JavaScript) carries exactly.
+MAX_COUNTER = 2**53
 
 
 class Tx(Protocol):
@@ -275,6 +279,8 @@ class SqlWorkflowStore(WorkflowStore):
             None,
             None,
             scheduled_ms,
+            item.traceparent,
+            item.origin,
         )
         self._run(tx, "insert_instance", **dataclasses.asdict(row))
         return row
@@ -310,6 +316,12 @@ class SqlWorkflowStore(WorkflowStore):
         }
         query = "list_instances_desc" if descending else "list_instances_asc"
         rows = self._db.transaction(lambda tx: self._rows(tx, query, **params))
+        return [_instance(r) for r in rows]
+
+    def instances_by_trace(self, account: str, trace_id: str, limit: int) -> list[InstanceRow]:
+        rows = self._db.transaction(
+            lambda tx: self._rows(tx, "instances_by_trace", account=account, trace_id=trace_id, limit=limit)
+        )
         return [_instance(r) for r in rows]
 
     def steps(self, account: str, workflow: str, instance_id: str) -> list[StepRow]:
@@ -611,6 +623,94 @@ class SqlWorkflowStore(WorkflowStore):
             return True
 
         return self._db.transaction(requeue)
+
+    # -- counters -----------------------------------------------------------------------------
+    def counter_add(self, account: str, counter: str, n: int, key: str | None, now_ms: int) -> CounterChange:
+        def add(tx: Tx) -> CounterChange:
+            names = {"account": account, "counter": counter}
+            if key is not None and not self._run(tx, "take_counter_key", **names, key=key):
+                return CounterChange(self._counter(tx, account, counter, 0, now_ms), [])
+            value = self._counter(tx, account, counter, n, now_ms)
+            if abs(value) > MAX_COUNTER:
+                raise InvalidRequest(
+                    f"counter {counter!r} would be {value}; a counter stays within ±2^53 (nothing was added)"
+                )
+            return CounterChange(value, self._send_notices(tx, account, counter, now_ms) if value == 0 else [])
+
+        return self._db.transaction(add)
+
+    def _counter(self, tx: Tx, account: str, counter: str, n: int, now_ms: int) -> int:
+        """Add ``n`` (the row locked, made at 0 if missing); the value after."""
+        return int(self._rows(tx, "add_to_counter", account=account, counter=counter, n=n, now=now_ms)[0][0])
+
+    def _send_notices(self, tx: Tx, account: str, counter: str, now_ms: int) -> list[Wakeup]:
+        wakeups: list[Wakeup] = []
+        payload = json.dumps({"counter": counter, "value": 0})
+        for workflow, instance_id, event_type in self._rows(tx, "unsent_notices", account=account, counter=counter):
+            self._run(
+                tx,
+                "mark_notice_sent",
+                account=account,
+                counter=counter,
+                workflow=workflow,
+                instance=instance_id,
+                event_type=event_type,
+                now=now_ms,
+            )
+            row = self._lock(tx, account, workflow, instance_id)
+            if row is None or row.status in FINISHED:
+                continue  # nobody to tell any more
+            key = {"account": account, "workflow": workflow, "id": instance_id}
+            self._run(tx, "insert_event", **key, type=event_type, payload=payload, now=now_ms)
+            seq = self._rows(tx, "insert_wakeup", **key, now=now_ms)[0][0]
+            wakeups.append(Wakeup(int(seq), account, workflow, instance_id))
+        return wakeups
+
+    def counter_value(self, account: str, counter: str) -> int:
+        rows = self._db.transaction(lambda tx: self._rows(tx, "counter_value", account=account, counter=counter))
+        return int(rows[0][0]) if rows else 0
+
+    def counter_notify(
+        self, account: str, counter: str, workflow: str, instance_id: str, event_type: str, now_ms: int
+    ) -> CounterChange:
+        def notify(tx: Tx) -> CounterChange:
+            # Adding 0 locks the counter's row, so an add that reaches zero sees this notice or
+            # this sees the zero (the counter first, then the instance, as an add locks them).
+            value = self._counter(tx, account, counter, 0, now_ms)
+            if self._lock(tx, account, workflow, instance_id) is None:
+                raise InstanceNotFound(f"workflow {workflow!r} has no instance {instance_id!r} to notify")
+            self._run(
+                tx,
+                "insert_notice",
+                account=account,
+                counter=counter,
+                workflow=workflow,
+                instance=instance_id,
+                event_type=event_type,
+            )
+            return CounterChange(value, self._send_notices(tx, account, counter, now_ms) if value == 0 else [])
+
+        return self._db.transaction(notify)
+
+    def counter_delete(self, account: str, counter: str) -> bool:
+        def delete(tx: Tx) -> bool:
+            names = {"account": account, "counter": counter}
+            deleted = [self._run(tx, q, **names) for q in ("delete_counter", "delete_counter_keys", "delete_notices")]
+            return any(deleted)
+
+        return self._db.transaction(delete)
+
+    def wakeups_sent(self, account: str, seqs: list[int]) -> None:
+        def forget(tx: Tx) -> None:
+            for seq in seqs:
+                self._run(tx, "delete_wakeup", account=account, seq=seq)
+
+        if seqs:
+            self._db.transaction(forget)
+
+    def owed_wakeups(self, before_ms: int, limit: int) -> list[Wakeup]:
+        rows = self._db.transaction(lambda tx: self._rows(tx, "owed_wakeups", before=before_ms, limit=limit))
+        return [Wakeup(int(seq), account, workflow, instance) for seq, account, workflow, instance in rows]
 
     def schedules(self) -> list[ScheduleRow]:
         rows = self._db.transaction(lambda tx: self._rows(tx, "list_schedules"))

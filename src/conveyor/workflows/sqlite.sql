@@ -73,18 +73,19 @@ INSERT INTO workflow_instance_ids (account, workflow, id) VALUES (:account, :wor
 -- name: insert_instance
 INSERT INTO workflow_instances (account, workflow, id, status, params, output, error, trace_id, version_id, epoch,
     run_message, wake_at_ms, waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms,
-    scheduled_ms)
+    scheduled_ms, traceparent, origin)
 VALUES (:account, :workflow, :id, :status, :params, :output, :error, :trace_id, :version_id, :epoch,
-    :run_message, :wake_at_ms, :waiting_for, :paused_at_ms, :resume_status, :created_ms, :modified_ms, :started_ms, :ended_ms, :scheduled_ms);
+    :run_message, :wake_at_ms, :waiting_for, :paused_at_ms, :resume_status, :created_ms, :modified_ms, :started_ms, :ended_ms, :scheduled_ms,
+    :traceparent, :origin);
 
 -- name: get_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: lock_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: update_instance
@@ -96,7 +97,7 @@ WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: list_instances_asc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE account = :account AND workflow = :workflow
     AND (:status IS NULL OR status = :status)
@@ -107,7 +108,7 @@ ORDER BY created_ms, id LIMIT :limit;
 
 -- name: list_instances_desc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE account = :account AND workflow = :workflow
     AND (:status IS NULL OR status = :status)
@@ -169,7 +170,7 @@ LIMIT 1000;
 
 -- name: overdue_instances
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE (status = 'waiting' AND wake_at_ms < :before) OR (status IN ('queued', 'running', 'waitingForPause') AND modified_ms < :before)
 LIMIT :limit;
@@ -189,3 +190,54 @@ ORDER BY s.account, s.workflow;
 -- name: claim_tick
 UPDATE workflow_schedules SET last_tick_ms = :tick
 WHERE account = :account AND workflow = :workflow AND last_tick_ms < :tick;
+
+-- name: instances_by_trace
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+FROM workflow_instances WHERE account = :account AND trace_id = :trace_id
+ORDER BY created_ms, workflow, id LIMIT :limit;
+
+-- name: add_to_counter
+INSERT INTO workflow_counters (account, name, value, modified_ms) VALUES (:account, :counter, :n, :now)
+ON CONFLICT (account, name) DO UPDATE SET value = workflow_counters.value + excluded.value,
+    modified_ms = excluded.modified_ms
+RETURNING value;
+
+-- name: counter_value
+SELECT value FROM workflow_counters WHERE account = :account AND name = :counter;
+
+-- name: take_counter_key
+INSERT INTO workflow_counter_keys (account, counter, key) VALUES (:account, :counter, :key)
+ON CONFLICT (account, counter, key) DO NOTHING;
+
+-- name: insert_notice
+INSERT INTO workflow_counter_notices (account, counter, workflow, instance, event_type)
+VALUES (:account, :counter, :workflow, :instance, :event_type)
+ON CONFLICT (account, counter, workflow, instance, event_type) DO NOTHING;
+
+-- name: unsent_notices
+SELECT workflow, instance, event_type FROM workflow_counter_notices
+WHERE account = :account AND counter = :counter AND sent_ms IS NULL ORDER BY workflow, instance, event_type;
+
+-- name: mark_notice_sent
+UPDATE workflow_counter_notices SET sent_ms = :now
+WHERE account = :account AND counter = :counter AND workflow = :workflow AND instance = :instance AND event_type = :event_type;
+
+-- name: delete_counter
+DELETE FROM workflow_counters WHERE account = :account AND name = :counter;
+
+-- name: delete_counter_keys
+DELETE FROM workflow_counter_keys WHERE account = :account AND counter = :counter;
+
+-- name: delete_notices
+DELETE FROM workflow_counter_notices WHERE account = :account AND counter = :counter;
+
+-- name: insert_wakeup
+INSERT INTO workflow_wakeups (account, workflow, instance, created_ms) VALUES (:account, :workflow, :id, :now)
+RETURNING seq;
+
+-- name: delete_wakeup
+DELETE FROM workflow_wakeups WHERE account = :account AND seq = :seq;
+
+-- name: owed_wakeups
+SELECT seq, account, workflow, instance FROM workflow_wakeups WHERE created_ms < :before ORDER BY seq LIMIT :limit;

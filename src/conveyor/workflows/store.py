@@ -28,11 +28,13 @@ from conveyor.engine.base import Engine
 from conveyor.errors import ConveyorError
 from conveyor.workflows.model import (
     Claim,
+    CounterChange,
     EventRow,
     InstanceRow,
     NewInstance,
     ScheduleRow,
     StepRow,
+    Wakeup,
     WorkflowOverrides,
     WorkflowRecord,
     WorkflowSettings,
@@ -123,6 +125,10 @@ class WorkflowStore(ABC):
         """Instances ordered by (created, id), after the ``after`` position, filtered."""
 
     @abstractmethod
+    def instances_by_trace(self, account: str, trace_id: str, limit: int) -> list[InstanceRow]:
+        """The account's instances (of every workflow) of the trace ``trace_id``, oldest first."""
+
+    @abstractmethod
     def steps(self, account: str, workflow: str, instance_id: str) -> list[StepRow]:
         """Every step of an instance, in order."""
 
@@ -197,6 +203,35 @@ class WorkflowStore(ABC):
     ) -> bool:
         """End the instance ``complete`` or ``errored``; False if fenced."""
 
+    # -- counters (conveyor.Counter) ----------------------------------------------------------
+    @abstractmethod
+    def counter_add(self, account: str, counter: str, n: int, key: str | None, now_ms: int) -> CounterChange:
+        """Add ``n`` to the counter (made at 0 if missing) unless an add with ``key`` was applied
+        to it already (then nothing changes); the value after. When the value is zero, each notice
+        not yet sent is sent now, in this transaction: its event buffered for its instance (one
+        not finished) and a wake-up owed (:meth:`wakeups_sent` once the message is sent).
+        ``InvalidRequest`` if the value would leave ±2^53."""
+
+    @abstractmethod
+    def counter_value(self, account: str, counter: str) -> int:
+        """The counter's value (0 for one never added to)."""
+
+    @abstractmethod
+    def counter_notify(
+        self, account: str, counter: str, workflow: str, instance_id: str, event_type: str, now_ms: int
+    ) -> CounterChange:
+        """Register a notice: send ``event_type`` to the instance once, when the counter is zero
+        (now, if it is zero now). Registering a notice again changes nothing, sent or not.
+        ``InstanceNotFound`` if there is no such instance."""
+
+    @abstractmethod
+    def counter_delete(self, account: str, counter: str) -> bool:
+        """Delete the counter with its add keys and notices; False if it had none of them."""
+
+    @abstractmethod
+    def wakeups_sent(self, account: str, seqs: list[int]) -> None:
+        """Forget owed wake-ups whose messages were sent."""
+
     def internal_queue(self, account: str, workflow: str, engine: Engine) -> str:
         """The id of ``workflow``'s internal queue, made if missing; ``engine`` is the account's
         (a store behind a server asks the server, since no tenant may name such a queue)."""
@@ -218,6 +253,11 @@ class WorkflowStore(ABC):
     def requeue_orphan(self, account: str, workflow: str, instance_id: str, epoch: int, now_ms: int) -> bool:
         """Make a run that no message drives any more ``queued`` again (its epoch fenced), if it is
         still at ``epoch``; ``waitingForPause`` becomes ``paused``. True if it should be woken."""
+
+    @abstractmethod
+    def owed_wakeups(self, before_ms: int, limit: int) -> list[Wakeup]:
+        """Wake-ups (every account) owed since before ``before_ms``: their writer died before it
+        sent them."""
 
     @abstractmethod
     def schedules(self) -> list[ScheduleRow]:

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import psycopg
 
+from conveyor.codec import split_stored_type, stored_type
 from conveyor.deployment import Deployment
 from conveyor.engine.base import Clock, SystemClock
 from conveyor.engine.lease_ids import MISSING, SUPERSEDED
@@ -204,7 +205,7 @@ class PostgresEngine(ShardedEngine[ShardRef]):
             # None: the queue's delivery_delay, read by the statement itself.
             "visible": [None if m.delay_seconds is None else now_ms + m.delay_seconds * 1000 for m in messages],
             "queue": queue_id,
-            "ctypes": [m.content_type for m in messages],
+            "ctypes": [stored_type(m.content_type, m.traceparent) for m in messages],
             "bodies": [m.body for m in messages],
             "bytes": sum(len(m.body) for m in messages),
             "sent": len(messages),
@@ -292,7 +293,11 @@ class PostgresEngine(ShardedEngine[ShardRef]):
 
     def peek(self, queue_id: str, max_messages: int) -> list[StoredMessage]:
         rows = self._read("peek", {"shards": self._keys(queue_id), "n": max_messages})
-        return [StoredMessage(mid, ts, body, ctype, attempts, "") for _, mid, ts, ctype, body, attempts in rows]
+        out = []
+        for _, mid, ts, ctype, body, attempts in rows:
+            kind, traceparent = split_stored_type(ctype)
+            out.append(StoredMessage(mid, ts, body, kind, attempts, "", traceparent))
+        return out
 
     def metrics(self, queue_id: str) -> Metrics:
         count, nbytes, oldest = self._read("metrics", {"shards": self._keys(queue_id)})[0]

@@ -7,6 +7,7 @@ schema is newer than this Conveyor knows is refused rather than written with old
 
 from __future__ import annotations
 
+import itertools
 import re
 from importlib import resources
 from typing import Any
@@ -32,7 +33,11 @@ def available() -> list[tuple[int, str]]:
         match = _FILE.match(entry.name)
         if match:
             files.append((int(match.group(1)), entry.name))
-    return sorted(files)
+    files.sort()
+    for (version, first), (following, second) in itertools.pairwise(files):
+        if version == following:  # two branches took the same number: a build error, not a runtime one
+            raise RuntimeError(f"migrations {first} and {second} have the same number {version:04d}")
+    return files
 
 
 def _ensure_schema(conn: psycopg.Connection[tuple[Any, ...]]) -> None:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from conveyor.codec import split_stored_type, stored_type
 from conveyor.deployment import Deployment
 from conveyor.engine.base import Clock, SystemClock
 from conveyor.engine.sharded import LeaseGroup, ShardedEngine, ShardMap, ShardSettlement
@@ -201,7 +202,9 @@ class SQLiteEngine(ShardedEngine[Shard]):
         delays = {m.delay_seconds for m in messages}
         # A message without a delay of its own takes the queue's, read now (from the snapshot).
         queue_delay = self.queue_settings(queue_id).delivery_delay if None in delays else 0
-        rows: list[InsertRow] = [(ids[i], now_ms, m.content_type, m.body) for i, m in enumerate(messages)]
+        rows: list[InsertRow] = [
+            (ids[i], now_ms, stored_type(m.content_type, m.traceparent), m.body) for i, m in enumerate(messages)
+        ]
         visible_at: int | list[int]
         if len(delays) == 1:
             (delay,) = delays
@@ -257,7 +260,8 @@ class SQLiteEngine(ShardedEngine[Shard]):
         out: list[StoredMessage] = []
         for shard in self.router.all(queue_id):
             for _, mid, ts, ctype, body, attempts in shard.peek(max_messages - len(out)):
-                out.append(StoredMessage(mid, ts, body, ctype, attempts, ""))
+                kind, traceparent = split_stored_type(ctype)
+                out.append(StoredMessage(mid, ts, body, kind, attempts, "", traceparent))
             if len(out) >= max_messages:
                 break
         return out

@@ -1,0 +1,222 @@
+"""A job's source and target as the pipeline sees them: a source lists pages of keys and opens an
+object as a stream of chunks; a target says whether (and since when) it holds a key and writes a
+stream. Each is a Conveyor bucket of the job's account (``vendor: "r2"``) or a bucket of any
+S3-compatible service (``vendor: "s3"``, :mod:`conveyor.slurper.s3`).
+
+>>> source = open_source(cv, job.source)
+>>> page, done = source.list_page(after="", limit=1000)
+>>> with source.open(page[0].key) as (meta, chunks):
+...     target.write(page[0].key, chunks, size=meta.size, content_type=meta.content_type, metadata=meta.metadata)
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import itertools
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING
+
+from conveyor.egress import EgressPolicy, check_url
+from conveyor.slurper.model import Endpoint
+from conveyor.slurper.s3 import S3Client
+from conveyor.slurper.store import Listed
+from conveyor.storage.errors import ObjectNotFound
+
+if TYPE_CHECKING:
+    from conveyor.client.sync import Conveyor
+    from conveyor.storage import Bucket
+
+# An S3 target takes objects above this in parts of PART_SIZE (S3's minimum part is 5 MiB).
+MULTIPART_THRESHOLD = 16 * 1024 * 1024
+PART_SIZE = 8 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectMeta:
+    size: int
+    etag: str
+    content_type: str | None
+    metadata: Mapping[str, str]
+
+
+Opened = AbstractContextManager[tuple[ObjectMeta, Iterator[bytes]]]
+
+
+class Source(ABC):
+    @abstractmethod
+    def list_page(self, after: str, limit: int) -> tuple[list[Listed], bool]:
+        """Up to ``limit`` keys after ``after`` in key order; True when nothing follows them."""
+
+    @abstractmethod
+    def open(self, key: str) -> Opened:
+        """The object at ``key``: its metadata and its bytes in chunks (``ObjectNotFound`` if none)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the endpoint's connections."""
+
+
+class Target(ABC):
+    @abstractmethod
+    def written_at(self, key: str) -> float | None:
+        """When the object at ``key`` was written (epoch seconds), or None if there is none."""
+
+    @abstractmethod
+    def write(
+        self, key: str, chunks: Iterator[bytes], *, size: int, content_type: str | None, metadata: Mapping[str, str]
+    ) -> int:
+        """Write the object; the number of bytes the target now holds at ``key``."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the endpoint's connections."""
+
+
+def _keys_page(keys: tuple[str, ...], after: str, limit: int) -> tuple[list[Listed], bool]:
+    start = bisect.bisect_right(keys, after) if after else 0
+    page = keys[start : start + limit]
+    return [Listed(k, -1) for k in page], start + limit >= len(keys)
+
+
+class S3Source(Source):
+    def __init__(self, spec: Endpoint) -> None:
+        self.spec = spec
+        self.client = S3Client(spec.endpoint, spec.region, spec.access_key_id, spec.secret_access_key)
+
+    def list_page(self, after: str, limit: int) -> tuple[list[Listed], bool]:
+        if self.spec.keys is not None:
+            return _keys_page(self.spec.keys, after, limit)
+        page = self.client.list_page(self.spec.bucket, prefix=self.spec.path_prefix, start_after=after, max_keys=limit)
+        listed = [Listed(o.key, o.size, o.etag, o.storage_class) for o in page.objects]
+        return listed, not page.truncated or not listed
+
+    @contextmanager
+    def _open(self, key: str) -> Iterator[tuple[ObjectMeta, Iterator[bytes]]]:
+        with self.client.get(self.spec.bucket, key) as (head, reply):
+            yield ObjectMeta(head.size, head.etag, head.content_type, head.metadata), reply.iter_bytes(1024 * 1024)
+
+    def open(self, key: str) -> Opened:
+        return self._open(key)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class BucketSource(Source):
+    def __init__(self, spec: Endpoint, bucket: Bucket) -> None:
+        self.spec = spec
+        self.bucket = bucket
+
+    def list_page(self, after: str, limit: int) -> tuple[list[Listed], bool]:
+        if self.spec.keys is not None:
+            return _keys_page(self.spec.keys, after, limit)
+        found = list(itertools.islice(self.bucket.list(prefix=self.spec.path_prefix, start_after=after), limit + 1))
+        return [Listed(o.key, o.size, o.etag) for o in found[:limit]], len(found) <= limit
+
+    @contextmanager
+    def _open(self, key: str) -> Iterator[tuple[ObjectMeta, Iterator[bytes]]]:
+        body = self.bucket.get(key)
+        info = body.info
+        yield ObjectMeta(info.size, info.etag, info.content_type, info.metadata), iter(body)
+
+    def open(self, key: str) -> Opened:
+        return self._open(key)
+
+    def close(self) -> None:
+        """A Conveyor bucket holds no connection of its own."""
+
+
+class BucketTarget(Target):
+    def __init__(self, bucket: Bucket) -> None:
+        self.bucket = bucket
+
+    def written_at(self, key: str) -> float | None:
+        try:
+            return self.bucket.head(key).uploaded.timestamp()
+        except ObjectNotFound:
+            return None
+
+    def write(
+        self, key: str, chunks: Iterator[bytes], *, size: int, content_type: str | None, metadata: Mapping[str, str]
+    ) -> int:
+        return self.bucket.put(key, chunks, content_type=content_type, metadata=dict(metadata)).size
+
+    def close(self) -> None:
+        """A Conveyor bucket holds no connection of its own."""
+
+
+class S3Target(Target):
+    def __init__(self, spec: Endpoint) -> None:
+        self.spec = spec
+        self.client = S3Client(spec.endpoint, spec.region, spec.access_key_id, spec.secret_access_key)
+
+    def written_at(self, key: str) -> float | None:
+        head = self.client.head(self.spec.bucket, key)
+        if head is None:
+            return None
+        return head.last_modified.timestamp() if head.last_modified is not None else 0.0
+
+    def write(
+        self, key: str, chunks: Iterator[bytes], *, size: int, content_type: str | None, metadata: Mapping[str, str]
+    ) -> int:
+        if size <= MULTIPART_THRESHOLD:
+            data = b"".join(chunks)
+            self.client.put(self.spec.bucket, key, data, content_type=content_type, metadata=metadata)
+            return len(data)
+        written = 0
+
+        def parts() -> Iterator[bytes]:
+            nonlocal written
+            pending = bytearray()
+            for chunk in chunks:
+                pending += chunk
+                while len(pending) >= PART_SIZE:
+                    written += PART_SIZE
+                    yield bytes(pending[:PART_SIZE])
+                    del pending[:PART_SIZE]
+            if pending or not written:
+                written += len(pending)
+                yield bytes(pending)
+
+        self.client.put_multipart(self.spec.bucket, key, parts(), content_type=content_type, metadata=metadata)
+        return written
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def open_source(cv: Conveyor, spec: Endpoint) -> Source:
+    return S3Source(spec) if spec.vendor == "s3" else BucketSource(spec, cv.bucket(spec.bucket))
+
+
+def open_target(cv: Conveyor, spec: Endpoint) -> Target:
+    return S3Target(spec) if spec.vendor == "s3" else BucketTarget(cv.bucket(spec.bucket))
+
+
+def check_egress(spec: Endpoint, policy: EgressPolicy | None) -> None:
+    """Refuse an S3 endpoint the operator's egress policy does not allow (``None``: embedded use)."""
+    if spec.vendor == "s3":
+        check_url(spec.endpoint or f"https://s3.{spec.region or 'us-east-1'}.amazonaws.com", policy)
+
+
+def precheck_source(cv: Conveyor, spec: Endpoint) -> None:
+    """One listing request (a HEAD of the first key for a ``keys`` source is not needed: listing
+    proves the bucket and the credentials); raises the storage error that says what is wrong."""
+    source = open_source(cv, spec)
+    try:
+        if isinstance(source, S3Source):
+            source.client.list_page(spec.bucket, prefix=spec.path_prefix, start_after="", max_keys=1)
+    finally:
+        source.close()
+
+
+def precheck_target(cv: Conveyor, spec: Endpoint) -> None:
+    target = open_target(cv, spec)
+    try:
+        if isinstance(target, S3Target):
+            target.client.list_page(spec.bucket, prefix="", start_after="", max_keys=1)
+    finally:
+        target.close()

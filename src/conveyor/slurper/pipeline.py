@@ -1,0 +1,351 @@
+"""The pipeline: the consumers of three real Conveyor queues of the job's account.
+
+``slurper-list``
+    ``{"job", "seq", "after"}``: list page ``seq`` of the source, starting after ``after``; record
+    its keys (:meth:`JobStore.record_listing`), then send a transfer message per new key and the
+    next page's message at once — listing never waits for transfers.
+``slurper-transfer``
+    ``{"job", "key"}``: lock the key (owned by this message's id), copy the object streaming,
+    verify its size (and MD5 where the source's etag is one), then unlock and count it in one
+    transaction. A failure retries with backoff; the last failure counts the key as failed with an
+    ``importErrorRetryExhaustion`` log entry and the message goes on to ``slurper-transfer-dlq``.
+``slurper-lifecycle``
+    ``{"job", "tick"}`` every ``tick_seconds`` while a job runs, and ``{"job", "check": true}`` when a
+    transfer may have finished it: complete the job once its listing is finished and every listed
+    key is accounted for.
+
+A message that is a duplicate (another copy already did its work) is acked and does nothing. A
+listing or tick message delivered *again* (its earlier delivery died after its commit, before its
+sends) sends its successors again; duplicates of those are harmless.
+
+>>> app = conveyor.App(cv)
+>>> conveyor.slurper.add_consumers(app)
+>>> app.run()
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from conveyor import limits
+from conveyor.errors import ConveyorError, InvalidRequest, QueueExists, QueueNotFound
+from conveyor.slurper.endpoints import Source, Target, open_source, open_target
+from conveyor.slurper.model import JobRow
+from conveyor.slurper.store import KeyOutcome, LockedKey, job_store
+from conveyor.storage.errors import BucketNotFound, ObjectNotFound
+
+if TYPE_CHECKING:
+    from conveyor.client.sync import Conveyor
+    from conveyor.consumer.app import App
+    from conveyor.consumer.batch import Message, MessageBatch
+
+log = logging.getLogger("conveyor.slurper")
+
+LIST_QUEUE = "slurper-list"
+TRANSFER_QUEUE = "slurper-transfer"
+LIFECYCLE_QUEUE = "slurper-lifecycle"
+DEAD_LETTER_QUEUE = "slurper-transfer-dlq"
+QUEUES = (LIST_QUEUE, TRANSFER_QUEUE, LIFECYCLE_QUEUE, DEAD_LETTER_QUEUE)
+PAGE_SIZE = 1000
+TRANSFER_BATCH = 10
+MAX_RETRIES = 3
+MAX_OBJECT_BYTES = 1 << 40  # Cloudflare skips objects over 1 TB
+# Storage classes whose objects must be restored before they can be read.
+COLD_STORAGE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
+_MD5 = re.compile(r"^[0-9a-f]{32}\Z")
+
+
+class ChecksumMismatch(ConveyorError):
+    """The bytes copied do not match the source's size or MD5 etag (retried as any failure)."""
+
+    code = 16005
+    status = 502
+
+
+def ensure_queues(cv: Conveyor) -> None:
+    """Make the pipeline's queues in ``cv``'s account if they are missing."""
+    for name in QUEUES:
+        try:
+            cv.queue(name)
+        except QueueNotFound:
+            with contextlib.suppress(QueueExists):  # another process made it first
+                cv.create_queue(name)
+
+
+def _chunks(bodies: Sequence[Mapping[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    size = 0
+    for body in bodies:
+        weight = len(str(body)) + 64
+        if batch and (len(batch) == limits.MAX_BATCH_MESSAGES or size + weight > limits.MAX_BATCH_BYTES // 2):
+            yield batch
+            batch, size = [], 0
+        batch.append({"body": dict(body)})
+        size += weight
+    if batch:
+        yield batch
+
+
+def send(cv: Conveyor, queue: str, bodies: Sequence[Mapping[str, Any]], *, copies: int = 1, delay: int = 0) -> None:
+    """Send ``bodies`` to the pipeline's ``queue`` (each ``copies`` times: the duplicate-delivery
+    test's way to deliver every message twice)."""
+    q = cv.queue(queue)
+    for batch in _chunks([b for body in bodies for b in [body] * copies]):
+        q.send_batch(batch, delay_seconds=delay or None)
+
+
+def start_messages(cv: Conveyor, row: JobRow, *, copies: int = 1) -> None:
+    """What sets a new or resumed job going: its next listing (unless finished), a transfer for
+    every pending key (a resumed job's), and its next lifecycle tick."""
+    if not row.listing_done:
+        send(cv, LIST_QUEUE, [{"job": row.id, "seq": row.next_listing, "after": row.listing_after}], copies=copies)
+    store = job_store(cv)
+    for keys in store.pending_keys(row.id):
+        send(cv, TRANSFER_QUEUE, [{"job": row.id, "key": k} for k in keys], copies=copies)
+    send(cv, LIFECYCLE_QUEUE, [{"job": row.id, "tick": row.lifecycle_tick}])
+
+
+class Pipeline:
+    """The three consumers over one client's account. ``copies`` > 1 sends every list and transfer
+    message that many times (the exactly-once accounting test)."""
+
+    def __init__(
+        self,
+        cv: Conveyor,
+        *,
+        page_size: int = PAGE_SIZE,
+        max_retries: int = MAX_RETRIES,
+        retry_delay: int = 1,
+        tick_seconds: int = 2,
+        max_object_bytes: int = MAX_OBJECT_BYTES,
+        copies: int = 1,
+    ) -> None:
+        self.cv = cv
+        self.store = job_store(cv)
+        self.page_size = page_size
+        self.max_retries = max_retries
+        self.retry_delay = retry_delay
+        self.tick_seconds = tick_seconds
+        self.max_object_bytes = max_object_bytes
+        self.copies = copies
+        self._sources: dict[str, Source] = {}
+        self._targets: dict[str, Target] = {}
+        self._lock = threading.Lock()
+        self._pool = concurrent.futures.ThreadPoolExecutor(TRANSFER_BATCH * 4, thread_name_prefix="slurper-transfer")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        for source in self._sources.values():
+            source.close()
+        for target in self._targets.values():
+            target.close()
+
+    def _source(self, row: JobRow) -> Source:
+        with self._lock:
+            if row.id not in self._sources:
+                self._sources[row.id] = open_source(self.cv, row.source)
+            return self._sources[row.id]
+
+    def _target(self, row: JobRow) -> Target:
+        with self._lock:
+            if row.id not in self._targets:
+                self._targets[row.id] = open_target(self.cv, row.target)
+            return self._targets[row.id]
+
+    def _now_ms(self) -> int:
+        return self.cv.engine.clock.now_ms()
+
+    # -- listing ------------------------------------------------------------------------------
+    def handle_list(self, batch: MessageBatch) -> None:
+        for m in batch.messages:
+            self.list_page(m)
+
+    def list_page(self, m: Message) -> None:
+        body = m.body
+        row = self.store.find(body["job"])
+        if row is None or row.status != "running":
+            return  # paused: resume sends the next listing again; aborted or completed: nothing to do
+        seq = int(body["seq"])
+        if seq < row.next_listing:
+            if seq == row.next_listing - 1 and m.attempts > 1:
+                self._after_listing(row.id, seq, row.listing_after, row.listing_done)
+            return
+        if seq > row.next_listing:
+            log.warning("job %s: listing %d arrived before listing %d; dropped", row.id, seq, row.next_listing)
+            return
+        try:
+            page, done = self._source(row).list_page(body["after"], self.page_size)
+        except BucketNotFound as exc:
+            self.store.log(row.id, self._now_ms(), "migrationErrorFailedContinuation", exc.message)
+            raise
+        after = page[-1].key if page else body["after"]
+        if self.store.record_listing(row.id, seq, page, after=after, done=done):
+            self._after_listing(row.id, seq, after, done)
+
+    def _after_listing(self, job_id: str, seq: int, after: str, done: bool) -> None:
+        keys = self.store.pending_of_listing(job_id, seq)
+        send(self.cv, TRANSFER_QUEUE, [{"job": job_id, "key": k} for k in keys], copies=self.copies)
+        if done:
+            send(self.cv, LIFECYCLE_QUEUE, [{"job": job_id, "check": True}])
+        else:
+            send(self.cv, LIST_QUEUE, [{"job": job_id, "seq": seq + 1, "after": after}], copies=self.copies)
+
+    # -- transfers ----------------------------------------------------------------------------
+    def handle_transfer(self, batch: MessageBatch) -> None:
+        for future in [self._pool.submit(self.transfer, m) for m in batch.messages]:
+            future.result()
+
+    def transfer(self, m: Message) -> None:
+        job_id, key = m.body["job"], m.body["key"]
+        row = self.store.find(job_id)
+        if row is None or row.status in ("aborted", "completed"):
+            return m.ack()
+        locked = self.store.lock(job_id, key, m.id)
+        if locked.result != "locked":
+            return m.ack()  # finished, or another copy of this message holds the key
+        if row.status == "paused":
+            self.store.release(job_id, key, m.id)  # resume sends its transfer again
+            return m.ack()
+        try:
+            outcome, size, note = self._copy(row, key, locked)
+        except ObjectNotFound as exc:  # gone from the source since it was listed: no retry helps
+            outcome, size, note = "failed", 0, ("importErrorRetryExhaustion", exc.message)
+        except Exception as exc:  # every other failure may pass: retry with backoff, then dead-letter
+            if m.attempts <= self.max_retries:
+                log.info("job %s: %r failed (attempt %d), retrying: %s", job_id, key, m.attempts, exc)
+                return m.retry(delay_seconds=min(self.retry_delay * 2 ** (m.attempts - 1), 300))
+            reason = exc.message if isinstance(exc, ConveyorError) else f"{type(exc).__name__}: {exc}"
+            self.store.finish(
+                job_id,
+                key,
+                m.id,
+                "failed",
+                size=0,
+                now_ms=self._now_ms(),
+                log=("importErrorRetryExhaustion", f"failed after {m.attempts} attempts: {reason}"),
+            )
+            self._check_done(job_id)
+            return m.retry()  # past max_retries: the queue moves it to the dead letter queue
+        self.store.finish(job_id, key, m.id, outcome, size=size, now_ms=self._now_ms(), log=note)
+        self._check_done(job_id)
+        m.ack()
+
+    def _check_done(self, job_id: str) -> None:
+        row = self.store.find(job_id)
+        if row is not None and row.listing_done and row.transferred + row.skipped + row.failed == row.objects:
+            send(self.cv, LIFECYCLE_QUEUE, [{"job": job_id, "check": True}])
+
+    def _skip(self, key: str, size: int, storage_class: str) -> tuple[str, str] | None:
+        if storage_class in COLD_STORAGE_CLASSES:
+            return "importSkippedStorageClass", f"storage class {storage_class} needs a restore before it can be read"
+        if size > self.max_object_bytes:
+            return "importSkippedOversized", f"{size} bytes is over the limit of {self.max_object_bytes}"
+        if size == 0 and key.endswith("/"):
+            return "importSkippedEmptyObject", "an empty object whose key ends in '/' (a folder marker)"
+        return None
+
+    def _copy(self, row: JobRow, key: str, locked: LockedKey) -> tuple[KeyOutcome, int, tuple[str, str] | None]:
+        skip = self._skip(key, locked.size, locked.storage_class)
+        if skip is not None:
+            return "skipped", 0, skip
+        target = self._target(row)
+        written_at = target.written_at(key)
+        if written_at is not None:
+            if written_at * 1000 >= row.created_ms:  # the failsafe: a copy whose count was lost
+                return "transferred", max(locked.size, 0), None
+            if not row.overwrite:
+                return "skipped", 0, None
+        with self._source(row).open(key) as (meta, chunks):
+            skip = self._skip(key, meta.size, "")
+            if skip is not None:
+                return "skipped", 0, skip
+            digest = hashlib.md5(usedforsecurity=False)
+            counted = 0
+
+            def counting() -> Iterator[bytes]:
+                nonlocal counted
+                for chunk in chunks:
+                    digest.update(chunk)
+                    counted += len(chunk)
+                    yield chunk
+
+            written = target.write(
+                key, counting(), size=meta.size, content_type=meta.content_type, metadata=meta.metadata
+            )
+        if not counted == written == meta.size:
+            raise ChecksumMismatch(
+                f"{key!r}: the source said {meta.size} bytes, {counted} were read, {written} written"
+            )
+        if _MD5.match(meta.etag) and digest.hexdigest() != meta.etag:
+            raise ChecksumMismatch(f"{key!r}: the bytes read do not match the source's MD5 etag {meta.etag}")
+        return "transferred", written, None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def handle_lifecycle(self, batch: MessageBatch) -> None:
+        for m in batch.messages:
+            self.lifecycle(m)
+
+    def lifecycle(self, m: Message) -> None:
+        body = m.body
+        row = self.store.find(body["job"])
+        if row is None or row.status != "running":
+            return  # a paused job's ticks start again when it resumes
+        if self.store.try_complete(row.id, self._now_ms()) or body.get("check"):
+            return
+        tick = int(body["tick"])
+        if self.store.advance_tick(row.id, tick) or (tick == row.lifecycle_tick - 1 and m.attempts > 1):
+            send(self.cv, LIFECYCLE_QUEUE, [{"job": row.id, "tick": tick + 1}], delay=self.tick_seconds)
+
+
+def add_consumers(
+    app: App,
+    *,
+    page_size: int = PAGE_SIZE,
+    max_retries: int = MAX_RETRIES,
+    retry_delay: int = 1,
+    tick_seconds: int = 2,
+    max_object_bytes: int = MAX_OBJECT_BYTES,
+    copies: int = 1,
+) -> Pipeline:
+    """Run the pipeline's three consumers in ``app`` (its client's account): make the queues if
+    missing and declare their consumers. ``max_object_bytes``: larger objects are skipped
+    (``importSkippedOversized``); ``retry_delay``: the first retry's delay in seconds, doubled on
+    each retry.
+
+    >>> app = conveyor.App(cv)
+    >>> conveyor.slurper.add_consumers(app)
+    >>> app.run()
+    """
+    if not 1 <= page_size <= PAGE_SIZE:
+        raise InvalidRequest(f"page_size is {page_size}; it must be 1 to {PAGE_SIZE}")
+    ensure_queues(app.conveyor)
+    pipeline = Pipeline(
+        app.conveyor,
+        page_size=page_size,
+        max_retries=max_retries,
+        retry_delay=retry_delay,
+        tick_seconds=tick_seconds,
+        max_object_bytes=max_object_bytes,
+        copies=copies,
+    )
+    app.consumer(LIST_QUEUE, max_batch_size=1, max_batch_timeout=0, max_retries=limits.MAX_RETRIES, retry_delay=1)(
+        pipeline.handle_list
+    )
+    app.consumer(
+        TRANSFER_QUEUE,
+        max_batch_size=TRANSFER_BATCH,
+        max_batch_timeout=0,
+        max_retries=max_retries,
+        dead_letter_queue=DEAD_LETTER_QUEUE,
+    )(pipeline.handle_transfer)
+    app.consumer(LIFECYCLE_QUEUE, max_batch_size=10, max_batch_timeout=0, max_retries=limits.MAX_RETRIES)(
+        pipeline.handle_lifecycle
+    )
+    return pipeline

@@ -1,0 +1,260 @@
+"""A small S3 client of the migrator's own: AWS Signature Version 4 over httpx, path-style
+requests. The pipeline needs what a general object-store library hides: every key exactly as the
+service has it (``a//b``, ``dir/``), each object's storage class, ``start-after`` listings that a
+message can carry, and custom metadata headers.
+
+>>> s3 = S3Client("http://127.0.0.1:9000", "us-east-1", "AKID", "secret")
+>>> page = s3.list_page("photos", prefix="2024/", start_after="", max_keys=1000)
+>>> with s3.get("photos", page.objects[0].key) as reply:
+...     for chunk in reply.iter_bytes(): ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import hashlib
+import hmac
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from urllib.parse import quote
+
+import httpx
+
+from conveyor.storage.errors import (
+    BucketNotFound,
+    BucketStorageError,
+    BucketUnauthorized,
+    BucketUnreachable,
+    ObjectNotFound,
+)
+
+UNSIGNED = "UNSIGNED-PAYLOAD"
+TIMEOUT = httpx.Timeout(60.0, connect=5.0)
+META_PREFIX = "x-amz-meta-"
+_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+
+
+@dataclasses.dataclass(frozen=True)
+class S3Object:
+    key: str
+    size: int
+    etag: str
+    storage_class: str
+
+
+@dataclasses.dataclass(frozen=True)
+class S3Page:
+    objects: list[S3Object]
+    truncated: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class S3Head:
+    size: int
+    etag: str
+    content_type: str | None
+    metadata: dict[str, str]
+    last_modified: datetime.datetime | None
+
+
+def _encode(text: str, safe: str = "") -> str:
+    return quote(text, safe="-_.~" + safe)
+
+
+class S3Client:
+    """Signed requests to one S3-compatible ``endpoint`` (AWS when empty: ``s3.REGION.amazonaws.com``)."""
+
+    def __init__(self, endpoint: str, region: str, access_key_id: str, secret_access_key: str) -> None:
+        self.region = region or "us-east-1"
+        self.endpoint = (endpoint or f"https://s3.{self.region}.amazonaws.com").rstrip("/")
+        self._key_id = access_key_id
+        self._secret = secret_access_key
+        self._http = httpx.Client(timeout=TIMEOUT, limits=httpx.Limits(max_connections=64))
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __repr__(self) -> str:
+        return f"S3Client({self.endpoint!r}, region={self.region!r})"
+
+    # -- signing ------------------------------------------------------------------------------
+    def _signed(self, method: str, path: str, query: Mapping[str, str], headers: Mapping[str, str]) -> dict[str, str]:
+        now = datetime.datetime.now(datetime.UTC)
+        stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+        host = httpx.URL(self.endpoint).netloc.decode()
+        signed = {k.lower(): v.strip() for k, v in headers.items()}
+        signed.update({"host": host, "x-amz-date": stamp, "x-amz-content-sha256": UNSIGNED})
+        names = ";".join(sorted(signed))
+        canonical = "\n".join(
+            [
+                method,
+                path,
+                "&".join(f"{_encode(k)}={_encode(v)}" for k, v in sorted(query.items())),
+                "".join(f"{k}:{signed[k]}\n" for k in sorted(signed)),
+                names,
+                UNSIGNED,
+            ]
+        )
+        scope = f"{day}/{self.region}/s3/aws4_request"
+        to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+        key = f"AWS4{self._secret}".encode()
+        for part in (day, self.region, "s3", "aws4_request"):
+            key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+        signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+        signed["authorization"] = (
+            f"AWS4-HMAC-SHA256 Credential={self._key_id}/{scope}, SignedHeaders={names}, Signature={signature}"
+        )
+        del signed["host"]
+        return signed
+
+    def _request(
+        self,
+        method: str,
+        bucket: str,
+        key: str = "",
+        *,
+        query: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        content: bytes | Iterator[bytes] | None = None,
+        stream: bool = False,
+    ) -> httpx.Response:
+        path = "/" + _encode(bucket) + ("/" + _encode(key, "/") if key else "")
+        query = dict(query or {})
+        signed = self._signed(method, path, query, dict(headers or {}))
+        url = self.endpoint + path
+        if query:
+            url += "?" + "&".join(f"{_encode(k)}={_encode(v)}" for k, v in sorted(query.items()))
+        what = f"{method} {self.endpoint}/{bucket}/{key}"
+        try:
+            request = self._http.build_request(method, url, headers=signed, content=content)
+            reply = self._http.send(request, stream=stream)
+        except httpx.HTTPError as exc:
+            raise BucketUnreachable(f"{what}: cannot reach {self.endpoint}: {type(exc).__name__} {exc}") from None
+        if reply.status_code >= 300:
+            body = reply.read() if stream else reply.content
+            reply.close()
+            raise _refusal(what, reply.status_code, body, bucket)
+        return reply
+
+    # -- operations ---------------------------------------------------------------------------
+    def list_page(self, bucket: str, *, prefix: str, start_after: str, max_keys: int) -> S3Page:
+        """One ``ListObjectsV2`` page of keys after ``start_after`` under ``prefix``."""
+        query = {"list-type": "2", "max-keys": str(max_keys)}
+        if prefix:
+            query["prefix"] = prefix
+        if start_after:
+            query["start-after"] = start_after
+        root = ET.fromstring(self._request("GET", bucket, query=query).content)
+        objects = [
+            S3Object(
+                key=item.findtext(f"{_NS}Key") or item.findtext("Key") or "",
+                size=int(item.findtext(f"{_NS}Size") or item.findtext("Size") or 0),
+                etag=(item.findtext(f"{_NS}ETag") or item.findtext("ETag") or "").strip('"'),
+                storage_class=item.findtext(f"{_NS}StorageClass") or item.findtext("StorageClass") or "STANDARD",
+            )
+            for item in [*root.iter(f"{_NS}Contents"), *root.iter("Contents")]
+        ]
+        truncated = (root.findtext(f"{_NS}IsTruncated") or root.findtext("IsTruncated") or "false") == "true"
+        return S3Page(objects, truncated)
+
+    def head(self, bucket: str, key: str) -> S3Head | None:
+        """The object's metadata, or None if there is none at ``key``."""
+        try:
+            reply = self._request("HEAD", bucket, key)
+        except ObjectNotFound:
+            return None
+        return _head(reply.headers)
+
+    @contextmanager
+    def get(self, bucket: str, key: str) -> Iterator[tuple[S3Head, httpx.Response]]:
+        """The object's metadata and its streamed reply (read it with ``iter_bytes``)."""
+        reply = self._request("GET", bucket, key, stream=True)
+        try:
+            yield _head(reply.headers), reply
+        finally:
+            reply.close()
+
+    def put(self, bucket: str, key: str, data: bytes, *, content_type: str | None, metadata: Mapping[str, str]) -> str:
+        """``PutObject`` of ``data``; the etag."""
+        reply = self._request("PUT", bucket, key, headers=_write_headers(content_type, metadata), content=data)
+        return str(reply.headers.get("etag", "")).strip('"')
+
+    def put_multipart(
+        self,
+        bucket: str,
+        key: str,
+        parts: Iterator[bytes],
+        *,
+        content_type: str | None,
+        metadata: Mapping[str, str],
+    ) -> str:
+        """A multipart upload of ``parts`` (each but the last at least 5 MiB); aborted on failure."""
+        created = self._request(
+            "POST", bucket, key, query={"uploads": ""}, headers=_write_headers(content_type, metadata)
+        )
+        root = ET.fromstring(created.content)
+        upload = root.findtext(f"{_NS}UploadId") or root.findtext("UploadId") or ""
+        done: list[tuple[int, str]] = []
+        try:
+            for number, part in enumerate(parts, start=1):
+                reply = self._request(
+                    "PUT", bucket, key, query={"partNumber": str(number), "uploadId": upload}, content=part
+                )
+                done.append((number, reply.headers.get("etag", "")))
+            body = (
+                "<CompleteMultipartUpload>"
+                + "".join(f"<Part><PartNumber>{n}</PartNumber><ETag>{e}</ETag></Part>" for n, e in done)
+                + "</CompleteMultipartUpload>"
+            )
+            reply = self._request("POST", bucket, key, query={"uploadId": upload}, content=body.encode())
+        except BaseException:
+            with contextlib.suppress(Exception):  # best effort: services expire abandoned uploads
+                self._request("DELETE", bucket, key, query={"uploadId": upload})
+            raise
+        return (ET.fromstring(reply.content).findtext(f"{_NS}ETag") or "").strip('"')
+
+
+def _write_headers(content_type: str | None, metadata: Mapping[str, str]) -> dict[str, str]:
+    headers = {META_PREFIX + k.lower(): v for k, v in metadata.items()}
+    if content_type:
+        headers["content-type"] = content_type
+    return headers
+
+
+def _head(headers: httpx.Headers) -> S3Head:
+    modified = headers.get("last-modified")
+    when = None
+    if modified:
+        from email.utils import parsedate_to_datetime
+
+        when = parsedate_to_datetime(modified)
+    return S3Head(
+        size=int(headers.get("content-length", "0")),
+        etag=headers.get("etag", "").strip('"'),
+        content_type=headers.get("content-type"),
+        metadata={k[len(META_PREFIX) :]: v for k, v in headers.items() if k.lower().startswith(META_PREFIX)},
+        last_modified=when,
+    )
+
+
+def _refusal(what: str, status: int, body: bytes, bucket: str) -> Exception:
+    code = message = ""
+    if body:
+        try:
+            root = ET.fromstring(body)
+            code, message = root.findtext("Code") or "", root.findtext("Message") or ""
+        except ET.ParseError:
+            message = body[:200].decode(errors="replace")
+    detail = f"{what}: HTTP {status} {code} {message}".strip()
+    if status in (401, 403):
+        return BucketUnauthorized(f"{detail} (the credentials were refused)")
+    if code == "NoSuchBucket":
+        return BucketNotFound(f"{detail} (no bucket {bucket!r} there)")
+    if status == 404:
+        return ObjectNotFound(detail)
+    if status >= 500 or status == 429:
+        return BucketUnreachable(detail)
+    return BucketStorageError(detail)
