@@ -6,6 +6,7 @@ API.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -84,7 +85,9 @@ class Counters:
 class NewMessage(NamedTuple):
     """An encoded message on its way into storage. ``delay_seconds`` is the message's or its
     batch's delay; ``None`` means the queue's ``delivery_delay``, which the engine applies when it
-    stores the message (so a producer never acts on a stale copy of the queue's settings).
+    stores the message (so a producer never acts on a stale copy of the queue's settings). The
+    public API gives whole seconds; a workflow's wake-up gives a fraction, so that an instance
+    wakes at the millisecond it asked for (:func:`visible_at_ms`).
 
     (Named tuples, not dataclasses, for the two message types and the send results: one is made
     per message or send, and a tuple is made in half the time of a frozen dataclass.)
@@ -92,9 +95,14 @@ class NewMessage(NamedTuple):
 
     body: bytes
     content_type: ContentType
-    delay_seconds: int | None
+    delay_seconds: float | None
     # The W3C traceparent of the context that sent it (conveyor.tracing), delivered with it.
     traceparent: str | None = None
+
+
+def visible_at_ms(now_ms: int, delay_seconds: float) -> int:
+    """When a message stored at ``now_ms`` with ``delay_seconds`` becomes deliverable."""
+    return now_ms + math.ceil(delay_seconds * 1000)
 
 
 class SendResult(NamedTuple):

@@ -6,6 +6,7 @@ byte for byte what an embedded one would."""
 from __future__ import annotations
 
 import base64
+import math
 
 import msgspec
 
@@ -33,10 +34,15 @@ class EnqueueRequest(Shape):
 def enqueue_request(messages: list[model.NewMessage]) -> EnqueueRequest:
     return EnqueueRequest(
         [
-            EncodedMessage(base64.b64encode(m.body).decode(), m.content_type, m.delay_seconds, m.traceparent)
+            EncodedMessage(base64.b64encode(m.body).decode(), m.content_type, _whole(m.delay_seconds), m.traceparent)
             for m in messages
         ]
     )
+
+
+def _whole(delay: float | None) -> int | None:
+    """The wire carries whole seconds: a fraction (a workflow's wake-up) is rounded up, never early."""
+    return None if delay is None else math.ceil(delay)
 
 
 class EnqueueResult(Metrics, kw_only=True):

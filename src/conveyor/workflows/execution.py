@@ -19,7 +19,6 @@ import hashlib
 import inspect
 import json
 import logging
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -68,7 +67,8 @@ def ensure_queue(engine: Engine, workflow: str) -> str:
 
 
 def wake_message(instance_id: str, wake_at_ms: int | None, now_ms: int) -> NewMessage:
-    delay = 0 if wake_at_ms is None else math.ceil(max(0, wake_at_ms - now_ms) / 1000)
+    # To the millisecond: a sleep ends when it asked, not at the next whole second.
+    delay = 0 if wake_at_ms is None else max(0, wake_at_ms - now_ms) / 1000
     body = json.dumps({"id": instance_id, "wake": wake_at_ms}).encode()
     return NewMessage(body, "json", min(delay, MAX_WAKE_DELAY_SECONDS))
 

@@ -44,7 +44,7 @@ from conveyor.engine.postgres.worker_registry import WorkerRegistry
 from conveyor.engine.sharded import LeaseGroup, ShardedEngine, ShardMap, ShardSettlement
 from conveyor.engine.sqlfile import load_queries
 from conveyor.errors import QueueNotFound
-from conveyor.model import Counters, Metrics, NewMessage, QueueInfo, QueueSettings, StoredMessage
+from conveyor.model import Counters, Metrics, NewMessage, QueueInfo, QueueSettings, StoredMessage, visible_at_ms
 
 log = logging.getLogger("conveyor.engine")
 
@@ -203,7 +203,7 @@ class PostgresEngine(ShardedEngine[ShardRef]):
             "ids": ids,
             "ts": [now_ms] * len(messages),
             # None: the queue's delivery_delay, read by the statement itself.
-            "visible": [None if m.delay_seconds is None else now_ms + m.delay_seconds * 1000 for m in messages],
+            "visible": [None if m.delay_seconds is None else visible_at_ms(now_ms, m.delay_seconds) for m in messages],
             "queue": queue_id,
             "ctypes": [stored_type(m.content_type, m.traceparent) for m in messages],
             "bodies": [m.body for m in messages],

@@ -37,7 +37,7 @@ from conveyor.engine.sqlite.storage import ensure_directory
 from conveyor.engine.sqlite.worker_registry import WorkerRegistry
 from conveyor.errors import CorruptStorage, QueueNotFound, StorageError, StorageFull
 from conveyor.ids import new_id
-from conveyor.model import Counters, Metrics, NewMessage, QueueInfo, QueueSettings, StoredMessage
+from conveyor.model import Counters, Metrics, NewMessage, QueueInfo, QueueSettings, StoredMessage, visible_at_ms
 
 log = logging.getLogger("conveyor.engine")
 
@@ -208,10 +208,10 @@ class SQLiteEngine(ShardedEngine[Shard]):
         visible_at: int | list[int]
         if len(delays) == 1:
             (delay,) = delays
-            visible_at = now_ms + (queue_delay if delay is None else delay) * 1000
+            visible_at = visible_at_ms(now_ms, queue_delay if delay is None else delay)
         else:
             visible_at = [
-                now_ms + (queue_delay if m.delay_seconds is None else m.delay_seconds) * 1000 for m in messages
+                visible_at_ms(now_ms, queue_delay if m.delay_seconds is None else m.delay_seconds) for m in messages
             ]
         count, nbytes, oldest = shard.insert(rows, visible_at, sum(len(m.body) for m in messages))
         # The shard's own figures are the queue's when it has no other shard.
