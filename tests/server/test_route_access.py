@@ -61,6 +61,7 @@ _STORE_READS: dict[str, dict[str, Any]] = {
     "list_versions": {"workflow": "w"},
     "get_version": {"workflow": "w", "version_id": "v"},
     "instance_counts": {"workflow": "w"},
+    "instances_by_trace": {"trace_id": "0" * 32, "limit": 10},
 }
 _STORE_PREFIX = remote.PATH.split("{method}")[0]
 
