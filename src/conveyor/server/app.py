@@ -28,6 +28,7 @@ from conveyor.server import (
     routes,
     slurper_routes,
     workerd,
+    workflow_routes,
     workflow_store_routes,
 )
 from conveyor.server.access import METRICS, PUBLIC, check_declared, declared
@@ -143,6 +144,7 @@ def build_app(service: Service) -> Starlette:
         *r2_routes.ROUTES,
         *object_routes.ROUTES,
         *kv_routes.ROUTES,
+        *workflow_routes.ROUTES,
         *workflow_store_routes.ROUTES,
         *slurper_routes.ROUTES,
         declared("/metrics", metrics_endpoint, "GET", METRICS),
