@@ -510,41 +510,41 @@ def _timeline(s: InstanceStatus, step_output: bool, limit: int) -> Table:
     return table
 
 
-@instances_group.command("pause", short_help="Pause an instance.")
-@click.argument("name")
-@click.argument("instance_id", metavar="ID")
-@json_option
-@pass_state
-def pause(state: CliState, name: str, instance_id: str, as_json: bool) -> None:
-    """Pause the instance ID of NAME (at once when it sleeps, waits or is queued; a running one
-    once its current step ends)."""
-    inst = _instance(state.connect(), name, instance_id)
-    inst.pause()
-    _changed(as_json, name, inst, "Paused")
+def _status_change(command: str, verb: str, short_help: str, help: str) -> click.Command:
+    """``instances pause|resume|terminate NAME ID``: one method of the instance, then its status."""
+
+    @instances_group.command(command, short_help=short_help, help=help)
+    @click.argument("name")
+    @click.argument("instance_id", metavar="ID")
+    @json_option
+    @pass_state
+    def change(state: CliState, name: str, instance_id: str, as_json: bool) -> None:
+        inst = _instance(state.connect(), name, instance_id)
+        getattr(inst, command)()
+        _changed(as_json, name, inst, verb)
+
+    return change
 
 
-@instances_group.command("resume", short_help="Resume a paused instance.")
-@click.argument("name")
-@click.argument("instance_id", metavar="ID")
-@json_option
-@pass_state
-def resume(state: CliState, name: str, instance_id: str, as_json: bool) -> None:
-    """Resume the paused instance ID of NAME (its timers shifted by the time it was paused)."""
-    inst = _instance(state.connect(), name, instance_id)
-    inst.resume()
-    _changed(as_json, name, inst, "Resumed")
-
-
-@instances_group.command("terminate", short_help="Terminate an instance.")
-@click.argument("name")
-@click.argument("instance_id", metavar="ID")
-@json_option
-@pass_state
-def terminate(state: CliState, name: str, instance_id: str, as_json: bool) -> None:
-    """End the instance ID of NAME as `terminated` (a step running now has its result discarded)."""
-    inst = _instance(state.connect(), name, instance_id)
-    inst.terminate()
-    _changed(as_json, name, inst, "Terminated")
+pause = _status_change(
+    "pause",
+    "Paused",
+    "Pause an instance.",
+    "Pause the instance ID of NAME (at once when it sleeps, waits or is queued; a running one once its "
+    "current step ends).",
+)
+resume = _status_change(
+    "resume",
+    "Resumed",
+    "Resume a paused instance.",
+    "Resume the paused instance ID of NAME (its timers shifted by the time it was paused).",
+)
+terminate = _status_change(
+    "terminate",
+    "Terminated",
+    "Terminate an instance.",
+    "End the instance ID of NAME as `terminated` (a step running now has its result discarded).",
+)
 
 
 @instances_group.command("restart", short_help="Restart an instance, from the start or from a step.")

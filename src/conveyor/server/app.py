@@ -27,6 +27,7 @@ from conveyor.server import (
     r2_routes,
     routes,
     workerd,
+    workflow_routes,
     workflow_store_routes,
 )
 from conveyor.server.access import METRICS, PUBLIC, check_declared, declared
@@ -142,6 +143,7 @@ def build_app(service: Service) -> Starlette:
         *r2_routes.ROUTES,
         *object_routes.ROUTES,
         *kv_routes.ROUTES,
+        *workflow_routes.ROUTES,
         *workflow_store_routes.ROUTES,
         declared("/metrics", metrics_endpoint, "GET", METRICS),
         declared("/openapi.json", openapi_endpoint, "GET", PUBLIC),

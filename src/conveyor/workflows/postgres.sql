@@ -44,7 +44,11 @@ SELECT id, workflow, settings, class_name, script_name, has_code, created_ms, mo
 WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
 
 -- name: instance_counts
-SELECT status, count(*) FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s GROUP BY status;
+SELECT status, count(*) FROM workflow_instances
+WHERE account = %(account)s AND workflow = %(workflow)s
+    AND (CAST(%(start_ms)s AS bigint) IS NULL OR created_ms >= CAST(%(start_ms)s AS bigint))
+    AND (CAST(%(end_ms)s AS bigint) IS NULL OR created_ms <= CAST(%(end_ms)s AS bigint))
+GROUP BY status;
 
 -- name: delete_workflow_steps
 DELETE FROM workflow_steps WHERE account = %(account)s AND workflow = %(workflow)s;

@@ -211,16 +211,33 @@ class SqlWorkflowStore(WorkflowStore):
         )
         return _version(rows[0]) if rows else None
 
-    def instance_counts(self, account: str, workflow: str) -> dict[str, int]:
-        rows = self._db.transaction(lambda tx: self._rows(tx, "instance_counts", account=account, workflow=workflow))
+    def instance_counts(
+        self, account: str, workflow: str, *, start_ms: int | None = None, end_ms: int | None = None
+    ) -> dict[str, int]:
+        def counted(tx: Tx) -> list[Row]:
+            return self._rows(
+                tx, "instance_counts", account=account, workflow=workflow, start_ms=start_ms, end_ms=end_ms
+            )
+
+        rows = self._db.transaction(counted)
         return {status: int(count) for status, count in rows}
 
     # -- instances ----------------------------------------------------------------------------
     def create_instances(
-        self, account: str, workflow: str, version_id: str, items: Sequence[NewInstance], now_ms: int
+        self,
+        account: str,
+        workflow: str,
+        version_id: str,
+        items: Sequence[NewInstance],
+        now_ms: int,
+        atomic: bool = False,
     ) -> list[InstanceRow | ConveyorError]:
         def create(tx: Tx) -> list[InstanceRow | ConveyorError]:
-            return [self._insert(tx, account, workflow, version_id, item, now_ms, None) for item in items]
+            made = [self._insert(tx, account, workflow, version_id, item, now_ms, None) for item in items]
+            refused = next((r for r in made if isinstance(r, ConveyorError)), None)
+            if atomic and refused is not None:
+                raise refused  # the transaction is rolled back: none of the batch is stored
+            return made
 
         return self._db.transaction(create)
 

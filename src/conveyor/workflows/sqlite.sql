@@ -44,7 +44,10 @@ SELECT id, workflow, settings, class_name, script_name, has_code, created_ms, mo
 WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: instance_counts
-SELECT status, count(*) FROM workflow_instances WHERE account = :account AND workflow = :workflow GROUP BY status;
+SELECT status, count(*) FROM workflow_instances
+WHERE account = :account AND workflow = :workflow
+    AND (:start_ms IS NULL OR created_ms >= :start_ms) AND (:end_ms IS NULL OR created_ms <= :end_ms)
+GROUP BY status;
 
 -- name: delete_workflow_steps
 DELETE FROM workflow_steps WHERE account = :account AND workflow = :workflow;
