@@ -467,9 +467,29 @@ class SqlWorkflowStore(WorkflowStore):
             )
             self._write(tx, claimed)
             steps = [_step(r) for r in self._rows(tx, "steps", account=account, workflow=workflow, id=instance_id)]
+            if row.status == "waiting" and row.waiting_for is not None:
+                steps = self._take_awaited(tx, claimed, steps, row.waiting_for, now_ms)
             return Claim(claimed, steps)
 
         return self._db.transaction(claim)
+
+    def _take_awaited(self, tx: Tx, row: InstanceRow, steps: list[StepRow], type: str, now_ms: int) -> list[StepRow]:
+        """A run woken for the event its wait waits for would begin by taking it: taken here, in
+        the claim's transaction (the wake path's one write fewer), its step stored complete as
+        :meth:`take_event` stores it; the run then finds the wait done."""
+        waits = [s for s in steps if s.type == "waitForEvent" and s.status == "running"]
+        if not waits or json.loads(waits[-1].config).get("type") != type:
+            return steps
+        found = self._rows(tx, "oldest_event", account=row.account, workflow=row.workflow, id=row.id, type=type)
+        if not found:
+            return steps
+        seq, payload, timestamp = found[0]
+        wait = waits[-1]
+        self._run(tx, "consume_event", seq=seq, step_key=wait.key)
+        output = json.dumps({"type": type, "payload": json.loads(payload), "timestamp": timestamp})
+        done = dataclasses.replace(wait, status="complete", output=output, end_ms=now_ms)
+        self._put_step(tx, row, done)
+        return [done if s.key == wait.key else s for s in steps]
 
     def _has_event(self, tx: Tx, row: InstanceRow, type: str) -> bool:
         return bool(self._rows(tx, "oldest_event", account=row.account, workflow=row.workflow, id=row.id, type=type))

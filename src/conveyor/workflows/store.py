@@ -157,7 +157,9 @@ class WorkflowStore(ABC):
     def claim(self, account: str, workflow: str, instance_id: str, message_id: str, now_ms: int) -> Claim | None:
         """Start a run driven by queue message ``message_id``, or None when there is nothing to run:
         the instance is gone, finished, paused, not due, or running under another message. A run
-        under the same message is taken over (that message's previous lease ran out)."""
+        under the same message is taken over (that message's previous lease ran out). A waiting
+        instance whose event has come has it taken into its wait's step by the claim (the step
+        returned complete), as :meth:`take_event` would at the run's start."""
 
     @abstractmethod
     def save_step(
