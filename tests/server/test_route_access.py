@@ -36,10 +36,12 @@ def _method(route: DeclaredRoute) -> str:
     return next(m for m in route.methods if m != "HEAD")
 
 
-# The KV namespace ``setup`` made on each server (by URL), for the KV routes' {namespace_id}, and
-# the version of its workflow, for the Workflows routes' {version_id}.
+# The KV namespace ``setup`` made on each server (by URL), for the KV routes' {namespace_id}, the
+# version of its workflow, for the Workflows routes' {version_id}, and its migration job, for the
+# Super Slurper routes' {job_id}.
 _namespace_ids: dict[str, str] = {}
 _version_ids: dict[str, str] = {}
+_job_ids: dict[str, str] = {}
 
 
 # The arguments the workflow store's reading routes need (the body of every other route is ``{}``).
@@ -70,6 +72,7 @@ def _call(server: RunningServer, route: DeclaredRoute, secret: str, **params: st
     names = {"account_id": ACCOUNT, "consumer_id": UNKNOWN, "worker_id": WORKER_ID, "rule_id": UNKNOWN}
     names |= {"bucket_name": "walked", "key": "k", "queue_id": UNKNOWN}  # the bucket routes
     names |= {"namespace_id": _namespace_ids.get(server.url, UNKNOWN), "key_name": "k"}  # the KV routes
+    names |= {"job_id": _job_ids.get(server.url, UNKNOWN)}  # the Super Slurper routes
     names |= {"workflow_name": "walked", "instance_id": "i", "event_type": "e"}  # the Workflows routes
     names |= {"version_id": _version_ids.get(server.url, UNKNOWN)}
     path = route.path.replace(":path}", "}").format(**{**names, **params})
@@ -103,6 +106,13 @@ def setup(server: RunningServer) -> tuple[conveyor.Conveyor, conveyor.Queue, con
     meta = admin.create_kv_namespace("meta")
     meta.put("k", "v")
     _namespace_ids[server.url] = meta.id
+    in_walked = {"vendor": "r2", "bucket": "walked"}
+    created = httpx.post(
+        f"{server.url}/client/v4/accounts/{ACCOUNT}/slurper/jobs",
+        headers={"authorization": f"Bearer {server.tokens.create(ACCOUNT)[0]}"},
+        json={"source": in_walked, "target": in_walked},
+    )
+    _job_ids[server.url] = created.json()["result"]["id"]
     walked = admin.put_workflow("walked")
     walked.create(id="i")
     _version_ids[server.url] = walked.record.version_id

@@ -13,6 +13,7 @@ import msgspec
 
 from conveyor import wire
 from conveyor.wire import kv, r2
+from conveyor.wire import slurper as ss
 from conveyor.wire import workflows as wf
 
 Schema = dict[str, Any]
@@ -52,6 +53,12 @@ OBJECT_QUERY = tuple(_query(name, {"type": "string"}) for name in ("prefix", "st
 EN = "/client/v4/accounts/{account_id}/event_notifications/r2/{bucket_name}/configuration"
 KV = "/client/v4/accounts/{account_id}/storage/kv/namespaces"
 KN = KV + "/{namespace_id}"
+SS = "/client/v4/accounts/{account_id}/slurper"
+SJ = SS + "/jobs/{job_id}"
+SLURPER_PAGING = (
+    _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
+    _query("offset", {"type": "integer", "minimum": 0}),
+)
 WFS = "/client/v4/accounts/{account_id}/workflows"
 WF = WFS + "/{workflow_name}"
 WV = WF + "/versions/{version_id}"
@@ -240,6 +247,36 @@ ROUTES = (
     Op("put", KN + "/bulk", "Write up to 10,000 pairs at once", list[kv.KVBulkWrite], kv.KVBulkResult),
     Op("post", KN + "/bulk/delete", "Delete up to 10,000 keys at once", list[str], kv.KVBulkResult),
     Op("post", KN + "/bulk/get", "Read up to 100 values at once", kv.KVBulkGetRequest, kv.KVBulkGetResult),
+    # Super Slurper (conveyor.server.slurper_routes): migration jobs into the account's buckets.
+    Op(
+        "post",
+        SS + "/jobs",
+        "Create a migration job (source and target are reached first)",
+        ss.SlurperJobRequest,
+        ss.SlurperJobCreated,
+    ),
+    Op("get", SS + "/jobs", "List migration jobs, newest first", None, list[ss.SlurperJob], SLURPER_PAGING),
+    Op("put", SS + "/jobs/abortAll", "Abort every running or paused job", None, str),
+    Op("get", SJ, "Get a migration job", None, ss.SlurperJob),
+    Op("get", SJ + "/progress", "A job's counts", None, ss.SlurperProgress),
+    Op("get", SJ + "/logs", "A job's log entries, oldest first", None, list[ss.SlurperLog], SLURPER_PAGING),
+    Op("put", SJ + "/pause", "Pause a running job", None, str),
+    Op("put", SJ + "/resume", "Resume a paused job", None, str),
+    Op("put", SJ + "/abort", "Abort a job", None, str),
+    Op(
+        "put",
+        SS + "/source/connectivity-precheck",
+        "Reach a source as a job would",
+        ss.SlurperSource,
+        ss.SlurperConnectivity,
+    ),
+    Op(
+        "put",
+        SS + "/target/connectivity-precheck",
+        "Reach a target as a job would",
+        ss.SlurperTarget,
+        ss.SlurperConnectivity,
+    ),
     # Cloudflare's Workflows API (conveyor.server.workflow_routes).
     Op(
         "get",

@@ -258,7 +258,7 @@ class Pipeline:
         target = self._target(row)
         written_at = target.written_at(key)
         if written_at is not None:
-            if written_at * 1000 >= row.created_ms:  # the failsafe: a copy whose count was lost
+            if written_at * 1000 > row.created_ms:  # the failsafe: a copy whose count was lost
                 return "transferred", max(locked.size, 0), None
             if not row.overwrite:
                 return "skipped", 0, None
