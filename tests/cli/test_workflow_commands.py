@@ -152,6 +152,8 @@ def test_the_commands_work_against_a_server(tmp_path: Path) -> None:
                 return result.stdout
 
             assert "Created instance" in run("workflows", "trigger", "remote-wf", "--id", "r1")
+            trace_id = remote.workflow("remote-wf").get("r1").status().trace_id
+            assert "remote-wf/r1  queued" in run("trace", trace_id)
             assert "r1" in run("workflows", "instances", "list", "remote-wf")
             assert "queued" in run("workflows", "instances", "describe", "remote-wf", "r1")
             assert "remote-wf" in run("workflows", "list")
