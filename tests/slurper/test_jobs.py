@@ -13,7 +13,7 @@ import pytest
 import conveyor
 from conveyor.egress import EgressPolicy, EgressRefused
 from conveyor.slurper import InvalidJob, InvalidJobState, JobNotFound
-from conveyor.slurper.pipeline import DEAD_LETTER_QUEUE, LIFECYCLE_QUEUE, LIST_QUEUE, TRANSFER_QUEUE
+from conveyor.slurper.pipeline import DEAD_LETTER_QUEUE, LIFECYCLE_QUEUE, LIST_QUEUE, TRANSFER_QUEUE, FailureWindow
 from conveyor.slurper.store import job_store
 from conveyor.storage.errors import BucketNotFound, BucketUnauthorized, BucketUnreachable
 from tests.slurper.conftest import eventually, local_bucket, pipeline_running, s3_source, wait_for
@@ -251,3 +251,61 @@ def test_a_job_of_another_account_is_not_found(cv: conveyor.Conveyor, s3_server:
         assert other.slurper.list_jobs() == []
         assert other.slurper.abort_all() == 0
     assert job.info().status == "running"
+
+
+def test_skip_existing_copies_again_what_changed_in_size_or_md5(cv: conveyor.Conveyor, s3_server: S3Server) -> None:
+    bucket = s3_server.new_bucket()
+    client: Any = s3_server.client()
+    for key, data in (("same", b"1234"), ("grown", b"longer now"), ("new", b"n")):
+        client.put_object(Bucket=bucket, Key=key, Body=data)
+    target = local_bucket(cv, "partly")
+    target.put("same", b"abcd")  # same size: a Conveyor bucket's etag is no MD5, so it counts as unchanged
+    target.put("grown", b"short")
+    s3_target = s3_server.new_bucket()
+    client.put_object(Bucket=s3_target, Key="same", Body=b"abcd")  # same size, another MD5: changed
+    time.sleep(0.01)
+    into_bucket = cv.slurper.create_job(
+        source=s3_source(s3_server, bucket), target={"vendor": "r2", "bucket": "partly"}, overwrite=False
+    )
+    into_s3 = cv.slurper.create_job(
+        source=s3_source(s3_server, bucket), target=s3_source(s3_server, s3_target), overwrite=False
+    )
+    with pipeline_running(cv):
+        wait_for(into_bucket)
+        wait_for(into_s3)
+    assert (into_bucket.progress().transferred_objects, into_bucket.progress().skipped_objects) == (2, 1)
+    assert target.get("same").bytes() == b"abcd" and target.get("grown").bytes() == b"longer now"
+    assert (into_s3.progress().transferred_objects, into_s3.progress().skipped_objects) == (3, 0)
+    assert client.get_object(Bucket=s3_target, Key="same")["Body"].read() == b"1234"
+
+
+def test_the_throttle_postpones_listing_while_transfers_fail_and_the_job_still_completes(
+    cv: conveyor.Conveyor, s3_server: S3Server
+) -> None:
+    bucket = s3_server.new_bucket()
+    client: Any = s3_server.client()
+    for i in range(24):  # every one refused by the target (a content type it does not keep)
+        client.put_object(Bucket=bucket, Key=f"k{i:02d}", Body=b"x", ContentType="application/" + "x" * 300)
+    local_bucket(cv, "refusing")
+    job = cv.slurper.create_job(source=s3_source(s3_server, bucket), target={"vendor": "r2", "bucket": "refusing"})
+    window = FailureWindow(seconds=1.5, minimum=4, ratio=0.5)
+    with pipeline_running(cv, page_size=4, max_retries=0, throttle=window) as app:
+        wait_for(job)
+    pipeline = app.pipeline  # type: ignore[attr-defined]
+    assert pipeline.throttled >= 1
+    assert (job.progress().objects, job.progress().failed_objects) == (24, 24)
+
+
+def test_the_failure_window_spikes_on_failures_and_passes_with_time() -> None:
+    now = [0.0]
+    window = FailureWindow(seconds=10, minimum=4, ratio=0.5, clock=lambda: now[0])
+    for failed in (True, True, True):
+        window.record(failed)
+    assert not window.spiking()  # too few to judge
+    window.record(False)
+    assert window.spiking()  # 3 of 4 failed
+    for _ in range(4):
+        window.record(False)
+    assert not window.spiking()  # 3 of 8
+    now[0] = 11.0
+    assert not window.spiking() and len(window._outcomes) == 0
