@@ -211,6 +211,9 @@ SELECT value FROM workflow_counters WHERE account = %(account)s AND name = %(cou
 INSERT INTO workflow_counter_keys (account, counter, key) VALUES (%(account)s, %(counter)s, %(key)s)
 ON CONFLICT (account, counter, key) DO NOTHING;
 
+-- name: forget_counter_key
+DELETE FROM workflow_counter_keys WHERE account = %(account)s AND counter = %(counter)s AND key = %(key)s;
+
 -- name: insert_notice
 INSERT INTO workflow_counter_notices (account, counter, workflow, instance, event_type)
 VALUES (%(account)s, %(counter)s, %(workflow)s, %(instance)s, %(event_type)s)

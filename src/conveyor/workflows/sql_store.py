@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -48,6 +49,9 @@ class Tx(Protocol):
 class Database(Protocol):
     """A connection to one engine's tables: ``transaction(fn)`` runs ``fn(tx)`` atomically,
     retrying it whole through transient failures."""
+
+    # True when the database commits the transactions of concurrent callers in groups itself.
+    groups_commits: bool
 
     def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True) -> T:
         """``durable=False``: the commit may be lost in a crash, but never reordered after a
@@ -94,10 +98,25 @@ def _version(row: Row) -> WorkflowVersion:
     )
 
 
+@dataclasses.dataclass(eq=False)
+class _Add:
+    """One caller's add to a counter, waiting to be applied with its group."""
+
+    n: int
+    key: str | None
+    now_ms: int
+    done: bool = False
+    change: CounterChange | None = None
+    error: BaseException | None = None
+
+
 class SqlWorkflowStore(WorkflowStore):
     def __init__(self, db: Database, queries: Mapping[str, str]) -> None:
         self._db = db
         self._q = queries
+        self._adds: dict[tuple[str, str], list[_Add]] = {}
+        self._adds_lock = threading.Lock()
+        self._add_locks = [threading.Lock() for _ in range(64)]  # by counter, striped
 
     def _rows(self, tx: Tx, query: str, /, **params: Any) -> list[Row]:
         return tx.rows(self._q[query], params)
@@ -646,18 +665,55 @@ class SqlWorkflowStore(WorkflowStore):
 
     # -- counters -----------------------------------------------------------------------------
     def counter_add(self, account: str, counter: str, n: int, key: str | None, now_ms: int) -> CounterChange:
-        def add(tx: Tx) -> CounterChange:
-            names = {"account": account, "counter": counter}
-            if key is not None and not self._run(tx, "take_counter_key", **names, key=key):
-                return CounterChange(self._counter(tx, account, counter, 0, now_ms), [])
-            value = self._counter(tx, account, counter, n, now_ms)
+        # Every add of a counter takes its row's lock until its commit is flushed, so on PostgreSQL
+        # a burst of adds (a thousand children counting down) would run one flush each, in turn.
+        # The adds of one counter that wait while a group commits run next as one group: one
+        # transaction, one flush, each add applied in order with its own outcome.
+        add = _Add(n, key, now_ms)
+        if self._db.groups_commits:  # its group commit already runs a burst of adds under one flush
+            self._db.transaction(lambda tx: self._apply_adds(tx, account, counter, [add]))
+            if add.error is not None:
+                raise add.error
+            assert add.change is not None
+            return add.change
+        where = (account, counter)
+        with self._adds_lock:
+            self._adds.setdefault(where, []).append(add)
+        with self._add_locks[hash(where) % len(self._add_locks)]:
+            if not add.done:  # else the thread before us applied it with its group
+                with self._adds_lock:
+                    group = self._adds.pop(where, [])
+                try:
+                    self._db.transaction(lambda tx: self._apply_adds(tx, account, counter, group))
+                except BaseException as exc:  # nothing of the group was committed
+                    for each in group:
+                        each.change, each.error = None, exc
+                finally:
+                    for each in group:
+                        each.done = True
+        if add.error is not None:
+            raise add.error
+        assert add.change is not None
+        return add.change
+
+    def _apply_adds(self, tx: Tx, account: str, counter: str, group: list[_Add]) -> None:
+        names = {"account": account, "counter": counter}
+        for add in group:
+            add.change, add.error = None, None
+            if add.key is not None and not self._run(tx, "take_counter_key", **names, key=add.key):
+                add.change = CounterChange(self._counter(tx, account, counter, 0, add.now_ms), [])
+                continue
+            value = self._counter(tx, account, counter, add.n, add.now_ms)
             if abs(value) > MAX_COUNTER:
-                raise InvalidRequest(
+                self._counter(tx, account, counter, -add.n, add.now_ms)  # undone: nothing changed
+                if add.key is not None:
+                    self._run(tx, "forget_counter_key", **names, key=add.key)
+                add.error = InvalidRequest(
                     f"counter {counter!r} would be {value}; a counter stays within ±2^53 (nothing was added)"
                 )
-            return CounterChange(value, self._send_notices(tx, account, counter, now_ms) if value == 0 else [])
-
-        return self._db.transaction(add)
+                continue
+            wakeups = self._send_notices(tx, account, counter, add.now_ms) if value == 0 else []
+            add.change = CounterChange(value, wakeups)
 
     def _counter(self, tx: Tx, account: str, counter: str, n: int, now_ms: int) -> int:
         """Add ``n`` (the row locked, made at 0 if missing); the value after."""

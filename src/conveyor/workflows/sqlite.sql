@@ -210,6 +210,9 @@ SELECT value FROM workflow_counters WHERE account = :account AND name = :counter
 INSERT INTO workflow_counter_keys (account, counter, key) VALUES (:account, :counter, :key)
 ON CONFLICT (account, counter, key) DO NOTHING;
 
+-- name: forget_counter_key
+DELETE FROM workflow_counter_keys WHERE account = :account AND counter = :counter AND key = :key;
+
 -- name: insert_notice
 INSERT INTO workflow_counter_notices (account, counter, workflow, instance, event_type)
 VALUES (:account, :counter, :workflow, :instance, :event_type)
