@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import cloudflare
 import httpx
@@ -286,3 +287,61 @@ def test_refusals_carry_a_code_and_change_nothing(cf: Cloudflare) -> None:
     assert [i.id for i in cf.workflows.instances.list("pipeline", **A)] == ["taken"]
     version = cf.workflows.get("pipeline", **A).to_dict()["version_id"]
     assert cf.workflows.versions.get(version, workflow_name="pipeline", **A).limits.steps == 10_000  # type: ignore[union-attr]
+
+
+def test_unknown_fields_unsupported_options_and_bad_paths_are_refused(
+    cf: Cloudflare, server: RunningServer, token: str
+) -> None:
+    cf.workflows.update("pipeline", class_name="P", script_name="p", **A)
+    base = f"{server.url}/client/v4/accounts/{ACCOUNT}/workflows"
+    headers = {"authorization": f"Bearer {token}"}
+
+    def refused(method: str, path: str, status: int, code: int, text: str, **kwargs: Any) -> None:
+        answer = httpx.request(method, base + path, headers=headers, **kwargs)
+        assert answer.status_code == status, answer.text
+        error = answer.json()["errors"][0]
+        assert error["code"] == code and text in error["message"], error
+
+    refused("PUT", "/pipeline", 400, 10207, "colour", json={"class_name": "P", "script_name": "p", "colour": 1})
+    refused("PUT", "/pipeline", 400, 10207, "class_name", json={"script_name": "p"})
+    refused(
+        "PUT",
+        "/pipeline",
+        400,
+        10207,
+        "jurisdiction",
+        json={"class_name": "P", "script_name": "p", "jurisdiction": "eu"},
+    )
+    refused(
+        "POST",
+        "/pipeline/instances",
+        400,
+        10207,
+        "instance_retention",
+        json={"instance_retention": {"success_retention": 1}},
+    )
+    refused("POST", "/pipeline/instances", 400, 10207, "location_hint", json={"location_hint": "mars"})
+    refused("GET", "/bad%20name", 400, 13001, "invalid workflow name")
+    refused("GET", "/pipeline/instances/-bad", 400, 13002, "invalid instance id")
+    refused("GET", "/pipeline/instances", 400, 10207, "status", params={"status": "sleeping"})
+    refused("GET", "/pipeline/instances", 400, 10207, "date_start", params={"date_start": "yesterday"})
+    refused("GET", "/pipeline/instances", 400, 10207, "per_page", params={"per_page": "0"})
+    refused("GET", "/pipeline/instances", 400, 10207, "unknown query parameter", params={"sort": "id"})
+    cf.workflows.instances.create("pipeline", instance_id="x", **A)
+    refused(
+        "PATCH", "/pipeline/instances/x/status", 400, 10207, "rollback", json={"status": "terminate", "rollback": True}
+    )
+    refused("PATCH", "/pipeline/instances/x/status", 400, 10207, "status", json={"status": "sleep"})
+    refused("PATCH", "/pipeline/instances/x/status", 409, 13007, "nothing to resume", json={"status": "resume"})
+    refused(
+        "PATCH",
+        "/pipeline/instances/x/status",
+        400,
+        13008,
+        "count is 0",
+        json={"status": "restart", "from": {"name": "a", "count": 0}},
+    )
+    refused("POST", "/pipeline/instances/x/events/go", 400, 10208, "not JSON", content=b"{nope")
+    refused("POST", "/pipeline/instances/batch/delete", 400, 10207, "1 to 100", json={"instances": []})
+    assert cf.workflows.instances.get("x", **W).status == "queued"
+    assert cf.workflows.get("pipeline", **A).class_name == "P"

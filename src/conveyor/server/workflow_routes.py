@@ -4,7 +4,7 @@ serve`` (shapes in :mod:`conveyor.wire.workflows`).
 
 Every handler goes through the Python API (:class:`conveyor.workflows.Workflow`, ``Instance``) with
 the server's one workflow store, so a request is checked as a Python caller is, and refused with
-the same codes (13001-13011). Lists page as Cloudflare's do: ``page``/``per_page`` (a page past the
+the same codes (13001-13010). Lists page as Cloudflare's do: ``page``/``per_page`` (a page past the
 end is an empty list, where the SDK's auto-paging stops), and instance lists also by
 ``result_info.cursor`` (wrangler's ``fetchCursorPage``). Every route reaches the whole account (a
 queue-scoped token may not call them); reads are open to read-only tokens.
@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from conveyor import wire
-from conveyor.errors import ConveyorError, InvalidRequest
+from conveyor.errors import ConveyorError, InvalidRequest, MalformedJSON
 from conveyor.server.access import Access, Scope, declared
 from conveyor.server.envelope import ok, read_body
 from conveyor.server.service import Context, blocking, context
@@ -121,7 +121,7 @@ def _json_value(body: bytes, what: str) -> Any:
     try:
         return json.loads(body)
     except (ValueError, RecursionError):
-        raise InvalidRequest(f"{what} is not JSON") from None
+        raise MalformedJSON(f"{what} is not JSON") from None
 
 
 # -- workflows -----------------------------------------------------------------------------------------
