@@ -33,7 +33,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import re
 import signal
 import threading
 import time
@@ -42,8 +41,9 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor import limits
 from conveyor.errors import ConveyorError, InvalidRequest, QueueExists, QueueNotFound
-from conveyor.slurper.endpoints import Existing, Source, Target, open_source, open_target
+from conveyor.slurper.endpoints import Source, Target, open_source, open_target
 from conveyor.slurper.model import JobRow
+from conveyor.slurper.rules import MAX_OBJECT_BYTES, MD5, ByteRate, changed, skip_reason
 from conveyor.slurper.store import KeyOutcome, LockedKey, job_store
 from conveyor.storage.errors import BucketNotFound, ObjectNotFound
 
@@ -62,10 +62,6 @@ QUEUES = (LIST_QUEUE, TRANSFER_QUEUE, LIFECYCLE_QUEUE, DEAD_LETTER_QUEUE)
 PAGE_SIZE = 1000
 TRANSFER_BATCH = 10
 MAX_RETRIES = 3
-MAX_OBJECT_BYTES = 1 << 40  # Cloudflare skips objects over 1 TB
-# Storage classes whose objects must be restored before they can be read.
-COLD_STORAGE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
-_MD5 = re.compile(r"^[0-9a-f]{32}\Z")
 # The throttle: over the last THROTTLE_SECONDS, at least THROTTLE_MINIMUM transfers of which
 # THROTTLE_RATIO failed postpone the next listing by THROTTLE_DELAY seconds.
 THROTTLE_SECONDS = 30.0
@@ -75,17 +71,6 @@ THROTTLE_DELAY = 5
 # A fault hook for the crash tests: "after-copy:N" kills this process with SIGKILL right after its
 # Nth copy, before the key is counted (the lock is held, the object is in the target).
 FAULT_VARIABLE = "CONVEYOR_SLURPER_FAULT"
-
-
-def _changed(existing: Existing, listed: LockedKey) -> bool:
-    """Whether the source's object differs from the target's (skip-existing copies it again): by
-    size, and by MD5 where both sides give one. A key of a ``keys`` list (size unknown until read)
-    counts as unchanged."""
-    if listed.size < 0:
-        return False
-    if existing.size != listed.size:
-        return True
-    return bool(_MD5.match(existing.md5) and _MD5.match(listed.etag) and existing.md5 != listed.etag)
 
 
 class FailureWindow:
@@ -182,6 +167,7 @@ class Pipeline:
         tick_seconds: int = 2,
         max_object_bytes: int = MAX_OBJECT_BYTES,
         throttle: FailureWindow | None = None,
+        max_bytes_per_second: int | None = None,
         copies: int = 1,
     ) -> None:
         self.cv = cv
@@ -194,6 +180,7 @@ class Pipeline:
         self.copies = copies
         self.throttle = throttle or FailureWindow(THROTTLE_SECONDS, THROTTLE_MINIMUM, THROTTLE_RATIO)
         self.throttled = 0  # listings postponed by the throttle
+        self.rate = ByteRate(max_bytes_per_second) if max_bytes_per_second else None
         self._sources: dict[str, Source] = {}
         self._targets: dict[str, Target] = {}
         self._lock = threading.Lock()
@@ -324,17 +311,8 @@ class Pipeline:
         if row is not None and row.listing_done and row.transferred + row.skipped + row.failed == row.objects:
             send(self.cv, LIFECYCLE_QUEUE, [{"job": job_id, "check": True}])
 
-    def _skip(self, key: str, size: int, storage_class: str) -> tuple[str, str] | None:
-        if storage_class in COLD_STORAGE_CLASSES:
-            return "importSkippedStorageClass", f"storage class {storage_class} needs a restore before it can be read"
-        if size > self.max_object_bytes:
-            return "importSkippedOversized", f"{size} bytes is over the limit of {self.max_object_bytes}"
-        if size == 0 and key.endswith("/"):
-            return "importSkippedEmptyObject", "an empty object whose key ends in '/' (a folder marker)"
-        return None
-
     def _copy(self, row: JobRow, key: str, locked: LockedKey) -> tuple[KeyOutcome, int, tuple[str, str] | None]:
-        skip = self._skip(key, locked.size, locked.storage_class)
+        skip = skip_reason(key, locked.size, locked.storage_class, self.max_object_bytes)
         if skip is not None:
             return "skipped", 0, skip
         target = self._target(row)
@@ -342,10 +320,10 @@ class Pipeline:
         if existing is not None:
             if existing.written_at * 1000 > row.created_ms:  # the failsafe: a copy whose count was lost
                 return "transferred", max(locked.size, 0), None
-            if not row.overwrite and not _changed(existing, locked):
+            if not row.overwrite and not changed(existing, locked.size, locked.etag):
                 return "skipped", 0, None
         with self._source(row).open(key) as (meta, chunks):
-            skip = self._skip(key, meta.size, "")
+            skip = skip_reason(key, meta.size, "", self.max_object_bytes)
             if skip is not None:
                 return "skipped", 0, skip
             digest = hashlib.md5(usedforsecurity=False)
@@ -354,6 +332,8 @@ class Pipeline:
             def counting() -> Iterator[bytes]:
                 nonlocal counted
                 for chunk in chunks:
+                    if self.rate is not None:
+                        self.rate.take(len(chunk))
                     digest.update(chunk)
                     counted += len(chunk)
                     yield chunk
@@ -365,7 +345,7 @@ class Pipeline:
             raise ChecksumMismatch(
                 f"{key!r}: the source said {meta.size} bytes, {counted} were read, {written} written"
             )
-        if _MD5.match(meta.etag) and digest.hexdigest() != meta.etag:
+        if MD5.match(meta.etag) and digest.hexdigest() != meta.etag:
             raise ChecksumMismatch(f"{key!r}: the bytes read do not match the source's MD5 etag {meta.etag}")
         return "transferred", written, None
 
@@ -396,6 +376,7 @@ def add_consumers(
     max_object_bytes: int = MAX_OBJECT_BYTES,
     visibility_timeout_ms: int = limits.DEFAULT_VISIBILITY_TIMEOUT_MS,
     throttle: FailureWindow | None = None,
+    max_bytes_per_second: int | None = None,
     copies: int = 1,
 ) -> Pipeline:
     """Run the pipeline's three consumers in ``app`` (its client's account): make the queues if
@@ -403,7 +384,8 @@ def add_consumers(
     (``importSkippedOversized``); ``retry_delay``: the first retry's delay in seconds, doubled on
     each retry; ``visibility_timeout_ms``: how soon a dead worker's messages come back (the lease
     is renewed while a handler runs); ``throttle``: when failing transfers postpone listing (by
-    default half of at least 20 in 30 s).
+    default half of at least 20 in 30 s); ``max_bytes_per_second``: what this worker reads from
+    sources at most, all its transfers together.
 
     >>> app = conveyor.App(cv)
     >>> conveyor.slurper.add_consumers(app)
@@ -420,6 +402,7 @@ def add_consumers(
         tick_seconds=tick_seconds,
         max_object_bytes=max_object_bytes,
         throttle=throttle,
+        max_bytes_per_second=max_bytes_per_second,
         copies=copies,
     )
     common: dict[str, Any] = {
