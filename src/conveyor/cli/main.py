@@ -17,6 +17,7 @@ from conveyor.cli.send import send
 from conveyor.cli.trace import trace
 from conveyor.cli.worker import worker
 from conveyor.cli.workers import workers_group
+from conveyor.cli.workflows import workflows_group
 from conveyor.engine.accounts import LOCAL_ACCOUNT
 from conveyor.extras import MissingExtra
 
@@ -101,6 +102,7 @@ COMMANDS = (
     r2_group,
     kv_group,
     trace,
+    workflows_group,
 )
 for command in (*COMMANDS, *server_commands()):
     cli.add_command(command)

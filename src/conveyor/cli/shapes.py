@@ -45,7 +45,7 @@ def message_json(m: PulledMessage) -> dict[str, Any]:
             body="",
             attempts=m.attempts,
             timestamp_ms=m.timestamp_ms,
-            metadata=wire.MessageMetadata(m.content_type),
+            metadata=wire.MessageMetadata(m.content_type, m.traceparent),
             lease_id=m.lease_id,
         )
     )

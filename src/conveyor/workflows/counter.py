@@ -20,11 +20,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import threading
 from typing import TYPE_CHECKING
 
 from conveyor.engine.accounts import AccountEngine
 from conveyor.engine.base import Engine
-from conveyor.errors import InvalidRequest
+from conveyor.errors import InvalidRequest, QueueNotFound
 from conveyor.workflows.client import check_instance_id, check_workflow_name, workflow_store
 from conveyor.workflows.execution import ensure_queue, send_wake
 from conveyor.workflows.model import CounterChange
@@ -123,12 +124,50 @@ class Counter:
         if not change.wakeups:
             return
         engine = self._client.engine
-        queues: dict[str, str] = {}
+        queues = self._client.component(QUEUE_IDS, _QueueIds.open)
         for wakeup in change.wakeups:
-            if wakeup.workflow not in queues:
-                queues[wakeup.workflow] = self._store.internal_queue(self._account, wakeup.workflow, engine)
-            send_wake(engine, queues[wakeup.workflow], wakeup.instance, None)
+            try:
+                send_wake(
+                    engine, queues.get(self._store, self._account, wakeup.workflow, engine), wakeup.instance, None
+                )
+            except QueueNotFound:  # the workflow was deleted and made again since: look it up anew
+                queues.forget(self._account, wakeup.workflow)
+                send_wake(
+                    engine, queues.get(self._store, self._account, wakeup.workflow, engine), wakeup.instance, None
+                )
         self._store.wakeups_sent(self._account, [w.seq for w in change.wakeups])
+
+
+QUEUE_IDS = "workflow-queue-ids"
+
+
+class _QueueIds:
+    """The ids of the workflows' internal queues a client's counters have woken (a client
+    component): the wake that ends a fan-in costs no catalog lookup."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, deployment: object, clock: object) -> _QueueIds:
+        return cls()
+
+    def get(self, store: WorkflowStore, account: str, workflow: str, engine: Engine) -> str:
+        with self._lock:
+            found = self._ids.get((account, workflow))
+        if found is None:
+            found = store.internal_queue(account, workflow, engine)
+            with self._lock:
+                self._ids[(account, workflow)] = found
+        return found
+
+    def forget(self, account: str, workflow: str) -> None:
+        with self._lock:
+            self._ids.pop((account, workflow), None)
+
+    def close(self) -> None:
+        pass
 
 
 class AsyncCounter:

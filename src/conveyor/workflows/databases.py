@@ -6,17 +6,16 @@ tables of migrations 0007, 0010, 0011 and 0014 in a PostgreSQL one.
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from conveyor.deployment import Deployment
 from conveyor.engine.base import Clock
 from conveyor.engine.sqlfile import load_queries, load_script
-from conveyor.errors import StorageError
 from conveyor.workflows.sql_store import Row, SqlWorkflowStore, Tx
 from conveyor.workflows.store import WorkflowStore
 
@@ -45,73 +44,25 @@ class _SqliteTx:
         return self._conn.execute(query, params).rowcount
 
 
-class _LogFlush:
-    """The flushes that make ``workflows.db``'s commits durable, shared by the commits made
-    meanwhile: a commit is written to the log without a flush (``synchronous=NORMAL``), and its
-    thread then waits until one ``fdatasync`` of the log has covered it, the first waiter flushing
-    for all (the group commit of the queues' shards). Concurrent runs' step records share flushes
-    instead of taking turns to flush each."""
+@dataclasses.dataclass(eq=False)
+class _Job:
+    """One caller's transaction, waiting to be run in the next group commit."""
 
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._fd: int | None = None
-        self._cond = threading.Condition()
-        self._commits = 0  # commits written, counted in their order
-        self._durable = 0  # commits a flush has covered
-        self._flushing = False
-        self._broken: StorageError | None = None
-
-    def written(self) -> int:
-        """Count a commit just written (call it before the next commit can start); its ticket."""
-        with self._cond:
-            self._commits += 1
-            return self._commits
-
-    def wait(self, ticket: int) -> None:
-        """Return once the commit of ``ticket`` is on disk."""
-        with self._cond:
-            while self._durable < ticket:
-                if self._broken is not None:
-                    raise self._broken
-                if self._flushing:
-                    self._cond.wait()
-                    continue
-                self._flushing, covered = True, self._commits
-                self._cond.release()
-                try:
-                    self._flush()
-                finally:
-                    self._cond.acquire()
-                    self._flushing = False
-                    if self._broken is None:
-                        self._durable = covered
-                    self._cond.notify_all()
-
-    def _flush(self) -> None:
-        """fdatasync the log (SQLite keeps the file, reusing it from its start after a checkpoint,
-        while a connection is open). A failed flush fails every later commit too: the kernel
-        reports it only once, and later commits build on pages it may have lost."""
-        try:
-            if self._fd is None:
-                self._fd = os.open(f"{self._path}-wal", os.O_RDONLY | os.O_CLOEXEC)
-            os.fdatasync(self._fd)
-        except OSError as exc:
-            self._broken = StorageError(
-                f"could not flush the write-ahead log of {self._path} to disk: {exc.strerror}; the "
-                "write may or may not have been stored, and this process stores nothing more in the file"
-            )
-
-    def close(self) -> None:
-        with self._cond:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+    fn: Callable[[Tx], Any]
+    durable: bool
+    done: bool = False
+    result: Any = None
+    error: BaseException | None = None
 
 
 class SqliteDatabase:
-    """``workflows.db``: one connection shared by this process's threads, each transaction
-    ``BEGIN IMMEDIATE`` (writers of every process take turns); a durable one returns once a flush
-    of the log covered it, a flush that the commits of other threads share (:class:`_LogFlush`)."""
+    """``workflows.db``: one connection shared by this process's threads, transactions ``BEGIN
+    IMMEDIATE`` (writers of every process take turns), committed in groups: the transactions that
+    wait while one commit is fsynced run next in one SQLite transaction, each in a savepoint of its
+    own (one that fails is rolled back alone), under one fsync. A burst of writers — a thousand
+    children finishing at once — so waits for a few commits, not one per writer, and a parent's
+    claim behind them is not held for hundreds of fsyncs. Each caller returns once its
+    transaction is committed (durably, unless every one in the group was ``durable=False``)."""
 
     def __init__(self, directory: Path) -> None:
         from conveyor.engine.sqlite.storage import ensure_directory, open_database
@@ -124,38 +75,62 @@ class SqliteDatabase:
             version=SQLITE_VERSION,
             upgrades=SQLITE_UPGRADES,
         )
-        self._conn.execute("PRAGMA synchronous = NORMAL")  # the flush is _LogFlush's
-        self._log = _LogFlush(self.path)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held by the thread committing a group
+        self._queued: list[_Job] = []
+        self._queue_lock = threading.Lock()
 
     def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True) -> T:
-        """``fn(tx)`` in one transaction; ``durable=False`` does not wait for the flush (WAL order
-        keeps it before any later durable commit), nor does one that changed nothing."""
+        job = _Job(fn, durable)
+        with self._queue_lock:
+            self._queued.append(job)
+        with self._lock:
+            if not job.done:  # else the thread before us committed it with its group
+                self._commit_group()
+        if job.error is not None:
+            raise job.error
+        return cast(T, job.result)
+
+    def _commit_group(self) -> None:
         from conveyor.engine.sqlite.storage import translate_error
 
-        with self._lock:
-            changes = self._conn.total_changes
+        with self._queue_lock:
+            group, self._queued = self._queued, []
+        conn = self._conn
+        tx = _SqliteTx(conn)
+        durable = any(job.durable for job in group)
+        try:
+            if not durable:  # WAL order keeps it before any later (synced) commit
+                conn.execute("PRAGMA synchronous = NORMAL")
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                conn.execute("BEGIN IMMEDIATE")
                 try:
-                    result = fn(_SqliteTx(self._conn))
+                    for job in group:
+                        conn.execute("SAVEPOINT job")
+                        try:
+                            job.result = job.fn(tx)
+                        except BaseException as exc:  # the caller's to handle: re-raised in its thread
+                            conn.execute("ROLLBACK TO job")
+                            job.error = translate_error(exc, str(self.path)) if isinstance(exc, sqlite3.Error) else exc
+                        conn.execute("RELEASE job")
+                    conn.execute("COMMIT")
                 except BaseException:
-                    self._conn.execute("ROLLBACK")
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
                     raise
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise translate_error(exc, str(self.path)) from None
-            if self._conn.total_changes == changes:
-                return result  # it only read: nothing to flush
-            ticket = self._log.written()
-        if durable:
-            self._log.wait(ticket)
-        return result
+            finally:
+                if not durable:
+                    conn.execute("PRAGMA synchronous = FULL")
+        except BaseException as exc:  # nothing of the group was committed: every caller fails
+            error = translate_error(exc, str(self.path)) if isinstance(exc, sqlite3.Error) else exc
+            for job in group:
+                job.result, job.error = None, error
+        finally:
+            for job in group:
+                job.done = True
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
-            self._log.close()
 
 
 class _PostgresTx:
@@ -170,14 +145,19 @@ class _PostgresTx:
         return int(self._conn.execute(query, params).rowcount)
 
 
+POOL_SIZE = 32
+
+
 class PostgresDatabase:
     """The deployment's PostgreSQL database (the engine applied its migrations when it opened it);
-    transactions on a small pool, retried whole through outages."""
+    transactions on a pool, retried whole through outages. The pool grows (to ``POOL_SIZE``) with
+    the transactions under way at once: with fewer connections than a burst of runs (a thousand
+    children finishing), a parent's claim queued behind their writes for hundreds of ms."""
 
     def __init__(self, conninfo: str) -> None:
         from conveyor.engine.postgres.database import ReadPool
 
-        self._pool = ReadPool(conninfo, max_size=8)
+        self._pool = ReadPool(conninfo, max_size=POOL_SIZE)
 
     def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True) -> T:
         def run(conn: Any) -> T:

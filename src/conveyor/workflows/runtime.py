@@ -334,17 +334,19 @@ class Run:
             key, seq, "waitForEvent", name, "running", None, "[]", config, stored.start_ms if stored else now, None
         )
         while True:
+            # Stored complete, with its end, by the same transaction that takes the event: the
+            # wait's one write (a pause asked for meanwhile is taken at the next step's write).
+            taking = dataclasses.replace(step, end_ms=self.clock.now_ms())
             found, event = self.store.take_event(
-                self.row.account, self.row.workflow, self.row.id, self.row.epoch, step, type
+                self.row.account, self.row.workflow, self.row.id, self.row.epoch, taking, type
             )
             if not found:
                 raise Suspended("fenced")
             if event is not None:
-                done = dataclasses.replace(step, status="complete", end_ms=self.clock.now_ms())
                 output = json.dumps(
                     {"type": type, "payload": json.loads(event.payload), "timestamp": event.timestamp_ms}
                 )
-                self._save(dataclasses.replace(done, output=output))
+                self.stored[key] = dataclasses.replace(taking, status="complete", output=output)
                 return _received(output)
             now = self.clock.now_ms()
             if now >= deadline:
