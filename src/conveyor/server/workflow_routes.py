@@ -344,13 +344,13 @@ async def get_step(request: Request) -> Response:
         if found is None:
             raise StepNotFound(f"instance {inst.id!r} has no {kind} step {name!r}")
         status = "running" if found.success is None else "complete" if found.success else "errored"
-        error = shapes._error(found.error)
+        error = shapes.workflow_error(found.error)
         if attempt is not None:
             if attempt > len(found.attempts):
                 raise StepNotFound(f"step {name!r} has {len(found.attempts)} attempts, not {attempt}")
             tried = found.attempts[attempt - 1]
             status = "running" if tried.success is None else "complete" if tried.success else "errored"
-            error = shapes._error(tried.error)
+            error = shapes.workflow_error(tried.error)
         output = found.output if status == "complete" else None
         event_type = found.config.get("type") if kind == "waitForEvent" else msgspec.UNSET
         return shapes.StepDetail(status=status, output=output, error=error, event_type=event_type)  # type: ignore[arg-type]
