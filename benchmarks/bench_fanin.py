@@ -68,6 +68,7 @@ class Stamps:
             with self._cond:
                 self.began.setdefault(parent, started)
                 self.zeroed.setdefault(parent, self._local.committed)
+                self._cond.notify_all()
         return value
 
     def wake(self, parent: str) -> None:
@@ -77,7 +78,8 @@ class Stamps:
 
     def wait(self, parent: str, timeout: float) -> None:
         with self._cond:
-            if not self._cond.wait_for(lambda: parent in self.woke, timeout):
+            # The parent may wake before the last child's add() has returned to it.
+            if not self._cond.wait_for(lambda: parent in self.woke and parent in self.zeroed, timeout):
                 raise RuntimeError(f"parent {parent} did not wake within {timeout:g} s")
 
 

@@ -45,7 +45,7 @@ def test_trigger_list_describe_and_delete_a_workflow(run: Cli, client: conveyor.
     (listed,) = run.json("workflows", "list")
     assert listed["name"] == "nightly" and listed["script_name"] == "jobs" and listed["class_name"] == "Nightly"
     assert listed["instances"]["queued"] == 2 and listed["has_worker"] is False
-    assert listed["schedules"] == [{"cron": "0 3 * * *"}]
+    assert [s["cron"] for s in listed["schedules"]] == ["0 3 * * *"]
     table = run.ok("workflows", "list").stdout
     assert "nightly" in table and "2 queued" in table and "no worker" in table
     assert run.json("workflows", "list", "--page", "2") == []
@@ -98,6 +98,8 @@ def test_instance_commands_drive_a_run_and_describe_shows_its_timeline(run: Cli,
 
         described = run.json("workflows", "instances", "describe", "pipeline", "one")
         assert described["status"] == "complete" and described["success"] is True
+        assert described["versionId"] == client.workflow("pipeline").record.version_id
+        assert described["trigger"] == {"source": "api"} and len(described["trace_id"]) == 32
         assert [st["name"] for st in described["steps"]] == ["fetch-1", "flaky-1", "go-1"]
         flaky = described["steps"][1]
         assert [a["success"] for a in flaky["attempts"]] == [False, True]
@@ -150,6 +152,8 @@ def test_the_commands_work_against_a_server(tmp_path: Path) -> None:
                 return result.stdout
 
             assert "Created instance" in run("workflows", "trigger", "remote-wf", "--id", "r1")
+            trace_id = remote.workflow("remote-wf").get("r1").status().trace_id
+            assert "remote-wf/r1  queued" in run("trace", trace_id)
             assert "r1" in run("workflows", "instances", "list", "remote-wf")
             assert "queued" in run("workflows", "instances", "describe", "remote-wf", "r1")
             assert "remote-wf" in run("workflows", "list")

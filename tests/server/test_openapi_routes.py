@@ -3,7 +3,16 @@ serves is in it, and each request body's schema refuses fields the struct does n
 
 from __future__ import annotations
 
-from conveyor.server import engine_routes, kv_routes, object_routes, r2_routes, routes, workerd
+from conveyor.server import (
+    engine_routes,
+    kv_routes,
+    object_routes,
+    r2_routes,
+    routes,
+    slurper_routes,
+    workerd,
+    workflow_routes,
+)
 from conveyor.server.openapi import document
 
 
@@ -17,6 +26,8 @@ def test_every_served_route_is_described() -> None:
             *r2_routes.ROUTES,
             *object_routes.ROUTES,
             *kv_routes.ROUTES,
+            *slurper_routes.ROUTES,
+            *workflow_routes.ROUTES,
         )
         for method in route.methods or ()
         if method != "HEAD"

@@ -41,6 +41,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
         q = cv.create_queue("fuzzed")
         consumer = q.add_pull_consumer()
         q.send_batch([{"body": {"n": i}} for i in range(20)])
+        cv.put_workflow("fuzzed").create(id="fuzzed")
         secret, _ = server.tokens.create("acc1")
         yield Target(server, {"authorization": f"Bearer {secret}"}, q.id, consumer.consumer_id)
 
@@ -63,4 +64,7 @@ def test_api_conforms_to_its_openapi_document(case: schemathesis.Case, target: T
         params["consumer_id"] = target.consumer_id
     if "queue_name" in params:
         params["queue_name"] = "fuzzed"
+    for name in ("workflow_name", "instance_id"):
+        if name in params and case.operation.method.upper() != "DELETE":
+            params[name] = "fuzzed"
     case.call_and_validate(base_url=target.server.url, headers=target.headers, checks=CHECKS)

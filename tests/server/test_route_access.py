@@ -15,6 +15,9 @@ from conveyor.server.access import PUBLIC, DeclaredRoute, Scope, check_declared,
 from conveyor.server.app import build_app, health
 from conveyor.server.testing import RunningServer
 from conveyor.workflows import remote
+from conveyor.workflows.client import COMPONENT
+from conveyor.workflows.databases import open_store
+from conveyor.workflows.model import StepRow
 
 from .conftest import ACCOUNT
 
@@ -33,8 +36,12 @@ def _method(route: DeclaredRoute) -> str:
     return next(m for m in route.methods if m != "HEAD")
 
 
-# The KV namespace ``setup`` made on each server (by URL), for the KV routes' {namespace_id}.
+# The KV namespace ``setup`` made on each server (by URL), for the KV routes' {namespace_id}, the
+# version of its workflow, for the Workflows routes' {version_id}, and its migration job, for the
+# Super Slurper routes' {job_id}.
 _namespace_ids: dict[str, str] = {}
+_version_ids: dict[str, str] = {}
+_job_ids: dict[str, str] = {}
 
 
 # The arguments the workflow store's reading routes need (the body of every other route is ``{}``).
@@ -56,6 +63,7 @@ _STORE_READS: dict[str, dict[str, Any]] = {
     "list_versions": {"workflow": "w"},
     "get_version": {"workflow": "w", "version_id": "v"},
     "instance_counts": {"workflow": "w"},
+    "instances_by_trace": {"trace_id": "0" * 32, "limit": 10},
 }
 _STORE_PREFIX = remote.PATH.split("{method}")[0]
 
@@ -64,7 +72,12 @@ def _call(server: RunningServer, route: DeclaredRoute, secret: str, **params: st
     names = {"account_id": ACCOUNT, "consumer_id": UNKNOWN, "worker_id": WORKER_ID, "rule_id": UNKNOWN}
     names |= {"bucket_name": "walked", "key": "k", "queue_id": UNKNOWN}  # the bucket routes
     names |= {"namespace_id": _namespace_ids.get(server.url, UNKNOWN), "key_name": "k"}  # the KV routes
+    names |= {"job_id": _job_ids.get(server.url, UNKNOWN)}  # the Super Slurper routes
+    names |= {"workflow_name": "walked", "instance_id": "i", "event_type": "e"}  # the Workflows routes
+    names |= {"version_id": _version_ids.get(server.url, UNKNOWN)}
     path = route.path.replace(":path}", "}").format(**{**names, **params})
+    if path.endswith("/instances/i/step"):
+        path += "?name=s-1&type=step"
     method = _method(route)
     body: dict[str, Any] | None = {} if method in ("POST", "PUT", "PATCH") else None
     if route.path.startswith(_STORE_PREFIX) and route.access.read_only:
@@ -93,6 +106,23 @@ def setup(server: RunningServer) -> tuple[conveyor.Conveyor, conveyor.Queue, con
     meta = admin.create_kv_namespace("meta")
     meta.put("k", "v")
     _namespace_ids[server.url] = meta.id
+    in_walked = {"vendor": "r2", "bucket": "walked"}
+    created = httpx.post(
+        f"{server.url}/client/v4/accounts/{ACCOUNT}/slurper/jobs",
+        headers={"authorization": f"Bearer {server.tokens.create(ACCOUNT)[0]}"},
+        json={"source": in_walked, "target": in_walked},
+    )
+    _job_ids[server.url] = created.json()["result"]["id"]
+    walked = admin.put_workflow("walked")
+    walked.create(id="i")
+    _version_ids[server.url] = walked.record.version_id
+    # A step of instance i, as a run records it (no worker runs the workflow).
+    store = server.service.store(COMPONENT, open_store)
+    claim = store.claim(ACCOUNT, "walked", "i", "walk", 1)
+    assert claim is not None
+    config = '{"retries": {"limit": 0, "delay": 0, "backoff": "constant"}, "timeout": 1000}'
+    step = StepRow("step:s:1", 0, "step", "s", "complete", "1", "[]", config, 1, 2)
+    store.save_step(ACCOUNT, "walked", "i", claim.instance.epoch, step)
     return admin, emails, billing, consumer.consumer_id
 
 

@@ -61,6 +61,24 @@ def test_an_add_with_a_key_is_applied_once(cv) -> None:
     assert counter.add(-1, key="child-2") == 1
 
 
+def test_concurrent_keyed_adds_count_each_key_once_and_one_of_them_sees_zero(cv) -> None:
+    counter = cv.counter("burst")
+    counter.add(40)
+    seen: list[int] = []
+
+    def count_down(start: int) -> None:
+        # Every key is added by two threads: each counts once.
+        seen.extend(counter.add(-1, key=f"child-{(start + i) % 40}") for i in range(20))
+
+    threads = [threading.Thread(target=count_down, args=(t * 10,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert counter.value() == 0
+    assert sorted(set(seen))[0] == 0 and len(seen) == 80
+
+
 def test_reaching_zero_sends_the_event_once(cv, app, clock) -> None:
     _waiter(app)
     with running(app):

@@ -5,6 +5,7 @@ file of version 1 is upgraded."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import sqlite3
 import time
 from pathlib import Path
@@ -173,3 +174,17 @@ def test_schedules_a_put_gives_are_ticked_and_a_put_of_none_stops_them(cv) -> No
     cv.put_workflow("wf", schedules="0 * * * *")
     cv.workflow("wf").delete()
     assert store.schedules() == []
+
+
+def test_an_all_or_none_batch_with_a_taken_or_bad_id_creates_none(cv) -> None:
+    wf = cv.put_workflow("wf")
+    wf.create(id="taken")
+    with pytest.raises(InstanceExists):
+        wf.create_batch([{"id": "fresh"}, {"id": "taken"}], all_or_none=True)
+    with pytest.raises(conveyor.workflows.InvalidInstanceId):
+        wf.create_batch([{"id": "fresh"}, {"id": "-bad"}], all_or_none=True)
+    assert [i.id for i in wf.list_instances().instances] == ["taken"]
+    assert wf.instance_counts(date_start=datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC))["queued"] == 1
+    assert wf.instance_counts(date_end=datetime.datetime(2000, 1, 1, tzinfo=datetime.UTC))["queued"] == 0
+    made = wf.create_batch([{"id": "fresh"}, {"id": "other"}], all_or_none=True)
+    assert [i.id for i in made.created] == ["fresh", "other"]

@@ -1,7 +1,8 @@
 """OpenTelemetry spans of a run, in processes of their own (a tracer provider is set once per
-process): with an SDK configured, the creator's span parents the run's ``workflow`` span, which
-parents each ``step`` attempt span (a failed attempt marked ERROR), which parents the ``send``
-span whose id the message carries; without opentelemetry imported, Conveyor imports none of it."""
+process): with an SDK configured, the creator's span parents each run's ``workflow`` span (a run
+that unwinds to sleep is no error), which parents each ``step`` attempt span (a failed attempt
+marked ERROR), which parents the ``send`` span whose id the message carries; without
+opentelemetry imported, Conveyor imports none of it."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ def flaky():
 
 @app.workflow("traced")
 def traced(event, step):
-    return step.do("flaky", flaky, retries=conveyor.Retries(limit=1, delay=0))
+    sent = step.do("flaky", flaky, retries=conveyor.Retries(limit=1, delay=0))
+    step.sleep("nap", 0.001)  # the run unwinds and a second run finishes the instance
+    return sent
 
 def run(create):
     app.start()
@@ -105,7 +108,8 @@ def test_an_sdk_records_the_run_the_attempts_and_the_send_as_one_tree_of_spans(t
     (request,) = spans["request"]
     assert {s["trace"] for s in found["spans"]} == {request["trace"]} == {found["trace_id"]}
     runs = spans["workflow traced"]
-    assert runs and all(r["parent"] == request["id"] for r in runs)
+    assert len(runs) == 2 and all(r["parent"] == request["id"] for r in runs)
+    assert all(r["status"] != "ERROR" for r in runs), "a run that sleeps, or completes, has not failed"
     first, second = spans["step flaky"]
     assert first["status"] == "ERROR" and second["status"] != "ERROR"
     assert (first["attributes"]["conveyor.attempt"], second["attributes"]["conveyor.attempt"]) == (1, 2)

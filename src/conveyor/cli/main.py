@@ -14,6 +14,7 @@ from conveyor.cli.migrate import migrate
 from conveyor.cli.queues import queues_group
 from conveyor.cli.r2 import r2_group
 from conveyor.cli.send import send
+from conveyor.cli.slurper import slurper_group
 from conveyor.cli.trace import trace
 from conveyor.cli.worker import worker
 from conveyor.cli.workers import workers_group
@@ -103,6 +104,7 @@ COMMANDS = (
     kv_group,
     trace,
     workflows_group,
+    slurper_group,
 )
 for command in (*COMMANDS, *server_commands()):
     cli.add_command(command)

@@ -11,6 +11,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from conveyor.cli.context import CliState, emit, json_option, pass_state
+from conveyor.workflows.traces import MAX_INSTANCES, trace_tree
 
 STATUS_STYLE = {
     "complete": "green",
@@ -106,7 +107,7 @@ def render_tree(tree: dict[str, Any]) -> RenderableType:
     for node in tree["instances"]:
         _add_instance(top, node)
     if tree["truncated"]:
-        return Group(top, Text("(only the first 1000 instances are shown)", style="yellow"))
+        return Group(top, Text(f"(only the first {MAX_INSTANCES} instances are shown)", style="yellow"))
     return top
 
 
@@ -124,7 +125,5 @@ def trace(state: CliState, trace_id: str, as_json: bool) -> None:
     conveyor trace 4bf92f3577b34da6a3ce929d0e0e4736
     conveyor trace --json 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
     """
-    from conveyor.workflows.traces import trace_tree
-
     tree = trace_tree(state.connect(), trace_id)
     emit(as_json, tree, lambda: render_tree(tree))

@@ -17,10 +17,12 @@ from rich.table import Table
 from rich.text import Text
 
 import conveyor
+from conveyor import wire
 from conveyor.cli.context import CliError, CliState, ConveyorGroup, emit, json_option, pass_state
 from conveyor.cli.render import plural
 from conveyor.cli.trace import status_text
-from conveyor.workflows.client import Instance, Workflow
+from conveyor.wire import workflows as shapes
+from conveyor.workflows.client import Instance, Workflow, workflow_store
 from conveyor.workflows.model import STATUSES, InstancePage, InstanceStatus, InstanceSummary, Retries, StepRecord
 
 DEFAULT_PER_PAGE = 50
@@ -44,89 +46,34 @@ def instances_group() -> None:
     """List, inspect and change the instances of a workflow."""
 
 
-# -- shapes -------------------------------------------------------------------------------------
-def _iso(when: datetime.datetime | None) -> str | None:
-    return None if when is None else when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _ms_iso(ms: int) -> str | None:
-    return _iso(datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC))
-
-
+# -- shapes (the REST API's own structs, conveyor.wire.workflows) ------------------------------
 def workflow_json(wf: Workflow, counts: dict[str, int], has_worker: bool) -> dict[str, Any]:
-    """Cloudflare's ``Workflow`` object, with Conveyor's settings and whether a worker runs it."""
-    record = wf.record
-    settings = record.settings
-    return {
-        "name": record.name,
-        "class_name": record.class_name,
-        "script_name": record.script_name,
-        "created_on": _ms_iso(record.created_ms),
-        "modified_on": _ms_iso(record.modified_ms),
-        "version_id": record.version_id,
-        "instances": counts,
-        "schedules": [{"cron": cron} for cron in settings.schedules],
-        "limits": {"steps": settings.max_steps},
-        "concurrency": None if settings.concurrency is None else {"limit": settings.concurrency},
-        "default_retention": {
-            "success_retention": settings.success_retention_ms,
-            "error_retention": settings.error_retention_ms,
-        },
-        "has_worker": has_worker,
-    }
+    """Cloudflare's ``Workflow`` object, as ``GET /workflows/{name}`` answers."""
+    return wire.to_builtins(shapes.workflow(wf.record, counts, has_worker))  # type: ignore[no-any-return]
 
 
-def summary_json(s: InstanceSummary, workflow: str) -> dict[str, Any]:
-    return {
-        "id": s.id,
-        "status": s.status,
-        "created_on": _iso(s.created_on),
-        "modified_on": _iso(s.modified_on),
-        "started_on": _iso(s.started_on),
-        "ended_on": _iso(s.ended_on),
-        "version_id": s.version_id,
-        "workflow": workflow,
-    }
+def _scheduled(cv: conveyor.Conveyor, wf: Workflow, ids: list[str]) -> set[str]:
+    """Which of the instances ``ids`` a cron tick started (their ``trigger_source`` is ``cron``)."""
+    if not wf.record.settings.schedules:
+        return set()
+    store = workflow_store(cv)
+    rows = (store.get_instance(cv.deployment.account, wf.name, i) for i in ids)
+    return {row.id for row in rows if row is not None and row.scheduled_ms is not None}
 
 
-def step_json(step: StepRecord) -> dict[str, Any]:
-    """A step as Cloudflare's ``instances.get`` shows it (``step``, ``sleep``, ``waitForEvent``)."""
-    shown: dict[str, Any] = {"type": step.type, "name": step.name, "start": _iso(step.start), "end": _iso(step.end)}
-    if step.type == "step":
-        return {
-            **shown,
-            "success": step.success,
-            "output": step.output,
-            "config": step.config,
-            "attempts": [
-                {"start": _iso(a.start), "end": _iso(a.end), "success": a.success, "error": a.error}
-                for a in step.attempts
-            ],
-            "error": step.error,
-        }
-    finished = step.success is not None
-    extra = {"event_type": step.config.get("type"), "output": step.output} if step.type == "waitForEvent" else {}
-    return {**shown, "finished": finished, "error": step.error, **extra}
-
-
-def instance_json(s: InstanceStatus) -> dict[str, Any]:
-    """Cloudflare's ``InstanceGet`` (``versionId`` camelCase as on its wire), with the trace id."""
-    return {
-        "id": s.id,
-        "workflow": s.workflow,
-        "status": s.status,
-        "params": s.params,
-        "output": s.output,
-        "error": s.error,
-        "queued": _iso(s.queued),
-        "start": _iso(s.start),
-        "end": _iso(s.end),
-        "success": s.success,
-        "versionId": s.version_id,
-        "trace_id": s.trace_id,
-        "step_count": len(s.steps),
-        "steps": [step_json(step) for step in s.steps],
-    }
+def instance_json(cv: conveyor.Conveyor, wf: Workflow, s: InstanceStatus) -> dict[str, Any]:
+    """Cloudflare's ``InstanceGet`` (``versionId`` camelCase as on its wire), with the instance's
+    id, workflow and trace id."""
+    row = workflow_store(cv).get_instance(cv.deployment.account, wf.name, s.id)
+    crons = wf.record.settings.schedules
+    detail = shapes.instance_detail(
+        s,
+        simple=False,
+        descending=False,
+        scheduled_ms=None if row is None else row.scheduled_ms,
+        cron=crons[0] if len(crons) == 1 else None,
+    )
+    return {"id": s.id, "workflow": s.workflow, "trace_id": s.trace_id, **wire.to_builtins(detail)}
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -175,6 +122,11 @@ def _short(value: Any, limit: int) -> str:
 
 def _clock(when: datetime.datetime | None) -> str:
     return "-" if when is None else when.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _iso_clock(iso: str) -> str:
+    """An ISO-8601 time of the wire as ``_clock`` shows a datetime."""
+    return _clock(datetime.datetime.fromisoformat(iso.replace("Z", "+00:00")))
 
 
 def _seconds(start: datetime.datetime | None, end: datetime.datetime | None) -> str:
@@ -237,56 +189,44 @@ def _workflows_table(rows: list[tuple[Workflow, dict[str, int], bool]], page: in
 def describe_workflow(state: CliState, name: str, as_json: bool) -> None:
     """Show the workflow NAME: its script, settings, current version, instances by status, and
     every version it had (newest first)."""
-    wf = state.connect().workflow(name)
-    shown = workflow_json(wf, wf.instance_counts(), wf.has_worker())
-    versions = wf.versions()
-    data = {
-        **shown,
-        "versions": [
-            {
-                "id": v.id,
-                "class_name": v.class_name,
-                "script_name": v.script_name,
-                "created_on": _ms_iso(v.created_ms),
-                "has_code": v.has_code,
-            }
-            for v in versions
-        ],
-    }
-    emit(as_json, data, lambda: _workflow_panel(data))
+    cv = state.connect()
+    wf = cv.workflow(name)
+    versions = [wire.to_builtins(shapes.version(v, cv.deployment.account)) for v in wf.versions()]
+    data = {**workflow_json(wf, wf.instance_counts(), wf.has_worker()), "versions": versions}
+    emit(as_json, data, lambda: _workflow_panel(wf, data))
 
 
-def _workflow_panel(data: dict[str, Any]) -> RenderableType:
+def _workflow_panel(wf: Workflow, data: dict[str, Any]) -> RenderableType:
     info = Table.grid(padding=(0, 2))
     info.add_column(style="bold")
     info.add_column()
+    settings = wf.record.settings
     script = f"{data['script_name']}:{data['class_name']}" if data["class_name"] else data["script_name"]
-    retention = data["default_retention"]
-    concurrency = data["concurrency"]
     for key, value in (
         ("Name", data["name"]),
         ("Script", script or "-"),
         ("Worker", "running" if data["has_worker"] else "no worker (its instances stay queued)"),
         ("Version", data["version_id"]),
-        ("Created", data["created_on"]),
-        ("Modified", data["modified_on"]),
+        ("Created", _iso_clock(data["created_on"])),
+        ("Modified", _iso_clock(data["modified_on"])),
         ("Schedules", " ".join(s["cron"] for s in data["schedules"]) or "-"),
-        ("Step limit", f"{data['limits']['steps']:,}"),
-        ("Concurrency", "-" if concurrency is None else str(concurrency["limit"])),
+        ("Step limit", f"{settings.max_steps:,}"),
+        ("Concurrency", "-" if settings.concurrency is None else str(settings.concurrency)),
         (
             "Retention",
-            f"{retention['success_retention'] / 86_400_000:g} days complete, "
-            f"{retention['error_retention'] / 86_400_000:g} days errored or terminated",
+            f"{settings.success_retention_ms / 86_400_000:g} days complete, "
+            f"{settings.error_retention_ms / 86_400_000:g} days errored or terminated",
         ),
         ("Instances", ", ".join(f"{n} {s}" for s, n in data["instances"].items() if n) or "none"),
     ):
         info.add_row(key, str(value))
     versions = Table(title="Versions", title_justify="left")
     versions.add_column("id", no_wrap=True)
-    versions.add_column("script")
+    versions.add_column("class")
+    versions.add_column("code")
     versions.add_column("created", no_wrap=True)
     for v in data["versions"]:
-        versions.add_row(v["id"], f"{v['script_name']}:{v['class_name']}" if v["class_name"] else "-", v["created_on"])
+        versions.add_row(v["id"], v["class_name"] or "-", "yes" if v["has_code"] else "no", _iso_clock(v["created_on"]))
     return Group(info, Text(""), versions)
 
 
@@ -305,7 +245,10 @@ def trigger(
     wf = state.connect().workflow(name)
     inst = wf.create(_parse_json(params, "PARAMS"), id=instance_id, traceparent=traceparent)
     s = inst.status()
-    data = {"id": s.id, "status": s.status, "version_id": s.version_id, "workflow": name, "trace_id": s.trace_id}
+    created = shapes.InstanceCreated(
+        id=s.id, status="queued", version_id=s.version_id, workflow_id=shapes.workflow_id(wf.record)
+    )
+    data = {**wire.to_builtins(created), "status": s.status, "trace_id": s.trace_id}
     emit(as_json, data, lambda: _done("Created", name, s.id).append(f" (trace {s.trace_id})", style="dim"))
 
 
@@ -363,7 +306,8 @@ def list_instances(
     as_json: bool,
 ) -> None:
     """List the instances of the workflow NAME, newest first, a page at a time."""
-    wf = state.connect().workflow(name)
+    cv = state.connect()
+    wf = cv.workflow(name)
     options: dict[str, Any] = {
         "date_start": _date(date_start, "--date-start", False),
         "date_end": _date(date_end, "--date-end", True),
@@ -376,9 +320,11 @@ def list_instances(
             found = InstancePage([], None)
             break
         found = wf.list_instances(status, cursor=found.cursor, **options)
+    wf_id = shapes.workflow_id(wf.record)
+    scheduled = _scheduled(cv, wf, [s.id for s in found.instances])
     emit(
         as_json,
-        [summary_json(s, name) for s in found.instances],
+        [wire.to_builtins(shapes.instance_listed(s, wf_id, s.id in scheduled)) for s in found.instances],
         lambda: _instances_table(name, found.instances, found.cursor is not None, page),
     )
 
@@ -423,8 +369,10 @@ def describe_instance(
     """Show the instance ID of the workflow NAME (`latest`, the default: its newest): status,
     params, output or error, trace id, and the timeline of its steps (each step's start, duration,
     attempts, when a failed one is retried, output and error)."""
-    s = _instance(state.connect(), name, instance_id).status()
-    emit(as_json, instance_json(s), lambda: _instance_view(s, step_output, truncate_output_limit))
+    cv = state.connect()
+    inst = _instance(cv, name, instance_id)
+    s = inst.status()
+    emit(as_json, instance_json(cv, inst.workflow, s), lambda: _instance_view(s, step_output, truncate_output_limit))
 
 
 def _retries_at(step: StepRecord) -> datetime.datetime | None:
@@ -510,41 +458,41 @@ def _timeline(s: InstanceStatus, step_output: bool, limit: int) -> Table:
     return table
 
 
-@instances_group.command("pause", short_help="Pause an instance.")
-@click.argument("name")
-@click.argument("instance_id", metavar="ID")
-@json_option
-@pass_state
-def pause(state: CliState, name: str, instance_id: str, as_json: bool) -> None:
-    """Pause the instance ID of NAME (at once when it sleeps, waits or is queued; a running one
-    once its current step ends)."""
-    inst = _instance(state.connect(), name, instance_id)
-    inst.pause()
-    _changed(as_json, name, inst, "Paused")
+def _status_change(command: str, verb: str, short_help: str, help: str) -> click.Command:
+    """``instances pause|resume|terminate NAME ID``: one method of the instance, then its status."""
+
+    @instances_group.command(command, short_help=short_help, help=help)
+    @click.argument("name")
+    @click.argument("instance_id", metavar="ID")
+    @json_option
+    @pass_state
+    def change(state: CliState, name: str, instance_id: str, as_json: bool) -> None:
+        inst = _instance(state.connect(), name, instance_id)
+        getattr(inst, command)()
+        _changed(as_json, name, inst, verb)
+
+    return change
 
 
-@instances_group.command("resume", short_help="Resume a paused instance.")
-@click.argument("name")
-@click.argument("instance_id", metavar="ID")
-@json_option
-@pass_state
-def resume(state: CliState, name: str, instance_id: str, as_json: bool) -> None:
-    """Resume the paused instance ID of NAME (its timers shifted by the time it was paused)."""
-    inst = _instance(state.connect(), name, instance_id)
-    inst.resume()
-    _changed(as_json, name, inst, "Resumed")
-
-
-@instances_group.command("terminate", short_help="Terminate an instance.")
-@click.argument("name")
-@click.argument("instance_id", metavar="ID")
-@json_option
-@pass_state
-def terminate(state: CliState, name: str, instance_id: str, as_json: bool) -> None:
-    """End the instance ID of NAME as `terminated` (a step running now has its result discarded)."""
-    inst = _instance(state.connect(), name, instance_id)
-    inst.terminate()
-    _changed(as_json, name, inst, "Terminated")
+pause = _status_change(
+    "pause",
+    "Paused",
+    "Pause an instance.",
+    "Pause the instance ID of NAME (at once when it sleeps, waits or is queued; a running one once its "
+    "current step ends).",
+)
+resume = _status_change(
+    "resume",
+    "Resumed",
+    "Resume a paused instance.",
+    "Resume the paused instance ID of NAME (its timers shifted by the time it was paused).",
+)
+terminate = _status_change(
+    "terminate",
+    "Terminated",
+    "Terminate an instance.",
+    "End the instance ID of NAME as `terminated` (a step running now has its result discarded).",
+)
 
 
 @instances_group.command("restart", short_help="Restart an instance, from the start or from a step.")

@@ -345,7 +345,7 @@ class Queue:
         >>> q.send("hi", content_type="text", delay_seconds=30)
         """
         delay = None if delay_seconds is None else check.check_delay(delay_seconds)
-        with tracing.sending(self.name) as traceparent:
+        with tracing.Sending(self.name) as traceparent:
             message = check.prepare_message(body, content_type, delay, traceparent)
             ids, metrics = self._engine.enqueue(self.id, [message])
         tracing.record_sent(self.name, ids)
@@ -360,7 +360,7 @@ class Queue:
         >>> r.ids
         ['6f1c...', '0b9e...']
         """
-        with tracing.sending(self.name) as traceparent:
+        with tracing.Sending(self.name) as traceparent:
             result = self._engine.enqueue(self.id, check.prepare_batch(messages, delay_seconds, traceparent))
         tracing.record_sent(self.name, result.ids)
         return result

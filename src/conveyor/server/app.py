@@ -26,7 +26,9 @@ from conveyor.server import (
     prometheus,
     r2_routes,
     routes,
+    slurper_routes,
     workerd,
+    workflow_routes,
     workflow_store_routes,
 )
 from conveyor.server.access import METRICS, PUBLIC, check_declared, declared
@@ -142,7 +144,9 @@ def build_app(service: Service) -> Starlette:
         *r2_routes.ROUTES,
         *object_routes.ROUTES,
         *kv_routes.ROUTES,
+        *workflow_routes.ROUTES,
         *workflow_store_routes.ROUTES,
+        *slurper_routes.ROUTES,
         declared("/metrics", metrics_endpoint, "GET", METRICS),
         declared("/openapi.json", openapi_endpoint, "GET", PUBLIC),
         declared("/healthz", health, "GET", PUBLIC),

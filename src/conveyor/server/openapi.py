@@ -13,6 +13,8 @@ import msgspec
 
 from conveyor import wire
 from conveyor.wire import kv, r2
+from conveyor.wire import slurper as ss
+from conveyor.wire import workflows as wf
 
 Schema = dict[str, Any]
 REF = "#/components/schemas/{name}"
@@ -51,6 +53,27 @@ OBJECT_QUERY = tuple(_query(name, {"type": "string"}) for name in ("prefix", "st
 EN = "/client/v4/accounts/{account_id}/event_notifications/r2/{bucket_name}/configuration"
 KV = "/client/v4/accounts/{account_id}/storage/kv/namespaces"
 KN = KV + "/{namespace_id}"
+SS = "/client/v4/accounts/{account_id}/slurper"
+SJ = SS + "/jobs/{job_id}"
+SLURPER_PAGING = (
+    _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
+    _query("offset", {"type": "integer", "minimum": 0}),
+)
+WFS = "/client/v4/accounts/{account_id}/workflows"
+WF = WFS + "/{workflow_name}"
+WV = WF + "/versions/{version_id}"
+WI = WF + "/instances"
+WII = WI + "/{instance_id}"
+INSTANCE_LIST_QUERY = (
+    _query("page", {"type": "integer", "minimum": 1}),
+    _query("per_page", {"type": "integer", "minimum": 1, "maximum": 100}),
+    _query("cursor", {"type": "string"}),
+    _query("direction", {"enum": ["asc", "desc"]}),
+    _query("status", {"enum": ["queued", "running", "paused", "errored", "terminated", "complete", "waitingForPause",
+                               "waiting", "rollingBack"]}),
+    _query("date_start", {"type": "string", "format": "date-time"}),
+    _query("date_end", {"type": "string", "format": "date-time"}),
+)  # fmt: skip
 
 ROUTES = (
     # Cloudflare's v4 Queues API.
@@ -224,6 +247,110 @@ ROUTES = (
     Op("put", KN + "/bulk", "Write up to 10,000 pairs at once", list[kv.KVBulkWrite], kv.KVBulkResult),
     Op("post", KN + "/bulk/delete", "Delete up to 10,000 keys at once", list[str], kv.KVBulkResult),
     Op("post", KN + "/bulk/get", "Read up to 100 values at once", kv.KVBulkGetRequest, kv.KVBulkGetResult),
+    # Super Slurper (conveyor.server.slurper_routes): migration jobs into the account's buckets.
+    Op(
+        "post",
+        SS + "/jobs",
+        "Create a migration job (source and target are reached first)",
+        ss.SlurperJobRequest,
+        ss.SlurperJobCreated,
+    ),
+    Op("get", SS + "/jobs", "List migration jobs, newest first", None, list[ss.SlurperJob], SLURPER_PAGING),
+    Op("put", SS + "/jobs/abortAll", "Abort every running or paused job", None, str),
+    Op("get", SJ, "Get a migration job", None, ss.SlurperJob),
+    Op("get", SJ + "/progress", "A job's counts", None, ss.SlurperProgress),
+    Op("get", SJ + "/logs", "A job's log entries, oldest first", None, list[ss.SlurperLog], SLURPER_PAGING),
+    Op("put", SJ + "/pause", "Pause a running job", None, str),
+    Op("put", SJ + "/resume", "Resume a paused job", None, str),
+    Op("put", SJ + "/abort", "Abort a job", None, str),
+    Op(
+        "put",
+        SS + "/source/connectivity-precheck",
+        "Reach a source as a job would",
+        ss.SlurperSource,
+        ss.SlurperConnectivity,
+    ),
+    Op(
+        "put",
+        SS + "/target/connectivity-precheck",
+        "Reach a target as a job would",
+        ss.SlurperTarget,
+        ss.SlurperConnectivity,
+    ),
+    # Cloudflare's Workflows API (conveyor.server.workflow_routes).
+    Op(
+        "get",
+        WFS,
+        "List workflows",
+        None,
+        list[wf.Workflow],
+        (
+            *PAGING[:1],
+            _query("per_page", {"type": "integer", "minimum": 1, "maximum": 100}),
+            _query("search", {"type": "string"}),
+        ),
+    ),
+    Op("get", WF, "Get a workflow, its instances by status and whether a worker runs it", None, wf.Workflow),
+    Op(
+        "put",
+        WF,
+        "Create a workflow's record or replace the settings it overrides",
+        wf.WorkflowRequest,
+        wf.WorkflowUpdated,
+    ),
+    Op("delete", WF, "Delete a workflow with its versions and instances", None, wf.Deleted),
+    Op("get", WF + "/versions", "List a workflow's versions, the one in force first", None, list[wf.Version], PAGING),
+    Op("get", WV, "Get a version", None, wf.Version),
+    Op("get", WV + "/graph", "A version's step graph (none: Conveyor does not parse code)", None, wf.VersionGraph),
+    Op("post", WI, "Create an instance", wf.CreateInstance, wf.InstanceCreated),
+    Op("get", WI, "List instances (pages, or result_info.cursor)", None, list[wf.InstanceListed], INSTANCE_LIST_QUERY),
+    Op(
+        "get",
+        WI + "/",
+        "List instances (wrangler's form of the path)",
+        None,
+        list[wf.InstanceListed],
+        INSTANCE_LIST_QUERY,
+    ),
+    Op(
+        "post",
+        WI + "/batch",
+        "Create up to 100 instances, all or none",
+        list[wf.CreateInstance],
+        list[wf.InstanceCreated],
+    ),
+    Op("post", WI + "/batch/delete", "Delete up to 100 instances", wf.BatchDelete, wf.BatchDeleted),
+    Op(
+        "put",
+        WI + "/terminate",
+        "Terminate every instance (of a status)",
+        None,
+        wf.TerminateStarted,
+        (_query("status", {"enum": ["queued", "running", "paused", "waitingForPause", "waiting"]}),),
+    ),
+    Op(
+        "get",
+        WII,
+        "Get an instance with its steps",
+        None,
+        wf.InstanceDetail,
+        (_query("order", {"enum": ["asc", "desc"]}), _query("simple", {"enum": ["true", "false"]})),
+    ),
+    Op("delete", WII, "Delete an instance", None, wf.Deleted),
+    Op(
+        "get",
+        WII + "/step",
+        "One step's status, output and error",
+        None,
+        wf.StepDetail,
+        (
+            {"name": "name", "in": "query", "required": True, "schema": {"type": "string"}},
+            _query("type", {"enum": ["step", "waitForEvent"]}),
+            _query("attempt", {"type": "integer", "minimum": 1}),
+        ),
+    ),
+    Op("patch", WII + "/status", "Pause, resume, terminate or restart an instance", wf.StatusChange, wf.StatusChanged),
+    Op("post", WII + "/events/{event_type}", "Send an event (the body is its payload)", None, wf.EventSent),
 )
 
 
@@ -253,6 +380,8 @@ def _operation(op: Op, request: Schema | None, answer: Schema) -> Schema:
         out["requestBody"] = {"required": True, **_json(request)}
     elif op.path.endswith("/message") or ("/values/" in op.path and op.method == "put"):
         out["requestBody"] = {"content": {"application/octet-stream": {"schema": {"type": "string"}}}}
+    elif op.path.endswith("/events/{event_type}"):
+        out["requestBody"] = {"content": {"application/json": {"schema": {}}}}
     return out
 
 
@@ -300,7 +429,8 @@ def document() -> dict[str, Any]:
             "version": "1",
             "description": "Cloudflare Queues' REST API v4 (under /client/v4), Conveyor's engine endpoints "
             "for the remote transport (under /conveyor/v1), workerd's queue binding (under /workerd), and "
-            "Workers KV's API (under /client/v4/.../storage/kv).",
+            "Workers KV's API (under /client/v4/.../storage/kv), and Cloudflare Workflows' API (under "
+            "/client/v4/.../workflows).",
         },
         "components": {
             "schemas": {renamed[name]: fix(schema) for name, schema in components.items()},

@@ -191,8 +191,9 @@ def _time(ms: int | None) -> datetime.datetime | None:
     return None if ms is None else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
-def iso(when: datetime.datetime | None) -> str | None:
-    return None if when is None else when.isoformat().replace("+00:00", "Z")
+def iso(when: datetime.datetime) -> str:
+    """A UTC time as the API shows it: ``2026-12-03T17:00:00.123000Z``."""
+    return when.isoformat().replace("+00:00", "Z")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,17 +212,6 @@ class JobProgress:
     transferred_bytes: int
     listing_finished: bool
 
-    def wire(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "createdAt": iso(self.created_at),
-            "status": self.status,
-            "objects": self.objects,
-            "transferredObjects": self.transferred_objects,
-            "skippedObjects": self.skipped_objects,
-            "failedObjects": self.failed_objects,
-        }
-
 
 @dataclasses.dataclass(frozen=True)
 class JobInfo:
@@ -235,17 +225,6 @@ class JobInfo:
     source: Mapping[str, Any]
     target: Mapping[str, Any]
 
-    def wire(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "createdAt": iso(self.created_at),
-            "finishedAt": iso(self.finished_at),
-            "overwrite": self.overwrite,
-            "status": self.status,
-            "source": dict(self.source),
-            "target": dict(self.target),
-        }
-
 
 @dataclasses.dataclass(frozen=True)
 class JobLog:
@@ -257,15 +236,6 @@ class JobLog:
     log_type: str
     message: str
     object_key: str | None
-
-    def wire(self) -> dict[str, Any]:
-        return {
-            "createdAt": iso(self.created_at),
-            "job": self.job,
-            "logType": self.log_type,
-            "message": self.message,
-            "objectKey": self.object_key,
-        }
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,8 +7,10 @@
 ``slurper-transfer``
     ``{"job", "key"}``: lock the key (owned by this message's id), copy the object streaming,
     verify its size (and MD5 where the source's etag is one), then unlock and count it in one
-    transaction. A failure retries with backoff; the last failure counts the key as failed with an
-    ``importErrorRetryExhaustion`` log entry and the message goes on to ``slurper-transfer-dlq``.
+    transaction. A failure retries with backoff; the last failure sends the message to
+    ``slurper-transfer-dlq`` and counts the key as failed with an ``importErrorRetryExhaustion`` log
+    entry. A worker's death is no failure of the object: its message comes back when its lease
+    runs out, takes its own lock again, and finds the object already in the target.
 ``slurper-lifecycle``
     ``{"job", "tick"}`` every ``tick_seconds`` while a job runs, and ``{"job", "check": true}`` when a
     transfer may have finished it: complete the job once its listing is finished and every listed
@@ -29,7 +31,9 @@ import concurrent.futures
 import contextlib
 import hashlib
 import logging
+import os
 import re
+import signal
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -60,6 +64,9 @@ MAX_OBJECT_BYTES = 1 << 40  # Cloudflare skips objects over 1 TB
 # Storage classes whose objects must be restored before they can be read.
 COLD_STORAGE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
 _MD5 = re.compile(r"^[0-9a-f]{32}\Z")
+# A fault hook for the crash tests: "after-copy:N" kills this process with SIGKILL right after its
+# Nth copy, before the key is counted (the lock is held, the object is in the target).
+FAULT_VARIABLE = "CONVEYOR_SLURPER_FAULT"
 
 
 class ChecksumMismatch(ConveyorError):
@@ -139,6 +146,9 @@ class Pipeline:
         self._targets: dict[str, Target] = {}
         self._lock = threading.Lock()
         self._pool = concurrent.futures.ThreadPoolExecutor(TRANSFER_BATCH * 4, thread_name_prefix="slurper-transfer")
+        fault = os.environ.get(FAULT_VARIABLE, "")
+        self._kill_after = int(fault.split(":", 1)[1]) if fault.startswith("after-copy:") else None
+        self._copies = 0
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -222,6 +232,10 @@ class Pipeline:
                 log.info("job %s: %r failed (attempt %d), retrying: %s", job_id, key, m.attempts, exc)
                 return m.retry(delay_seconds=min(self.retry_delay * 2 ** (m.attempts - 1), 300))
             reason = exc.message if isinstance(exc, ConveyorError) else f"{type(exc).__name__}: {exc}"
+            # Into the dead letter queue first, then counted: a crash between repeats the send,
+            # never loses it. The queue itself never dead-letters a transfer (its max_retries is the
+            # highest), so a key is never dead-lettered without being counted.
+            send(self.cv, DEAD_LETTER_QUEUE, [m.body])
             self.store.finish(
                 job_id,
                 key,
@@ -232,10 +246,19 @@ class Pipeline:
                 log=("importErrorRetryExhaustion", f"failed after {m.attempts} attempts: {reason}"),
             )
             self._check_done(job_id)
-            return m.retry()  # past max_retries: the queue moves it to the dead letter queue
+            return m.ack()
+        self._fault_point()
         self.store.finish(job_id, key, m.id, outcome, size=size, now_ms=self._now_ms(), log=note)
         self._check_done(job_id)
         m.ack()
+
+    def _fault_point(self) -> None:
+        if self._kill_after is None:
+            return
+        with self._lock:
+            self._copies += 1
+            if self._copies >= self._kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)
 
     def _check_done(self, job_id: str) -> None:
         row = self.store.find(job_id)
@@ -258,7 +281,7 @@ class Pipeline:
         target = self._target(row)
         written_at = target.written_at(key)
         if written_at is not None:
-            if written_at * 1000 >= row.created_ms:  # the failsafe: a copy whose count was lost
+            if written_at * 1000 > row.created_ms:  # the failsafe: a copy whose count was lost
                 return "transferred", max(locked.size, 0), None
             if not row.overwrite:
                 return "skipped", 0, None
@@ -312,12 +335,14 @@ def add_consumers(
     retry_delay: int = 1,
     tick_seconds: int = 2,
     max_object_bytes: int = MAX_OBJECT_BYTES,
+    visibility_timeout_ms: int = limits.DEFAULT_VISIBILITY_TIMEOUT_MS,
     copies: int = 1,
 ) -> Pipeline:
     """Run the pipeline's three consumers in ``app`` (its client's account): make the queues if
     missing and declare their consumers. ``max_object_bytes``: larger objects are skipped
     (``importSkippedOversized``); ``retry_delay``: the first retry's delay in seconds, doubled on
-    each retry.
+    each retry; ``visibility_timeout_ms``: how soon a dead worker's messages come back (the lease
+    is renewed while a handler runs).
 
     >>> app = conveyor.App(cv)
     >>> conveyor.slurper.add_consumers(app)
@@ -335,17 +360,12 @@ def add_consumers(
         max_object_bytes=max_object_bytes,
         copies=copies,
     )
-    app.consumer(LIST_QUEUE, max_batch_size=1, max_batch_timeout=0, max_retries=limits.MAX_RETRIES, retry_delay=1)(
-        pipeline.handle_list
-    )
-    app.consumer(
-        TRANSFER_QUEUE,
-        max_batch_size=TRANSFER_BATCH,
-        max_batch_timeout=0,
-        max_retries=max_retries,
-        dead_letter_queue=DEAD_LETTER_QUEUE,
-    )(pipeline.handle_transfer)
-    app.consumer(LIFECYCLE_QUEUE, max_batch_size=10, max_batch_timeout=0, max_retries=limits.MAX_RETRIES)(
-        pipeline.handle_lifecycle
-    )
+    common: dict[str, Any] = {
+        "max_batch_timeout": 0,
+        "max_retries": limits.MAX_RETRIES,
+        "visibility_timeout_ms": visibility_timeout_ms,
+    }
+    app.consumer(LIST_QUEUE, max_batch_size=1, retry_delay=1, **common)(pipeline.handle_list)
+    app.consumer(TRANSFER_QUEUE, max_batch_size=TRANSFER_BATCH, **common)(pipeline.handle_transfer)
+    app.consumer(LIFECYCLE_QUEUE, max_batch_size=10, **common)(pipeline.handle_lifecycle)
     return pipeline

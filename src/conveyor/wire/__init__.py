@@ -11,9 +11,11 @@ path otherwise, or the code the struct at that spot declares).
 - ``messages``: Cloudflare's message routes (push, batch, pull, ack, peek);
 - ``engine``: Conveyor's ``/conveyor/v1`` engine and worker-registry routes;
 - ``workerd``: the answers (and the batch) of workerd's queue binding;
+- ``r2``, ``kv``, ``workflows``: Cloudflare's R2 bucket, Workers KV and Workflows routes (imported
+  as modules: ``from conveyor.wire import workflows``);
 - ``envelope``: the ``{"success", "errors", "messages", "result"}`` around every answer.
 
-Adding a route's shapes (Workflows', Super Slurper's, the CDN API's go here next): write a module
+Adding a route's shapes (Super Slurper's, the CDN API's go here next): write a module
 of :class:`Shape` subclasses, one per request body and one per result, with the wire's field names
 (``msgspec.field(name=...)`` where the wire is camelCase), ``None`` / ``UNSET`` defaults for what a
 caller may leave out, and the struct <-> ``conveyor.model`` mapping beside them (a ``to_model``

@@ -18,11 +18,15 @@ class Error(Shape):
 
 
 class ResultInfo(Shape):
+    """A page of a list; ``cursor`` (Workflows' instance lists) reaches the next page, and is
+    left out after the last."""
+
     page: int
     per_page: int
     count: int
     total_count: int
     total_pages: int
+    cursor: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class Envelope(Shape, Generic[T], kw_only=True):

@@ -10,6 +10,7 @@ methods, awaitable, each running its synchronous twin on a worker thread (one im
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,8 +36,11 @@ class AsyncWorkflow:
         # to_thread carries the caller's context, so the instance joins the caller's trace.
         return AsyncInstance(await asyncio.to_thread(self.sync.create, params, id, traceparent=traceparent))
 
-    async def create_batch(self, items: Sequence[Mapping[str, Any]], *, traceparent: str | None = None) -> BatchResult:
-        return await asyncio.to_thread(self.sync.create_batch, items, traceparent=traceparent)
+    async def create_batch(
+        self, items: Sequence[Mapping[str, Any]], *, traceparent: str | None = None, all_or_none: bool = False
+    ) -> BatchResult:
+        create = functools.partial(self.sync.create_batch, items, traceparent=traceparent, all_or_none=all_or_none)
+        return await asyncio.to_thread(create)
 
     async def get(self, id: str) -> AsyncInstance:
         return AsyncInstance(await asyncio.to_thread(self.sync.get, id))
@@ -57,8 +61,9 @@ class AsyncWorkflow:
     async def version(self, version_id: str) -> WorkflowVersion:
         return await asyncio.to_thread(self.sync.version, version_id)
 
-    async def instance_counts(self) -> dict[str, int]:
-        return await asyncio.to_thread(self.sync.instance_counts)
+    async def instance_counts(self, **dates: Any) -> dict[str, int]:
+        """:meth:`Workflow.instance_counts`, with the same keywords."""
+        return await asyncio.to_thread(functools.partial(self.sync.instance_counts, **dates))
 
     async def has_worker(self) -> bool:
         return await asyncio.to_thread(self.sync.has_worker)

@@ -101,9 +101,10 @@ class BatchResult:
 class Workflow:
     """A handle on one workflow of the client's account."""
 
-    def __init__(self, client: Conveyor, record: WorkflowRecord) -> None:
+    def __init__(self, client: Conveyor, record: WorkflowRecord, store: WorkflowStore | None = None) -> None:
         self._client = client
-        self._store = workflow_store(client)
+        # A server's routes pass the store it shares among its accounts; a client opens its own.
+        self._store = store if store is not None else workflow_store(client)
         self.record = record
         self.name = record.name
         self._account = record.account
@@ -113,18 +114,19 @@ class Workflow:
         return f"<Workflow {self.name}>"
 
     @classmethod
-    def open(cls, client: Conveyor, name: str) -> Workflow:
+    def open(cls, client: Conveyor, name: str, store: WorkflowStore | None = None) -> Workflow:
         check_workflow_name(name)
-        record = workflow_store(client).get_workflow(client.deployment.account, name)
+        store = store if store is not None else workflow_store(client)
+        record = store.get_workflow(client.deployment.account, name)
         if record is None:
             raise WorkflowNotFound(
                 f"there is no workflow {name!r}: a worker registers it when it starts, or put_workflow makes its record"
             )
-        return cls(client, record)
+        return cls(client, record, store)
 
     def reload(self) -> Workflow:
         """A handle on the workflow as it is stored now (its record read again)."""
-        return Workflow.open(self._client, self.name)
+        return Workflow.open(self._client, self.name, self._store)
 
     def delete(self) -> None:
         """Delete the workflow's record, its versions and every instance (their ids stay taken); a
@@ -145,9 +147,12 @@ class Workflow:
             raise WorkflowVersionNotFound(f"workflow {self.name!r} has no version {version_id!r}")
         return found
 
-    def instance_counts(self) -> dict[str, int]:
-        """How many instances are in each status (every status, 0 included)."""
-        counts = self._store.instance_counts(self._account, self.name)
+    def instance_counts(
+        self, *, date_start: datetime.datetime | None = None, date_end: datetime.datetime | None = None
+    ) -> dict[str, int]:
+        """How many instances are in each status (every status, 0 included), of those created
+        between ``date_start`` and ``date_end`` when given."""
+        counts = self._store.instance_counts(self._account, self.name, start_ms=_ms(date_start), end_ms=_ms(date_end))
         return {status: counts.get(status, 0) for status in STATUSES}
 
     def has_worker(self) -> bool:
@@ -172,18 +177,23 @@ class Workflow:
             raise result.errors[0].error
         return result.created[0]
 
-    def create_batch(self, items: Sequence[Mapping[str, Any]], *, traceparent: str | None = None) -> BatchResult:
+    def create_batch(
+        self, items: Sequence[Mapping[str, Any]], *, traceparent: str | None = None, all_or_none: bool = False
+    ) -> BatchResult:
         """Create up to 100 instances from ``{"params": ..., "id": ...}`` items (either key may be
         left out); an item that is refused (a taken id, a bad id, oversized params) is reported in
         ``errors`` with its index and code, and the others are created. The trace is chosen as
-        :meth:`create`'s, one for the whole batch."""
+        :meth:`create`'s, one for the whole batch. ``all_or_none``: the first refusal is raised
+        instead, and none is created (the REST API's batch)."""
         if not isinstance(items, Sequence) or isinstance(items, str | bytes):
             raise InvalidRequest("create_batch takes a list of {'params': ..., 'id': ...} items")
         if len(items) > MAX_BATCH:
             raise InvalidRequest(f"create_batch got {len(items)} instances; the limit is {MAX_BATCH}")
-        return self._create(items, traceparent)
+        return self._create(items, traceparent, all_or_none)
 
-    def _create(self, items: Sequence[Mapping[str, Any]], traceparent: str | None) -> BatchResult:
+    def _create(
+        self, items: Sequence[Mapping[str, Any]], traceparent: str | None, all_or_none: bool = False
+    ) -> BatchResult:
         if traceparent is not None:
             check_traceparent(traceparent)
         ctx = tracing.current()
@@ -203,8 +213,12 @@ class Workflow:
                 news.append((index, NewInstance(instance_id, params, chosen[3:35], chosen, origin)))
             except ConveyorError as exc:
                 errors.append(_batch_error(index, given, exc))
+        if all_or_none and errors:
+            raise errors[0].error
         now = self._client.engine.clock.now_ms()
-        rows = self._store.create_instances(self._account, self.name, self.record.version_id, [n for _, n in news], now)
+        rows = self._store.create_instances(
+            self._account, self.name, self.record.version_id, [n for _, n in news], now, all_or_none
+        )
         created: list[Instance] = []
         for (index, new), row in zip(news, rows, strict=True):
             if isinstance(row, ConveyorError):

@@ -64,6 +64,8 @@ class SqliteDatabase:
     claim behind them is not held for hundreds of fsyncs. Each caller returns once its
     transaction is committed (durably, unless every one in the group was ``durable=False``)."""
 
+    groups_commits = True
+
     def __init__(self, directory: Path) -> None:
         from conveyor.engine.sqlite.storage import ensure_directory, open_database
 
@@ -150,9 +152,12 @@ POOL_SIZE = 32
 
 class PostgresDatabase:
     """The deployment's PostgreSQL database (the engine applied its migrations when it opened it);
-    transactions on a pool, retried whole through outages. The pool grows (to ``POOL_SIZE``) with
-    the transactions under way at once: with fewer connections than a burst of runs (a thousand
-    children finishing), a parent's claim queued behind their writes for hundreds of ms."""
+    transactions on a pool, retried whole through outages, each its own commit. The pool grows
+    (to ``POOL_SIZE``) with the transactions under way at once: with fewer connections than a
+    burst of runs (a thousand children finishing), a parent's claim queued behind their writes
+    for hundreds of ms."""
+
+    groups_commits = False
 
     def __init__(self, conninfo: str) -> None:
         from conveyor.engine.postgres.database import ReadPool

@@ -1,7 +1,7 @@
 """The refusals of workflows (each a :class:`~conveyor.errors.ConveyorError` with a code), and the
 exceptions a workflow's code raises or sees.
 
-Codes 13001-13011 are Conveyor's own: Cloudflare's Workflows API names its errors
+Codes 13001-13010 are Conveyor's own: Cloudflare's Workflows API names its errors
 (``instance.already_exists``) instead of numbering them.
 """
 

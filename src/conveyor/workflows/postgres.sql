@@ -44,7 +44,11 @@ SELECT id, workflow, settings, class_name, script_name, has_code, created_ms, mo
 WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
 
 -- name: instance_counts
-SELECT status, count(*) FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s GROUP BY status;
+SELECT status, count(*) FROM workflow_instances
+WHERE account = %(account)s AND workflow = %(workflow)s
+    AND (CAST(%(start_ms)s AS bigint) IS NULL OR created_ms >= CAST(%(start_ms)s AS bigint))
+    AND (CAST(%(end_ms)s AS bigint) IS NULL OR created_ms <= CAST(%(end_ms)s AS bigint))
+GROUP BY status;
 
 -- name: delete_workflow_steps
 DELETE FROM workflow_steps WHERE account = %(account)s AND workflow = %(workflow)s;
@@ -206,6 +210,9 @@ SELECT value FROM workflow_counters WHERE account = %(account)s AND name = %(cou
 -- name: take_counter_key
 INSERT INTO workflow_counter_keys (account, counter, key) VALUES (%(account)s, %(counter)s, %(key)s)
 ON CONFLICT (account, counter, key) DO NOTHING;
+
+-- name: forget_counter_key
+DELETE FROM workflow_counter_keys WHERE account = %(account)s AND counter = %(counter)s AND key = %(key)s;
 
 -- name: insert_notice
 INSERT INTO workflow_counter_notices (account, counter, workflow, instance, event_type)

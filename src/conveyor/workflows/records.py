@@ -23,6 +23,7 @@ from conveyor.workflows.durations import parse_duration
 from conveyor.workflows.errors import InvalidStepConfig
 from conveyor.workflows.model import WorkflowOverrides
 from conveyor.workflows.schedules import check_cron
+from conveyor.workflows.store import WorkflowStore
 
 if TYPE_CHECKING:
     from conveyor.client.sync import Conveyor
@@ -94,14 +95,17 @@ def put_workflow(
     return put_overrides(client, name, overrides)
 
 
-def put_overrides(client: Conveyor, name: str, overrides: WorkflowOverrides) -> Workflow:
-    """:func:`put_workflow` of checked ``overrides``."""
-    store = workflow_store(client)
+def put_overrides(
+    client: Conveyor, name: str, overrides: WorkflowOverrides, store: WorkflowStore | None = None
+) -> Workflow:
+    """:func:`put_workflow` of checked ``overrides`` (through ``store``: a server's own)."""
+    store = store if store is not None else workflow_store(client)
     now = client.engine.clock.now_ms()
     record = store.put_workflow_overrides(client.deployment.account, check_workflow_name(name), overrides, now)
-    return Workflow(client, record)
+    return Workflow(client, record, store)
 
 
-def list_workflows(client: Conveyor) -> list[Workflow]:
+def list_workflows(client: Conveyor, store: WorkflowStore | None = None) -> list[Workflow]:
     """The account's workflows, by name."""
-    return [Workflow(client, r) for r in workflow_store(client).list_workflows(client.deployment.account)]
+    store = store if store is not None else workflow_store(client)
+    return [Workflow(client, r, store) for r in store.list_workflows(client.deployment.account)]

@@ -338,17 +338,34 @@ class HttpWorkflowStore(WorkflowStore):
             WorkflowVersion | None, self._call(account, "get_version", workflow=workflow, version_id=version_id)
         )
 
-    def instance_counts(self, account: str, workflow: str) -> dict[str, int]:
-        return typing.cast(dict[str, int], self._call(account, "instance_counts", workflow=workflow))
+    def instance_counts(
+        self, account: str, workflow: str, *, start_ms: int | None = None, end_ms: int | None = None
+    ) -> dict[str, int]:
+        return typing.cast(
+            dict[str, int],
+            self._call(account, "instance_counts", workflow=workflow, start_ms=start_ms, end_ms=end_ms),
+        )
 
     # -- instances ----------------------------------------------------------------------------
     def create_instances(
-        self, account: str, workflow: str, version_id: str, items: Sequence[NewInstance], now_ms: int
+        self,
+        account: str,
+        workflow: str,
+        version_id: str,
+        items: Sequence[NewInstance],
+        now_ms: int,
+        atomic: bool = False,
     ) -> list[InstanceRow | ConveyorError]:
         return typing.cast(
             list[InstanceRow | ConveyorError],
             self._call(
-                account, "create_instances", workflow=workflow, version_id=version_id, items=items, now_ms=now_ms
+                account,
+                "create_instances",
+                workflow=workflow,
+                version_id=version_id,
+                items=items,
+                now_ms=now_ms,
+                atomic=atomic,
             ),
         )
 

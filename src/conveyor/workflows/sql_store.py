@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -48,6 +49,9 @@ class Tx(Protocol):
 class Database(Protocol):
     """A connection to one engine's tables: ``transaction(fn)`` runs ``fn(tx)`` atomically,
     retrying it whole through transient failures."""
+
+    # True when the database commits the transactions of concurrent callers in groups itself.
+    groups_commits: bool
 
     def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True) -> T:
         """``durable=False``: the commit may be lost in a crash, but never reordered after a
@@ -94,10 +98,25 @@ def _version(row: Row) -> WorkflowVersion:
     )
 
 
+@dataclasses.dataclass(eq=False)
+class _Add:
+    """One caller's add to a counter, waiting to be applied with its group."""
+
+    n: int
+    key: str | None
+    now_ms: int
+    done: bool = False
+    change: CounterChange | None = None
+    error: BaseException | None = None
+
+
 class SqlWorkflowStore(WorkflowStore):
     def __init__(self, db: Database, queries: Mapping[str, str]) -> None:
         self._db = db
         self._q = queries
+        self._adds: dict[tuple[str, str], list[_Add]] = {}
+        self._adds_lock = threading.Lock()
+        self._add_locks = [threading.Lock() for _ in range(64)]  # by counter, striped
 
     def _rows(self, tx: Tx, query: str, /, **params: Any) -> list[Row]:
         return tx.rows(self._q[query], params)
@@ -211,16 +230,33 @@ class SqlWorkflowStore(WorkflowStore):
         )
         return _version(rows[0]) if rows else None
 
-    def instance_counts(self, account: str, workflow: str) -> dict[str, int]:
-        rows = self._db.transaction(lambda tx: self._rows(tx, "instance_counts", account=account, workflow=workflow))
+    def instance_counts(
+        self, account: str, workflow: str, *, start_ms: int | None = None, end_ms: int | None = None
+    ) -> dict[str, int]:
+        def counted(tx: Tx) -> list[Row]:
+            return self._rows(
+                tx, "instance_counts", account=account, workflow=workflow, start_ms=start_ms, end_ms=end_ms
+            )
+
+        rows = self._db.transaction(counted)
         return {status: int(count) for status, count in rows}
 
     # -- instances ----------------------------------------------------------------------------
     def create_instances(
-        self, account: str, workflow: str, version_id: str, items: Sequence[NewInstance], now_ms: int
+        self,
+        account: str,
+        workflow: str,
+        version_id: str,
+        items: Sequence[NewInstance],
+        now_ms: int,
+        atomic: bool = False,
     ) -> list[InstanceRow | ConveyorError]:
         def create(tx: Tx) -> list[InstanceRow | ConveyorError]:
-            return [self._insert(tx, account, workflow, version_id, item, now_ms, None) for item in items]
+            made = [self._insert(tx, account, workflow, version_id, item, now_ms, None) for item in items]
+            refused = next((r for r in made if isinstance(r, ConveyorError)), None)
+            if atomic and refused is not None:
+                raise refused  # the transaction is rolled back: none of the batch is stored
+            return made
 
         return self._db.transaction(create)
 
@@ -450,9 +486,29 @@ class SqlWorkflowStore(WorkflowStore):
             )
             self._write(tx, claimed)
             steps = [_step(r) for r in self._rows(tx, "steps", account=account, workflow=workflow, id=instance_id)]
+            if row.status == "waiting" and row.waiting_for is not None:
+                steps = self._take_awaited(tx, claimed, steps, row.waiting_for, now_ms)
             return Claim(claimed, steps)
 
         return self._db.transaction(claim)
+
+    def _take_awaited(self, tx: Tx, row: InstanceRow, steps: list[StepRow], type: str, now_ms: int) -> list[StepRow]:
+        """A run woken for the event its wait waits for would begin by taking it: taken here, in
+        the claim's transaction (the wake path's one write fewer), its step stored complete as
+        :meth:`take_event` stores it; the run then finds the wait done."""
+        waits = [s for s in steps if s.type == "waitForEvent" and s.status == "running"]
+        if not waits or json.loads(waits[-1].config).get("type") != type:
+            return steps
+        found = self._rows(tx, "oldest_event", account=row.account, workflow=row.workflow, id=row.id, type=type)
+        if not found:
+            return steps
+        seq, payload, timestamp = found[0]
+        wait = waits[-1]
+        self._run(tx, "consume_event", seq=seq, step_key=wait.key)
+        output = json.dumps({"type": type, "payload": json.loads(payload), "timestamp": timestamp})
+        done = dataclasses.replace(wait, status="complete", output=output, end_ms=now_ms)
+        self._put_step(tx, row, done)
+        return [done if s.key == wait.key else s for s in steps]
 
     def _has_event(self, tx: Tx, row: InstanceRow, type: str) -> bool:
         return bool(self._rows(tx, "oldest_event", account=row.account, workflow=row.workflow, id=row.id, type=type))
@@ -609,18 +665,55 @@ class SqlWorkflowStore(WorkflowStore):
 
     # -- counters -----------------------------------------------------------------------------
     def counter_add(self, account: str, counter: str, n: int, key: str | None, now_ms: int) -> CounterChange:
-        def add(tx: Tx) -> CounterChange:
-            names = {"account": account, "counter": counter}
-            if key is not None and not self._run(tx, "take_counter_key", **names, key=key):
-                return CounterChange(self._counter(tx, account, counter, 0, now_ms), [])
-            value = self._counter(tx, account, counter, n, now_ms)
+        # Every add of a counter takes its row's lock until its commit is flushed, so on PostgreSQL
+        # a burst of adds (a thousand children counting down) would run one flush each, in turn.
+        # The adds of one counter that wait while a group commits run next as one group: one
+        # transaction, one flush, each add applied in order with its own outcome.
+        add = _Add(n, key, now_ms)
+        if self._db.groups_commits:  # its group commit already runs a burst of adds under one flush
+            self._db.transaction(lambda tx: self._apply_adds(tx, account, counter, [add]))
+            if add.error is not None:
+                raise add.error
+            assert add.change is not None
+            return add.change
+        where = (account, counter)
+        with self._adds_lock:
+            self._adds.setdefault(where, []).append(add)
+        with self._add_locks[hash(where) % len(self._add_locks)]:
+            if not add.done:  # else the thread before us applied it with its group
+                with self._adds_lock:
+                    group = self._adds.pop(where, [])
+                try:
+                    self._db.transaction(lambda tx: self._apply_adds(tx, account, counter, group))
+                except BaseException as exc:  # nothing of the group was committed
+                    for each in group:
+                        each.change, each.error = None, exc
+                finally:
+                    for each in group:
+                        each.done = True
+        if add.error is not None:
+            raise add.error
+        assert add.change is not None
+        return add.change
+
+    def _apply_adds(self, tx: Tx, account: str, counter: str, group: list[_Add]) -> None:
+        names = {"account": account, "counter": counter}
+        for add in group:
+            add.change, add.error = None, None
+            if add.key is not None and not self._run(tx, "take_counter_key", **names, key=add.key):
+                add.change = CounterChange(self._counter(tx, account, counter, 0, add.now_ms), [])
+                continue
+            value = self._counter(tx, account, counter, add.n, add.now_ms)
             if abs(value) > MAX_COUNTER:
-                raise InvalidRequest(
+                self._counter(tx, account, counter, -add.n, add.now_ms)  # undone: nothing changed
+                if add.key is not None:
+                    self._run(tx, "forget_counter_key", **names, key=add.key)
+                add.error = InvalidRequest(
                     f"counter {counter!r} would be {value}; a counter stays within ±2^53 (nothing was added)"
                 )
-            return CounterChange(value, self._send_notices(tx, account, counter, now_ms) if value == 0 else [])
-
-        return self._db.transaction(add)
+                continue
+            wakeups = self._send_notices(tx, account, counter, add.now_ms) if value == 0 else []
+            add.change = CounterChange(value, wakeups)
 
     def _counter(self, tx: Tx, account: str, counter: str, n: int, now_ms: int) -> int:
         """Add ``n`` (the row locked, made at 0 if missing); the value after."""

@@ -44,7 +44,10 @@ SELECT id, workflow, settings, class_name, script_name, has_code, created_ms, mo
 WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: instance_counts
-SELECT status, count(*) FROM workflow_instances WHERE account = :account AND workflow = :workflow GROUP BY status;
+SELECT status, count(*) FROM workflow_instances
+WHERE account = :account AND workflow = :workflow
+    AND (:start_ms IS NULL OR created_ms >= :start_ms) AND (:end_ms IS NULL OR created_ms <= :end_ms)
+GROUP BY status;
 
 -- name: delete_workflow_steps
 DELETE FROM workflow_steps WHERE account = :account AND workflow = :workflow;
@@ -206,6 +209,9 @@ SELECT value FROM workflow_counters WHERE account = :account AND name = :counter
 -- name: take_counter_key
 INSERT INTO workflow_counter_keys (account, counter, key) VALUES (:account, :counter, :key)
 ON CONFLICT (account, counter, key) DO NOTHING;
+
+-- name: forget_counter_key
+DELETE FROM workflow_counter_keys WHERE account = :account AND counter = :counter AND key = :key;
 
 -- name: insert_notice
 INSERT INTO workflow_counter_notices (account, counter, workflow, instance, event_type)

@@ -85,16 +85,26 @@ class WorkflowStore(ABC):
     def get_version(self, account: str, workflow: str, version_id: str) -> WorkflowVersion | None: ...
 
     @abstractmethod
-    def instance_counts(self, account: str, workflow: str) -> dict[str, int]:
-        """How many instances the workflow has in each status (statuses it has none in left out)."""
+    def instance_counts(
+        self, account: str, workflow: str, *, start_ms: int | None = None, end_ms: int | None = None
+    ) -> dict[str, int]:
+        """How many instances the workflow has in each status (statuses it has none in left out),
+        of those created from ``start_ms`` to ``end_ms`` when given."""
 
     # -- instances ----------------------------------------------------------------------------
     @abstractmethod
     def create_instances(
-        self, account: str, workflow: str, version_id: str, items: Sequence[NewInstance], now_ms: int
+        self,
+        account: str,
+        workflow: str,
+        version_id: str,
+        items: Sequence[NewInstance],
+        now_ms: int,
+        atomic: bool = False,
     ) -> list[InstanceRow | ConveyorError]:
         """Store ``items`` as ``queued`` instances; per item the new row, or ``InstanceExists`` for an
-        id this workflow has ever had (ids are never reused, even after delete)."""
+        id this workflow has ever had (ids are never reused, even after delete). ``atomic``: raise
+        that ``InstanceExists`` instead, storing none of them."""
 
     @abstractmethod
     def get_instance(self, account: str, workflow: str, instance_id: str) -> InstanceRow | None: ...
@@ -147,7 +157,9 @@ class WorkflowStore(ABC):
     def claim(self, account: str, workflow: str, instance_id: str, message_id: str, now_ms: int) -> Claim | None:
         """Start a run driven by queue message ``message_id``, or None when there is nothing to run:
         the instance is gone, finished, paused, not due, or running under another message. A run
-        under the same message is taken over (that message's previous lease ran out)."""
+        under the same message is taken over (that message's previous lease ran out). A waiting
+        instance whose event has come has it taken into its wait's step by the claim (the step
+        returned complete), as :meth:`take_event` would at the run's start."""
 
     @abstractmethod
     def save_step(

@@ -27,8 +27,9 @@ from conveyor.workflows.model import InstanceRow, StepRow
 if TYPE_CHECKING:
     from conveyor.client.sync import Conveyor
 
-# The most instances one tree shows (the store's largest page); ``truncated`` says when more exist.
-MAX_INSTANCES = 1000
+# The most instances one tree shows (one under the store's largest page over HTTP, 1,000, so that
+# one more can be asked for); ``truncated`` says when more exist.
+MAX_INSTANCES = 999
 _STEP_KEY = re.compile(r"^(?P<type>[^:]+):(?P<name>.*):(?P<n>\d+)\Z", re.DOTALL)
 
 

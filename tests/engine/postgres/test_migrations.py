@@ -116,3 +116,24 @@ def test_migration_5_moves_plain_queue_names_into_account_local(pg_url: str) -> 
         assert queue.consumer().dead_letter_queue == "emails-dlq"  # type: ignore[union-attr]
     with conveyor.connect(pg_url, account_id="unqualified") as aside:
         assert [q.queue_name for q in aside.list_queues()] == ["jobs"]
+
+
+def test_migration_11_keeps_a_workflow_record_as_its_codes_settings_and_first_version(pg_url: str) -> None:
+    migrate(pg_url)
+    undo = (
+        "DROP TABLE workflow_versions",
+        "DROP INDEX workflow_instances_by_status",
+        "ALTER TABLE workflows DROP COLUMN code_settings, DROP COLUMN code_version, DROP COLUMN overrides",
+        "DELETE FROM conveyor_migrations WHERE version = 11",
+    )
+    settings = json.dumps({"script_name": "jobs:download", "max_steps": 9})
+    with psycopg.connect(pg_url) as conn:
+        for statement in undo:
+            conn.execute(statement)  # the database as migration 10 left it
+        conn.execute("INSERT INTO workflows VALUES ('local', 'old', %s, 'v-old', 1000, 2000, 5, 6)", (settings,))
+    assert migrate(pg_url) == [11]
+    with conveyor.connect(pg_url) as cv:
+        record = cv.workflow("old").record
+        assert (record.settings.max_steps, record.code_settings, record.code_version) == (9, record.settings, "v-old")
+        assert (record.class_name, record.script_name) == ("download", "jobs")
+        assert [(v.id, v.created_ms, v.has_code) for v in cv.workflow("old").versions()] == [("v-old", 6, True)]

@@ -1,0 +1,99 @@
+"""The pipeline's worker as a real process (``conveyor slurper worker``), SIGKILLed: between a copy
+and its count (a fault hook), and at random moments from outside. The job still completes with
+exact counts (transferred + skipped + failed = listed, read from the tool's tables), every object
+is in the target, and no object is written twice except those in flight at a kill (counted through
+the target bucket's PutObject notifications)."""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import conveyor
+from conveyor.slurper.pipeline import FAULT_VARIABLE
+from conveyor.slurper.store import job_store
+from tests.slurper.conftest import s3_source
+from tests.storage.s3_server import S3Server
+
+CONVEYOR = Path(sys.executable).with_name("conveyor")
+
+
+def _worker(url: str, logs: Path, fault: str | None = None) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if k != FAULT_VARIABLE}
+    if fault is not None:
+        env[FAULT_VARIABLE] = fault
+    with (logs / "worker.log").open("ab") as out:
+        return subprocess.Popen(
+            [str(CONVEYOR), "--url", url, "slurper", "worker", "--visibility-timeout-ms", "2000"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _writes(cv: conveyor.Conveyor) -> collections.Counter[str]:
+    """How many times each key was written to the target (its PutObject notifications)."""
+    queue = cv.queue("writes")
+    queue.add_pull_consumer() if queue.consumer() is None else None
+    counts: collections.Counter[str] = collections.Counter()
+    while batch := queue.pull(batch_size=100):
+        counts.update(m.body["object"]["key"] for m in batch)
+        queue.ack(acks=[m.lease_id for m in batch])
+    return counts
+
+
+def test_a_worker_killed_between_copy_and_count_and_at_random_still_counts_every_object_once(
+    tmp_path: Path, s3_server: S3Server
+) -> None:
+    url = f"sqlite://{tmp_path / 'data'}"
+    bucket = s3_server.new_bucket()
+    client: Any = s3_server.client()
+    keys = [f"obj/{i:03d}" for i in range(150)]
+    for key in keys:
+        client.put_object(Bucket=bucket, Key=key, Body=key.encode() * 50)
+    kills = 0
+    with conveyor.connect(url) as cv:
+        cv.create_queue("writes")
+        cv.create_bucket("dest").add_notification("writes", actions=["PutObject"])
+        job = cv.slurper.create_job(source=s3_source(s3_server, bucket), target={"vendor": "r2", "bucket": "dest"})
+        # Three workers die right after a copy, before its count: each at its 10th copy.
+        for _ in range(3):
+            worker = _worker(url, tmp_path, fault="after-copy:10")
+            assert worker.wait(timeout=60) == -signal.SIGKILL
+            kills += 1
+        # Then workers killed from outside at random moments.
+        rng = random.Random(7)
+        while job.info().status != "completed" and kills < 8:
+            worker = _worker(url, tmp_path)
+            time.sleep(rng.uniform(1.0, 2.5))
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(timeout=10)
+            kills += 1
+        worker = _worker(url, tmp_path)
+        try:
+            deadline = time.monotonic() + 120
+            while job.info().status != "completed":
+                assert time.monotonic() < deadline, job.progress()
+                time.sleep(0.2)
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+        row = job_store(cv).job(cv.deployment.account, job.id)
+        assert row.objects == len(keys)
+        assert (row.transferred, row.skipped, row.failed) == (len(keys), 0, 0)
+        assert job_store(cv).key_states(job.id) == {"transferred": len(keys)}
+        assert sorted(o.key for o in cv.bucket("dest").list()) == keys
+        for key in keys:
+            assert cv.bucket("dest").get(key).bytes() == key.encode() * 50
+        writes = _writes(cv)
+        assert set(writes) == set(keys)
+        again = sum(n - 1 for n in writes.values())
+        # Only copies in flight at a kill are written again: at most a transfer batch per kill.
+        assert again <= kills * 10 * 4, writes
