@@ -129,7 +129,8 @@ def test_the_target_restarted_mid_job_still_gets_every_object_once_counted(tmp_p
                 target = start_s3rver(data, logs, port)
                 wait_for(job, timeout=120)
             row = job_store(cv).job(cv.deployment.account, job.id)
-            assert (row.objects, row.transferred, row.skipped, row.failed) == (len(keys), len(keys), 0, 0)
+            failures = [e.message for e in job.logs(limit=1000) if e.log_type != "migrationStart"]
+            assert (row.objects, row.transferred, row.skipped, row.failed) == (len(keys), len(keys), 0, 0), failures
         listed = target_client.list_objects_v2(Bucket="restarted", MaxKeys=1000)
         assert sorted(o["Key"] for o in listed["Contents"]) == keys
         got = target_client.get_object(Bucket="restarted", Key="r/123")

@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
@@ -31,6 +31,9 @@ from conveyor.cli.context import CliError, CliState, ConveyorGroup, console, emi
 from conveyor.slurper import Job, JobProgress, PlannedObject
 from conveyor.slurper.model import iso
 from conveyor.wire import slurper as shapes
+
+if TYPE_CHECKING:
+    from conveyor.slurper.remote import RemoteJob
 
 FINISHED = ("completed", "aborted")
 POLL_SECONDS = 0.5
@@ -70,7 +73,7 @@ def _done(p: JobProgress) -> int:
     return p.transferred_objects + p.skipped_objects + p.failed_objects
 
 
-def watch(job: Job, as_json: bool) -> JobProgress:
+def watch(job: Job | RemoteJob, as_json: bool) -> JobProgress:
     """Follow ``job`` until it is completed or aborted (Ctrl-C stops watching, not the job)."""
     if as_json:
         last = None

@@ -103,6 +103,13 @@ class FailureWindow:
             return total >= self.minimum and self._failed >= self.ratio * total
 
 
+class SourceObjectGone(ConveyorError):
+    """The source has no object at a listed key (deleted since, or a ``keys`` entry that never was)."""
+
+    code = 16006
+    status = 404
+
+
 class ChecksumMismatch(ConveyorError):
     """The bytes copied do not match the source's size or MD5 etag (retried as any failure)."""
 
@@ -269,7 +276,7 @@ class Pipeline:
             return m.ack()
         try:
             outcome, size, note = self._copy(row, key, locked)
-        except ObjectNotFound as exc:  # gone from the source since it was listed: no retry helps
+        except SourceObjectGone as exc:  # deleted since it was listed (or never there): no retry helps
             outcome, size, note = "failed", 0, ("importErrorRetryExhaustion", exc.message)
         except Exception as exc:  # every other failure may pass: retry with backoff, then dead-letter
             self.throttle.record(True)
@@ -322,7 +329,11 @@ class Pipeline:
                 return "transferred", max(locked.size, 0), None
             if not row.overwrite and not changed(existing, locked.size, locked.etag):
                 return "skipped", 0, None
-        with self._source(row).open(key) as (meta, chunks):
+        with contextlib.ExitStack() as opened:
+            try:
+                meta, chunks = opened.enter_context(self._source(row).open(key))
+            except ObjectNotFound as exc:  # the source's answer; a target's 404 is retried as any failure
+                raise SourceObjectGone(exc.message) from None
             skip = skip_reason(key, meta.size, "", self.max_object_bytes)
             if skip is not None:
                 return "skipped", 0, skip
