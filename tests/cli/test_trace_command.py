@@ -80,6 +80,13 @@ def test_trace_json_is_the_tree_and_a_traceparent_names_the_same_trace(run: Cli,
     }
 
 
+def test_trace_of_an_instance_is_the_tree_of_its_trace(run: Cli, client: conveyor.Conveyor) -> None:
+    _partial_success(client)
+    assert run.json("trace", "child/kid") == run.json("trace", TRACE_ID)
+    run.fails("trace", "child/nobody", code=13004)
+    run.fails("trace", "nothing/kid", code=13003)
+
+
 def test_trace_of_an_unknown_or_malformed_id(run: Cli) -> None:
     assert "no workflow instance has trace" in run.ok("trace", "ab" * 16).stdout
     result = run("trace", "nope")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import conveyor
+from conveyor import tracing
 from tests.conformance.support import FakeClock, backlog
 
 
@@ -84,3 +85,20 @@ def test_engine_refuses_a_redrive_into_the_same_queue(conveyor_client: conveyor.
     with pytest.raises(conveyor.InvalidRequest, match="into itself"):
         conveyor_client.engine.redrive(dlq.id, dlq.id)
     assert backlog(dlq) == (1, 6)
+
+
+def test_a_message_keeps_its_traceparent_through_dead_lettering_and_redrive(
+    conveyor_client: conveyor.Conveyor, queue: conveyor.Queue
+) -> None:
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    queue.add_pull_consumer(max_retries=0, dead_letter_queue="q-dlq")
+    with tracing.use(traceparent):
+        dead_letter(queue, ["traced"])
+    queue.send("plain")
+    dlq = conveyor_client.queue("q-dlq")
+    assert [(m.body, m.traceparent) for m in dlq.peek()] == [("traced", traceparent)]
+    assert dlq.redrive(to="q") == 1
+    assert sorted((m.body, m.traceparent or "") for m in queue.pull(batch_size=10)) == [
+        ("plain", ""),
+        ("traced", traceparent),
+    ]

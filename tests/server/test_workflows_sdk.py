@@ -106,6 +106,8 @@ def test_a_put_record_a_worker_and_versions_through_the_sdk(cf: Cloudflare, serv
 
 
 def test_instances_run_wait_for_an_event_and_show_their_steps(cf: Cloudflare, app: conveyor.App) -> None:
+    assert [w.to_dict()["has_worker"] for w in cf.workflows.list(**A)] == [True]
+    assert cf.workflows.get("pipeline", **A).to_dict()["has_worker"] is True
     created = cf.workflows.instances.create("pipeline", instance_id="i1", params=json.dumps({"n": 21}), **A)
     assert (created.id, created.status) == ("i1", "queued")
     wait_for(lambda: _status(cf, "i1") == "waiting", timeout=30, what="the instance to wait for its event")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 
 import pytest
 
@@ -149,3 +150,33 @@ def test_every_log_line_of_a_run_names_its_trace(cv, app) -> None:
         log.removeHandler(collect)
     assert f"{TRACE_ID} step" in lines and f"{TRACE_ID} run" in lines
     assert "- outside" in lines
+
+
+def test_a_long_attempt_shows_the_messages_it_sent_while_it_still_runs(cv, app) -> None:
+    out = cv.create_queue("out")
+    release = threading.Event()
+
+    @app.workflow("slow")
+    def slow(event, step):
+        def work() -> int:
+            out.send({"n": 1})
+            release.wait(10)
+            return 1
+
+        return step.do("work", work)
+
+    store = workflow_store(cv)
+
+    def shown(instance_id: str) -> list[dict[str, str]] | None:
+        steps = store.steps(cv.deployment.account, "slow", instance_id)
+        return json.loads(steps[0].attempts)[-1].get("messages") if steps else None
+
+    with running(app):
+        inst = cv.workflow("slow").create()
+        try:
+            messages = wait_for(lambda: shown(inst.id), timeout=10, what="the running attempt to be shown")
+        finally:
+            release.set()
+        settled(inst, "complete")
+    assert [m["queue"] for m in messages] == ["out"]
+    assert shown(inst.id) == messages, "the ended attempt keeps them"

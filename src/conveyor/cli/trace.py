@@ -112,18 +112,23 @@ def render_tree(tree: dict[str, Any]) -> RenderableType:
 
 
 @click.command("trace", short_help="Print the whole tree of one run: instances, steps, attempts, messages.")
-@click.argument("trace_id")
+@click.argument("trace_id", metavar="ID")
 @json_option
 @pass_state
 def trace(state: CliState, trace_id: str, as_json: bool) -> None:
-    """The tree of the run whose trace is TRACE_ID (an instance's trace_id, or a W3C traceparent):
-    every workflow instance of the trace, its steps and their attempts (with errors), the messages
-    each attempt sent, and the instances created by a step or by a handler of such a message, with
-    statuses, so a partial success shows where it stopped.
+    """The tree of the run whose trace is ID (a trace id, a W3C traceparent, or WORKFLOW/INSTANCE
+    for that instance's trace): every workflow instance of the trace, its steps and their attempts
+    (with errors), the messages each attempt sent, and the instances created by a step or by a
+    handler of such a message, with statuses, so a partial success shows where it stopped.
 
     \b
     conveyor trace 4bf92f3577b34da6a3ce929d0e0e4736
+    conveyor trace download-package/jquery-1
     conveyor trace --json 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
     """
-    tree = trace_tree(state.connect(), trace_id)
+    cv = state.connect()
+    if "/" in trace_id:
+        workflow, _, instance_id = trace_id.partition("/")
+        trace_id = cv.workflow(workflow).get(instance_id).status().trace_id
+    tree = trace_tree(cv, trace_id)
     emit(as_json, tree, lambda: render_tree(tree))

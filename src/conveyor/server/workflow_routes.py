@@ -32,6 +32,7 @@ from conveyor.wire import workflows as shapes
 from conveyor.workflows.client import COMPONENT, Instance, Workflow, check_instance_id, check_workflow_name
 from conveyor.workflows.databases import open_store
 from conveyor.workflows.errors import InstanceNotFound, StepNotFound
+from conveyor.workflows.execution import queue_name
 from conveyor.workflows.model import MAX_BATCH, MAX_PAYLOAD_BYTES, STATUSES, WorkflowOverrides
 from conveyor.workflows.records import check_overrides, list_workflows, put_overrides, retention_ms
 from conveyor.workflows.store import WorkflowStore
@@ -125,8 +126,9 @@ def _json_value(body: bytes, what: str) -> Any:
 
 
 # -- workflows -----------------------------------------------------------------------------------------
-def _shown(wf: Workflow) -> shapes.Workflow:
-    return shapes.workflow(wf.record, wf.instance_counts(), wf.has_worker())
+def _shown(wf: Workflow, has_worker: bool | None = None) -> shapes.Workflow:
+    worked = wf.has_worker() if has_worker is None else has_worker
+    return shapes.workflow(wf.record, wf.instance_counts(), worked)
 
 
 async def list_workflows_route(request: Request) -> Response:
@@ -139,7 +141,9 @@ async def list_workflows_route(request: Request) -> Response:
         found = [wf for wf in list_workflows(ctx.client, store) if search.lower() in wf.name.lower()]
         chunk = found[(page - 1) * per_page : page * per_page]
         info = _page_info(page, per_page, len(chunk), len(found))
-        return ok([_shown(wf) for wf in chunk], result_info=info)
+        # The live workers' runs read once for the page, not once per workflow.
+        running = {run.queue_name for w in ctx.client.engine.list_workers() for run in w.runs}
+        return ok([_shown(wf, queue_name(wf.name) in running) for wf in chunk], result_info=info)
 
     return await _run(request, listed)
 
@@ -344,13 +348,13 @@ async def get_step(request: Request) -> Response:
         if found is None:
             raise StepNotFound(f"instance {inst.id!r} has no {kind} step {name!r}")
         status = "running" if found.success is None else "complete" if found.success else "errored"
-        error = shapes._error(found.error)
+        error = shapes.workflow_error(found.error)
         if attempt is not None:
             if attempt > len(found.attempts):
                 raise StepNotFound(f"step {name!r} has {len(found.attempts)} attempts, not {attempt}")
             tried = found.attempts[attempt - 1]
             status = "running" if tried.success is None else "complete" if tried.success else "errored"
-            error = shapes._error(tried.error)
+            error = shapes.workflow_error(tried.error)
         output = found.output if status == "complete" else None
         event_type = found.config.get("type") if kind == "waitForEvent" else msgspec.UNSET
         return shapes.StepDetail(status=status, output=output, error=error, event_type=event_type)  # type: ignore[arg-type]

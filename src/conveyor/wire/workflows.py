@@ -328,40 +328,40 @@ def workflow_id(record: WorkflowRecord | WorkflowVersion, account: str = "") -> 
     return str(uuid.uuid5(WORKFLOW_IDS, f"{owner}/{name}"))
 
 
+def _record_fields(record: WorkflowRecord) -> dict[str, Any]:
+    return {
+        "id": workflow_id(record),
+        "name": record.name,
+        "class_name": record.class_name,
+        "script_name": record.script_name,
+        "created_on": _time(record.created_ms),
+        "modified_on": _time(record.modified_ms),
+        "version_id": record.version_id,
+    }
+
+
 def workflow(record: WorkflowRecord, counts: dict[str, int], has_worker: bool) -> Workflow:
-    return Workflow(
-        id=workflow_id(record),
-        name=record.name,
-        class_name=record.class_name,
-        script_name=record.script_name,
-        created_on=_time(record.created_ms),
-        modified_on=_time(record.modified_ms),
-        instances=counts,
-        schedules=[ScheduleInfo(cron) for cron in record.settings.schedules],
-        version_id=record.version_id,
-        has_worker=has_worker,
-    )
+    schedules = [ScheduleInfo(cron) for cron in record.settings.schedules]
+    return Workflow(**_record_fields(record), instances=counts, schedules=schedules, has_worker=has_worker)
 
 
 def workflow_updated(record: WorkflowRecord) -> WorkflowUpdated:
-    return WorkflowUpdated(
-        id=workflow_id(record),
-        name=record.name,
-        class_name=record.class_name,
-        script_name=record.script_name,
-        created_on=_time(record.created_ms),
-        modified_on=_time(record.modified_ms),
-        version_id=record.version_id,
-    )
+    return WorkflowUpdated(**_record_fields(record))
+
+
+def _version_fields(v: WorkflowVersion, account: str) -> dict[str, Any]:
+    return {
+        "id": v.id,
+        "workflow_id": workflow_id(v, account),
+        "class_name": v.class_name,
+        "created_on": _time(v.created_ms),
+        "modified_on": _time(v.modified_ms),
+    }
 
 
 def version(v: WorkflowVersion, account: str) -> Version:
     return Version(
-        id=v.id,
-        workflow_id=workflow_id(v, account),
-        class_name=v.class_name,
-        created_on=_time(v.created_ms),
-        modified_on=_time(v.modified_ms),
+        **_version_fields(v, account),
         concurrency=OptionalConcurrency(v.settings.concurrency),
         default_retention=RetentionMs(v.settings.success_retention_ms, v.settings.error_retention_ms),
         limits=Limits(v.settings.max_steps),
@@ -370,13 +370,7 @@ def version(v: WorkflowVersion, account: str) -> Version:
 
 
 def version_graph(v: WorkflowVersion, account: str) -> VersionGraph:
-    return VersionGraph(
-        id=v.id,
-        workflow_id=workflow_id(v, account),
-        class_name=v.class_name,
-        created_on=_time(v.created_ms),
-        modified_on=_time(v.modified_ms),
-    )
+    return VersionGraph(**_version_fields(v, account))
 
 
 def trigger_source(scheduled: bool) -> TriggerSource:
@@ -398,7 +392,7 @@ def instance_listed(s: InstanceSummary, wf_id: str, scheduled: bool) -> Instance
     )
 
 
-def _error(error: dict[str, str] | None) -> WorkflowError | None:
+def workflow_error(error: dict[str, str] | None) -> WorkflowError | None:
     if not error:
         return None
     return WorkflowError(str(error.get("name", "Error")), str(error.get("message", "")))
@@ -410,7 +404,11 @@ def step(record: StepRecord) -> DoStep | SleepStep | WaitStep:
         until = config.get("until")
         end = record.end or (_time(until) if isinstance(until, int) else None)
         return SleepStep(
-            name=record.name, start=record.start, end=end, finished=record.end is not None, error=_error(record.error)
+            name=record.name,
+            start=record.start,
+            end=end,
+            finished=record.end is not None,
+            error=workflow_error(record.error),
         )
     if record.type == "waitForEvent":
         timeout = config.get("timeout")
@@ -422,7 +420,7 @@ def step(record: StepRecord) -> DoStep | SleepStep | WaitStep:
             start=record.start,
             end=end,
             finished=record.success is not None,
-            error=_error(record.error),
+            error=workflow_error(record.error),
             event_type=config.get("type"),
             output=record.output,
         )
@@ -439,7 +437,9 @@ def step(record: StepRecord) -> DoStep | SleepStep | WaitStep:
             ),
             timeout=config.get("timeout", 0),
         ),
-        attempts=[Attempt(start=a.start, end=a.end, success=a.success, error=_error(a.error)) for a in record.attempts],
+        attempts=[
+            Attempt(start=a.start, end=a.end, success=a.success, error=workflow_error(a.error)) for a in record.attempts
+        ],
     )
 
 
@@ -456,7 +456,7 @@ def instance_detail(
         status=s.status,  # type: ignore[arg-type]
         params=s.params,
         output=s.output,
-        error=_error(s.error),
+        error=workflow_error(s.error),
         queued=s.queued,
         start=s.start,
         end=s.end,

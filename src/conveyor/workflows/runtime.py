@@ -242,8 +242,11 @@ class Run:
     def show_attempt(self, plan: _Do, started_ms: int) -> None:
         """Record that an attempt is under way (not durably: it only shows), for one that runs
         longer than ``SHOW_RUNNING_AFTER``: status() shows it, and an attempt whose worker dies
-        is then seen as interrupted. Fast attempts cost no write."""
-        attempts = json.dumps([*plan.attempts, {"start": started_ms}])
+        is then seen as interrupted (with the messages it had sent by then). Fast attempts cost no
+        write."""
+        ctx = tracing.current()
+        sent = {"messages": list(ctx.sent)} if ctx is not None and ctx.sent else {}
+        attempts = json.dumps([*plan.attempts, {"start": started_ms, **sent}])
         step = StepRow(
             plan.key, plan.seq, "step", plan.name, "running", None, attempts, plan.config, plan.start_ms, None
         )
