@@ -68,3 +68,18 @@ def test_a_remote_client_carries_the_traceparent_end_to_end(server: RunningServe
         assert [m.traceparent for m in q.pull(batch_size=10)] == [TRACEPARENT, TRACEPARENT, None]
     finally:
         cv.close()
+
+
+def test_a_remote_write_in_a_trace_sends_its_notification_in_that_trace(server: RunningServer) -> None:
+    cv = server.connect(ACCOUNT)
+    try:
+        events = cv.create_queue("events")
+        events.add_pull_consumer()
+        bucket = cv.create_bucket("traced")
+        bucket.add_notification("events", actions=["object-create"])
+        with tracing.use(TRACEPARENT):
+            bucket.put("in-trace.txt", b"1")
+        bucket.put("outside.txt", b"2")
+        assert [m.traceparent for m in events.pull(batch_size=10)] == [TRACEPARENT, None]
+    finally:
+        cv.close()

@@ -59,6 +59,7 @@ def pipeline_running(cv: conveyor.Conveyor, **settings: Any) -> Iterator[conveyo
     """A worker of the pipeline's three consumers, in this process, while the block runs."""
     app = conveyor.App(cv, grace_period=5)
     pipeline = conveyor.slurper.add_consumers(app, **{"retry_delay": 1, "tick_seconds": 1, **settings})
+    app.pipeline = pipeline  # type: ignore[attr-defined]
     app.start()
     try:
         yield app

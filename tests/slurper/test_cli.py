@@ -25,6 +25,31 @@ def test_the_cli_creates_follows_and_controls_a_job(tmp_path: Path, s3_server: S
         cv.create_bucket("dest")
         source = tmp_path / "source.json"
         source.write_text(json.dumps(s3_source(s3_server, bucket)))
+        planned = run.json(
+            "slurper",
+            "jobs",
+            "create",
+            "--source",
+            f"@{source}",
+            "--target",
+            '{"vendor": "r2", "bucket": "dest"}',
+            "--dry-run",
+        )
+        assert (planned["copy"], planned["skip"], planned["bytes"]) == (12, 0, sum(range(12)))
+        assert (
+            "would copy 12 objects"
+            in run.ok(
+                "slurper",
+                "jobs",
+                "create",
+                "--source",
+                f"@{source}",
+                "--target",
+                '{"vendor": "r2", "bucket": "dest"}',
+                "--dry-run",
+            ).stdout
+        )
+        assert run.json("slurper", "jobs", "list") == []
         created = run.json(
             "slurper", "jobs", "create", "--source", f"@{source}", "--target", '{"vendor": "r2", "bucket": "dest"}'
         )

@@ -1,8 +1,9 @@
-"""The pipeline's worker as a real process (``conveyor slurper worker``), SIGKILLed: between a copy
-and its count (a fault hook), and at random moments from outside. The job still completes with
-exact counts (transferred + skipped + failed = listed, read from the tool's tables), every object
-is in the target, and no object is written twice except those in flight at a kill (counted through
-the target bucket's PutObject notifications)."""
+"""Faults under a running job. The pipeline's worker as a real process (``conveyor slurper worker``),
+SIGKILLed between a copy and its count (a fault hook) and at random moments from outside; and the
+target service (s3rver, which keeps its data on disk) stopped and started again mid-job. The job
+still completes with exact counts (transferred + skipped + failed = listed, read from the tool's
+tables), every object is in the target, and no object is written twice except those in flight at
+a kill (counted through the target bucket's PutObject notifications)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from typing import Any
 import conveyor
 from conveyor.slurper.pipeline import FAULT_VARIABLE
 from conveyor.slurper.store import job_store
-from tests.slurper.conftest import s3_source
+from tests.slurper.conftest import pipeline_running, s3_source, wait_for
 from tests.storage.s3_server import S3Server
+from tests.storage.s3rver import start_s3rver
 
 CONVEYOR = Path(sys.executable).with_name("conveyor")
 
@@ -97,3 +99,41 @@ def test_a_worker_killed_between_copy_and_count_and_at_random_still_counts_every
         again = sum(n - 1 for n in writes.values())
         # Only copies in flight at a kill are written again: at most a transfer batch per kill.
         assert again <= kills * 10 * 4, writes
+
+
+def test_the_target_restarted_mid_job_still_gets_every_object_once_counted(tmp_path: Path, s3_server: S3Server) -> None:
+    data, logs = tmp_path / "s3rver", tmp_path / "logs"
+    data.mkdir()
+    logs.mkdir()
+    target = start_s3rver(data, logs)
+    port = int(target.endpoint.rsplit(":", 1)[1])
+    try:
+        target_client: Any = target.client()
+        target_client.create_bucket(Bucket="restarted")
+        bucket = s3_server.new_bucket()
+        client: Any = s3_server.client()
+        keys = [f"r/{i:03d}" for i in range(200)]
+        for key in keys:
+            client.put_object(Bucket=bucket, Key=key, Body=key.encode() * 20, Metadata={"k": key[-3:]})
+        with conveyor.connect(f"sqlite://{tmp_path / 'data'}") as cv:
+            job = cv.slurper.create_job(
+                source=s3_source(s3_server, bucket), target=s3_source(target, "restarted"), overwrite=True
+            )
+            with pipeline_running(cv, page_size=20, max_retries=6):
+                deadline = time.monotonic() + 60
+                while job.progress().transferred_objects < 40:
+                    assert time.monotonic() < deadline, job.progress()
+                    time.sleep(0.05)
+                target.stop()
+                time.sleep(2)
+                target = start_s3rver(data, logs, port)
+                wait_for(job, timeout=120)
+            row = job_store(cv).job(cv.deployment.account, job.id)
+            failures = [e.message for e in job.logs(limit=1000) if e.log_type != "migrationStart"]
+            assert (row.objects, row.transferred, row.skipped, row.failed) == (len(keys), len(keys), 0, 0), failures
+        listed = target_client.list_objects_v2(Bucket="restarted", MaxKeys=1000)
+        assert sorted(o["Key"] for o in listed["Contents"]) == keys
+        got = target_client.get_object(Bucket="restarted", Key="r/123")
+        assert got["Body"].read() == b"r/123" * 20 and got["Metadata"] == {"k": "123"}
+    finally:
+        target.stop()

@@ -13,7 +13,8 @@ import pytest
 import conveyor
 from conveyor.egress import EgressPolicy, EgressRefused
 from conveyor.slurper import InvalidJob, InvalidJobState, JobNotFound
-from conveyor.slurper.pipeline import DEAD_LETTER_QUEUE, LIFECYCLE_QUEUE, LIST_QUEUE, TRANSFER_QUEUE
+from conveyor.slurper.pipeline import DEAD_LETTER_QUEUE, LIFECYCLE_QUEUE, LIST_QUEUE, TRANSFER_QUEUE, FailureWindow
+from conveyor.slurper.rules import ByteRate
 from conveyor.slurper.store import job_store
 from conveyor.storage.errors import BucketNotFound, BucketUnauthorized, BucketUnreachable
 from tests.slurper.conftest import eventually, local_bucket, pipeline_running, s3_source, wait_for
@@ -95,7 +96,7 @@ def test_skip_existing_leaves_the_targets_objects_and_overwrite_replaces_them(
     for key in ("keep", "new"):
         client.put_object(Bucket=bucket, Key=key, Body=b"from the source")
     target = local_bucket(cv, "existing")
-    target.put("keep", b"already here")
+    target.put("keep", b"already here!!!")  # the same size as the source's: unchanged
     skipping = cv.slurper.create_job(
         source=s3_source(s3_server, bucket), target={"vendor": "r2", "bucket": "existing"}, overwrite=False
     )
@@ -103,7 +104,7 @@ def test_skip_existing_leaves_the_targets_objects_and_overwrite_replaces_them(
         wait_for(skipping)
         progress = skipping.progress()
         assert (progress.objects, progress.transferred_objects, progress.skipped_objects) == (2, 1, 1)
-        assert target.get("keep").bytes() == b"already here"
+        assert target.get("keep").bytes() == b"already here!!!"
         assert target.get("new").bytes() == b"from the source"
         target.put("keep", b"older than the next job")
         overwriting = cv.slurper.create_job(
@@ -251,3 +252,110 @@ def test_a_job_of_another_account_is_not_found(cv: conveyor.Conveyor, s3_server:
         assert other.slurper.list_jobs() == []
         assert other.slurper.abort_all() == 0
     assert job.info().status == "running"
+
+
+def test_skip_existing_copies_again_what_changed_in_size_or_md5(cv: conveyor.Conveyor, s3_server: S3Server) -> None:
+    bucket = s3_server.new_bucket()
+    client: Any = s3_server.client()
+    for key, data in (("same", b"1234"), ("grown", b"longer now"), ("new", b"n")):
+        client.put_object(Bucket=bucket, Key=key, Body=data)
+    target = local_bucket(cv, "partly")
+    target.put("same", b"abcd")  # same size: a Conveyor bucket's etag is no MD5, so it counts as unchanged
+    target.put("grown", b"short")
+    s3_target = s3_server.new_bucket()
+    client.put_object(Bucket=s3_target, Key="same", Body=b"abcd")  # same size, another MD5: changed
+    time.sleep(0.01)
+    into_bucket = cv.slurper.create_job(
+        source=s3_source(s3_server, bucket), target={"vendor": "r2", "bucket": "partly"}, overwrite=False
+    )
+    into_s3 = cv.slurper.create_job(
+        source=s3_source(s3_server, bucket), target=s3_source(s3_server, s3_target), overwrite=False
+    )
+    with pipeline_running(cv):
+        wait_for(into_bucket)
+        wait_for(into_s3)
+    assert (into_bucket.progress().transferred_objects, into_bucket.progress().skipped_objects) == (2, 1)
+    assert target.get("same").bytes() == b"abcd" and target.get("grown").bytes() == b"longer now"
+    assert (into_s3.progress().transferred_objects, into_s3.progress().skipped_objects) == (3, 0)
+    assert client.get_object(Bucket=s3_target, Key="same")["Body"].read() == b"1234"
+
+
+def test_the_throttle_postpones_listing_while_transfers_fail_and_the_job_still_completes(
+    cv: conveyor.Conveyor, s3_server: S3Server
+) -> None:
+    bucket = s3_server.new_bucket()
+    client: Any = s3_server.client()
+    for i in range(24):  # every one refused by the target (a content type it does not keep)
+        client.put_object(Bucket=bucket, Key=f"k{i:02d}", Body=b"x", ContentType="application/" + "x" * 300)
+    local_bucket(cv, "refusing")
+    job = cv.slurper.create_job(source=s3_source(s3_server, bucket), target={"vendor": "r2", "bucket": "refusing"})
+    window = FailureWindow(seconds=1.5, minimum=4, ratio=0.5)
+    with pipeline_running(cv, page_size=4, max_retries=0, throttle=window) as app:
+        wait_for(job)
+    pipeline = app.pipeline  # type: ignore[attr-defined]
+    assert pipeline.throttled >= 1
+    assert (job.progress().objects, job.progress().failed_objects) == (24, 24)
+
+
+def test_the_failure_window_spikes_on_failures_and_passes_with_time() -> None:
+    now = [0.0]
+    window = FailureWindow(seconds=10, minimum=4, ratio=0.5, clock=lambda: now[0])
+    for failed in (True, True, True):
+        window.record(failed)
+    assert not window.spiking()  # too few to judge
+    window.record(False)
+    assert window.spiking()  # 3 of 4 failed
+    for _ in range(4):
+        window.record(False)
+    assert not window.spiking()  # 3 of 8
+    now[0] = 11.0
+    assert not window.spiking() and len(window._outcomes) == 0
+
+
+def test_a_dry_run_says_what_a_job_would_copy_and_skip_and_changes_nothing(
+    cv: conveyor.Conveyor, s3_server: S3Server
+) -> None:
+    bucket = s3_server.new_bucket()
+    client: Any = s3_server.client()
+    for key, data in (("dir/", b""), ("grown", b"longer now"), ("new", b"n"), ("same", b"1234")):
+        client.put_object(Bucket=bucket, Key=key, Body=data)
+    target = local_bucket(cv, "planned")
+    target.put("same", b"abcd")
+    target.put("grown", b"short")
+    source, into = s3_source(s3_server, bucket), {"vendor": "r2", "bucket": "planned"}
+    skipping = [(p.key, p.action, p.reason) for p in cv.slurper.plan(source, into, overwrite=False)]
+    assert skipping == [
+        ("dir/", "skip", "importSkippedEmptyObject"),
+        ("grown", "copy", "changed"),
+        ("new", "copy", "new"),
+        ("same", "skip", "exists"),
+    ]
+    overwriting = [(p.key, p.action, p.reason) for p in cv.slurper.plan(source, into)]
+    assert [r for _, _, r in overwriting] == ["importSkippedEmptyObject", "overwrite", "new", "overwrite"]
+    assert cv.slurper.list_jobs() == []
+    assert sorted(o.key for o in target.list()) == ["grown", "same"]
+    with pytest.raises(BucketNotFound):
+        list(cv.slurper.plan(source, {"vendor": "r2", "bucket": "absent"}))
+
+
+def test_max_bytes_per_second_paces_a_workers_reads(cv: conveyor.Conveyor, s3_server: S3Server) -> None:
+    bucket = s3_server.new_bucket()
+    client: Any = s3_server.client()
+    for i in range(8):
+        client.put_object(Bucket=bucket, Key=f"paced/{i}", Body=bytes([i]) * 65536)
+    local_bucket(cv, "paced")
+    job = cv.slurper.create_job(source=s3_source(s3_server, bucket), target={"vendor": "r2", "bucket": "paced"})
+    with pipeline_running(cv, max_bytes_per_second=200_000):
+        started = time.monotonic()
+        wait_for(job)
+        elapsed = time.monotonic() - started
+    assert job.progress().transferred_bytes == 8 * 65536
+    assert elapsed >= 8 * 65536 / 200_000 - 0.7, elapsed  # all but the first chunk waited its turn
+
+
+def test_a_byte_rate_makes_callers_wait_their_turn() -> None:
+    rate = ByteRate(1000)
+    started = time.monotonic()
+    for _ in range(4):
+        rate.take(100)
+    assert time.monotonic() - started >= 0.29

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,9 +12,11 @@ from typing import Any
 import cloudflare
 import httpx
 import pytest
+from click.testing import CliRunner
 from cloudflare import Cloudflare
 
 import conveyor
+from conveyor.cli.main import cli
 from conveyor.egress import ENVIRONMENT_VARIABLE
 from conveyor.server.testing import RunningServer, running_server
 from tests.slurper.conftest import pipeline_running
@@ -170,3 +173,42 @@ def test_prechecks_and_bad_jobs_answer_clearly_without_echoing_secrets(
     assert gcs.status_code == 400 and "not supported yet" in gcs.text
     assert httpx.get(url + "?limit=0", headers=headers).status_code == 400
     assert cf.r2.super_slurper.jobs.list(account_id=ACCOUNT).result == []
+
+
+def test_a_client_of_the_server_and_the_cli_over_http_run_the_same_jobs(
+    served: tuple[RunningServer, conveyor.Conveyor], s3_server: S3Server
+) -> None:
+    server, cv = served
+    bucket = s3_server.new_bucket()
+    client: Any = s3_server.client()
+    for i in range(9):
+        client.put_object(Bucket=bucket, Key=f"h/{i}", Body=b"y" * (i + 1))
+    cv.create_bucket("dest")
+    token = server.tokens.create(ACCOUNT)[0]
+    with conveyor.connect(server.url, token=token, account_id=ACCOUNT) as remote:
+        job = remote.slurper.create_job(source_of(s3_server, bucket), {"vendor": "r2", "bucket": "dest"})
+        with pipeline_running(cv, page_size=4):
+            deadline = time.monotonic() + 60
+            while (progress := job.progress()).status != "completed":
+                assert time.monotonic() < deadline, progress
+                time.sleep(0.1)
+        assert (progress.objects, progress.transferred_objects, progress.transferred_bytes) == (9, 9, 45)
+        assert progress.listing_finished and progress.listed_bytes == 45
+        assert [j.id for j in remote.slurper.list_jobs()] == [job.id]
+        assert [e.log_type for e in remote.slurper.job(job.id).logs()] == ["migrationStart", "migrationComplete"]
+        with pytest.raises(conveyor.slurper.InvalidJobState):
+            job.pause()
+        with pytest.raises(conveyor.slurper.JobNotFound):
+            remote.slurper.job("no-such-job")
+        with pytest.raises(conveyor.slurper.InvalidJob, match=r"unknown field 'colour'"):
+            remote.slurper.create_job(
+                {**source_of(s3_server, bucket), "colour": "red"}, {"vendor": "r2", "bucket": "dest"}
+            )
+        second = remote.slurper.create_job(source_of(s3_server, bucket), {"vendor": "r2", "bucket": "dest"})
+        assert second.pause().status == "paused"
+        result = CliRunner().invoke(
+            cli, ["--url", server.url, "--token", token, "--account", ACCOUNT, "slurper", "jobs", "list", "--json"]
+        )
+        assert result.exit_code == 0, result.output
+        assert [j["status"] for j in json.loads(result.stdout)] == ["paused", "completed"]
+        assert remote.slurper.abort_all() == 1

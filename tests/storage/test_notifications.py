@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import conveyor
+from conveyor import tracing
 from conveyor.storage import Bucket, InvalidNotificationRule, RuleNotFound
 from conveyor.storage.facade import storage_of
 from conveyor.storage.notifications import MAX_RULES_PER_BUCKET
@@ -173,3 +174,17 @@ def test_a_worker_consumes_notifications(tmp_path: Path) -> None:
     finally:
         app.stop()
         cv.close()
+
+
+def test_a_write_in_a_trace_sends_its_notification_in_that_trace(
+    cv: conveyor.Conveyor, events: str, tmp_path: Path
+) -> None:
+    bucket = make_bucket(cv, "local", "traced", tmp_path, None)
+    bucket.add_notification(events, actions=["object-create"])
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    with tracing.use(traceparent):
+        bucket.put("in-trace.txt", b"1")
+    bucket.put("outside.txt", b"2")
+    got = {json.loads(m.body)["object"]["key"] if isinstance(m.body, str) else m.body["object"]["key"]: m.traceparent
+           for m in cv.queue(events).pull(batch_size=10)}  # fmt: skip
+    assert got == {"in-trace.txt": traceparent, "outside.txt": None}

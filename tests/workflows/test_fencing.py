@@ -130,3 +130,46 @@ def test_duplicate_and_early_messages_run_nothing(cv, app, clock) -> None:
     assert ledger.calls == {"once": 1, "after": 1}
     assert inst.status().status == "complete"
     assert isinstance(inst, conveyor.workflows.Instance)
+
+
+def test_a_timer_wake_up_that_comes_before_its_run_has_suspended_still_wakes_it(cv, app, clock) -> None:
+    @app.workflow("racer")
+    def run(event, step):
+        return step.do("work", lambda: "done")
+
+    _, spec = app.workflows[0].start(cv)
+    handler = spec.handler
+    assert isinstance(handler, WorkflowHandler)
+    inst = cv.workflow("racer").create(id="r")
+    store, account = workflow_store(cv), cv.deployment.account
+    # A run that has sent its timer's wake-up (due at once) and is about to store its suspension.
+    held = store.claim(account, "racer", "r", "the-run's-message", clock.now_ms())
+    assert held is not None
+    wake = clock.now_ms()
+
+    def suspend_soon() -> None:
+        time.sleep(0.2)
+        assert store.suspend(account, "racer", "r", held.instance.epoch, wake, None, clock.now_ms()) == "waiting"
+
+    suspender = threading.Thread(target=suspend_soon)
+    suspender.start()
+    handler.advance("r", wake, "the-timer's-message")  # it came first
+    suspender.join()
+    assert inst.status().status == "complete" and inst.status().output == "done"
+
+
+def test_a_stale_timer_wake_up_of_a_run_that_goes_on_is_dropped(cv, app, clock) -> None:
+    @app.workflow("long-run")
+    def run(event, step):
+        return "done"
+
+    _, spec = app.workflows[0].start(cv)
+    handler = spec.handler
+    assert isinstance(handler, WorkflowHandler)
+    inst = cv.workflow("long-run").create(id="l")
+    held = workflow_store(cv).claim(cv.deployment.account, "long-run", "l", "the-run's-message", clock.now_ms())
+    assert held is not None
+    started = time.monotonic()
+    handler.advance("l", clock.now_ms() - 1000, "a-late-timer-message")
+    assert time.monotonic() - started < 5
+    assert inst.status().status == "running", "the run that holds it goes on"

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
@@ -27,9 +28,12 @@ from rich.table import Table
 from rich.text import Text
 
 from conveyor.cli.context import CliError, CliState, ConveyorGroup, console, emit, json_option, pass_state
-from conveyor.slurper import Job, JobProgress
+from conveyor.slurper import Job, JobProgress, PlannedObject
 from conveyor.slurper.model import iso
 from conveyor.wire import slurper as shapes
+
+if TYPE_CHECKING:
+    from conveyor.slurper.remote import RemoteJob
 
 FINISHED = ("completed", "aborted")
 POLL_SECONDS = 0.5
@@ -69,7 +73,7 @@ def _done(p: JobProgress) -> int:
     return p.transferred_objects + p.skipped_objects + p.failed_objects
 
 
-def watch(job: Job, as_json: bool) -> JobProgress:
+def watch(job: Job | RemoteJob, as_json: bool) -> JobProgress:
     """Follow ``job`` until it is completed or aborted (Ctrl-C stops watching, not the job)."""
     if as_json:
         last = None
@@ -126,15 +130,46 @@ def watch(job: Job, as_json: bool) -> JobProgress:
 @click.option("--target", "target", required=True, metavar="JSON|@FILE", help="The target bucket.")
 @click.option("--skip-existing", is_flag=True, help="Skip keys the target already holds (default: overwrite).")
 @click.option("--wait", is_flag=True, help="Follow the job until it ends (a worker must run its pipeline).")
+@click.option("--dry-run", is_flag=True, help="List what the job would copy and skip; create nothing.")
 @json_option
 @pass_state
-def create(state: CliState, source: str, target: str, skip_existing: bool, wait: bool, as_json: bool) -> None:
+def create(
+    state: CliState, source: str, target: str, skip_existing: bool, wait: bool, dry_run: bool, as_json: bool
+) -> None:
     """Create a migration job; its source and target are reached first."""
     cv = state.connect()
+    if dry_run:
+        _dry_run(cv.slurper.plan(_spec(source, "--source"), _spec(target, "--target"), not skip_existing), as_json)
+        return
     job = cv.slurper.create_job(_spec(source, "--source"), _spec(target, "--target"), overwrite=not skip_existing)
     emit(as_json, {"id": job.id}, lambda: Text.assemble("Created migration job ", (job.id, "bold cyan")))
     if wait:
         _report(watch(job, as_json), as_json)
+
+
+def _dry_run(planned: Iterator[PlannedObject], as_json: bool) -> None:
+    found = list(planned)
+    copies = [p for p in found if p.action == "copy"]
+    summary = {
+        "copy": len(copies),
+        "skip": len(found) - len(copies),
+        "bytes": sum(max(p.size, 0) for p in copies),
+        "objects": [{"key": p.key, "size": p.size, "action": p.action, "reason": p.reason} for p in found],
+    }
+
+    def table() -> Table:
+        out = Table(
+            "action",
+            "key",
+            "size",
+            "why",
+            title=f"would copy {len(copies):,} objects ({summary['bytes']:,} B), skip {summary['skip']:,}",
+        )
+        for p in found:
+            out.add_row(p.action, p.key, "?" if p.size < 0 else f"{p.size:,}", p.reason)
+        return out
+
+    emit(as_json, summary, table)
 
 
 def _report(p: JobProgress, as_json: bool) -> None:
@@ -279,11 +314,19 @@ def abort_all(state: CliState, as_json: bool) -> None:
     show_default=True,
     help="How soon a dead worker's messages come back.",
 )
+@click.option("--max-bytes-per-second", type=click.IntRange(1), default=None, help="Read at most this from sources.")
 @pass_state
-def worker(state: CliState, max_object_bytes: int | None, max_retries: int, visibility_timeout_ms: int) -> None:
+def worker(
+    state: CliState,
+    max_object_bytes: int | None,
+    max_retries: int,
+    visibility_timeout_ms: int,
+    max_bytes_per_second: int | None,
+) -> None:
     """Run the list, transfer and lifecycle consumers of the account's jobs until SIGINT/SIGTERM."""
     import conveyor
-    from conveyor.slurper.pipeline import MAX_OBJECT_BYTES, add_consumers
+    from conveyor.slurper.pipeline import add_consumers
+    from conveyor.slurper.rules import MAX_OBJECT_BYTES
 
     app = conveyor.App(state.connect())
     pipeline = add_consumers(
@@ -291,6 +334,7 @@ def worker(state: CliState, max_object_bytes: int | None, max_retries: int, visi
         max_retries=max_retries,
         max_object_bytes=max_object_bytes or MAX_OBJECT_BYTES,
         visibility_timeout_ms=visibility_timeout_ms,
+        max_bytes_per_second=max_bytes_per_second,
     )
     try:
         app.run()

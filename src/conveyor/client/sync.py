@@ -33,6 +33,7 @@ from conveyor.model import (
 
 if TYPE_CHECKING:  # workflows and storage sit above the client: imported when used, never at module level
     from conveyor.slurper.client import Slurper
+    from conveyor.slurper.remote import RemoteSlurper
     from conveyor.storage import Bucket, BucketInfo
     from conveyor.storage.kv import KVNamespaceInfo, KVStore
     from conveyor.storage.kv_handle import KVNamespace
@@ -138,11 +139,16 @@ class Conveyor:
         return Workflow.open(self, name)
 
     @property
-    def slurper(self) -> Slurper:
-        """The migration jobs of this account (a :class:`conveyor.slurper.Slurper`; see docs/slurper.md).
+    def slurper(self) -> Slurper | RemoteSlurper:
+        """The migration jobs of this account (a :class:`conveyor.slurper.Slurper`, or over
+        ``http://`` its twin speaking the server's routes; see docs/slurper.md).
 
         >>> job = cv.slurper.create_job(source={...}, target={"vendor": "r2", "bucket": "photos"})
         """
+        if self.deployment.kind == "http":
+            from conveyor.slurper.remote import RemoteSlurper
+
+            return self.component("slurper-http", lambda deployment, clock: RemoteSlurper(deployment))
         from conveyor.slurper.client import Slurper
 
         return Slurper(self)

@@ -7,10 +7,12 @@ the translation of every refusal into Cloudflare's envelope.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
 import uuid
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -18,7 +20,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from conveyor.errors import ConveyorError
+from conveyor import tracing
+from conveyor.errors import ConveyorError, InvalidRequest
 from conveyor.server import (
     engine_routes,
     kv_routes,
@@ -42,6 +45,18 @@ log = logging.getLogger("conveyor.server")
 access = logging.getLogger("conveyor.server.access")
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def _traced(scope: Scope) -> contextlib.AbstractContextManager[Any]:
+    """The request's W3C ``traceparent`` as the current trace while it is served (what it writes
+    and sends carries it; a malformed one is ignored here, and refused by the routes that take it)."""
+    given = dict(scope["headers"]).get(b"traceparent")
+    if given is None:
+        return contextlib.nullcontext()
+    try:
+        return tracing.activate(tracing.TraceContext(tracing.check_traceparent(given.decode("latin-1"))))
+    except InvalidRequest:
+        return contextlib.nullcontext()
 
 
 class RequestObserver:
@@ -71,7 +86,8 @@ class RequestObserver:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_id)
+            with _traced(scope):
+                await self.app(scope, receive, send_with_id)
         finally:
             elapsed = time.perf_counter() - started
             route = scope.get("route")

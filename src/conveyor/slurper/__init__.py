@@ -48,7 +48,7 @@ How every object is counted exactly once despite duplicate deliveries, retries a
    ``transferred + skipped + failed == objects``.
 """
 
-from conveyor.slurper.client import Job, Slurper
+from conveyor.slurper.client import Job, PlannedObject, Slurper
 from conveyor.slurper.errors import InvalidJob, InvalidJobState, JobNotFound, TooManyJobs
 from conveyor.slurper.model import JobInfo, JobLog, JobProgress
 from conveyor.slurper.pipeline import add_consumers
@@ -61,6 +61,7 @@ __all__ = [
     "JobLog",
     "JobNotFound",
     "JobProgress",
+    "PlannedObject",
     "Slurper",
     "TooManyJobs",
     "add_consumers",

@@ -9,20 +9,31 @@ routes and the CLI call these same methods.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from conveyor.egress import EgressPolicy
 from conveyor.errors import InvalidRequest
-from conveyor.slurper.endpoints import check_egress, precheck_source, precheck_target
+from conveyor.slurper.endpoints import (
+    Source,
+    Target,
+    check_egress,
+    open_source,
+    open_target,
+    precheck_source,
+    precheck_target,
+)
 from conveyor.slurper.errors import TooManyJobs
 from conveyor.slurper.model import JobInfo, JobLog, JobProgress, parse_overwrite, parse_source, parse_target
+from conveyor.slurper.rules import MAX_OBJECT_BYTES, changed, skip_reason
 from conveyor.slurper.store import job_store
 
 if TYPE_CHECKING:
     from conveyor.client.sync import Conveyor
 
 MAX_PAGE = 1000
+PAGE_SIZE = 1000
 
 
 def _page(limit: object, offset: object) -> tuple[int, int]:
@@ -31,6 +42,44 @@ def _page(limit: object, offset: object) -> tuple[int, int]:
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidRequest(f"offset is {offset!r}; it must be a whole number, 0 or more")
     return limit, offset
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedObject:
+    """What a job would do with one object: ``action`` ``copy`` or ``skip``, and ``reason`` (``new``,
+    ``changed``, ``overwrite``; ``exists``, or a log type such as ``importSkippedOversized``)."""
+
+    key: str
+    size: int
+    action: str
+    reason: str
+
+
+def _planned(source: Source, target: Target, overwrite: bool, max_bytes: int) -> Iterator[PlannedObject]:
+    after = ""
+    try:
+        while True:
+            page, done = source.list_page(after, PAGE_SIZE)
+            for item in page:
+                skip = skip_reason(item.key, item.size, item.storage_class, max_bytes)
+                if skip is not None:
+                    yield PlannedObject(item.key, item.size, "skip", skip[0])
+                    continue
+                existing = target.existing(item.key)
+                if existing is None:
+                    yield PlannedObject(item.key, item.size, "copy", "new")
+                elif overwrite:
+                    yield PlannedObject(item.key, item.size, "copy", "overwrite")
+                elif changed(existing, item.size, item.etag):
+                    yield PlannedObject(item.key, item.size, "copy", "changed")
+                else:
+                    yield PlannedObject(item.key, item.size, "skip", "exists")
+            if done or not page:
+                return
+            after = page[-1].key
+    finally:
+        source.close()
+        target.close()
 
 
 class Job:
@@ -126,6 +175,29 @@ class Slurper:
         row = store.create_job(account, source_spec, target_spec, overwrite=flag, now_ms=self._cv.engine.clock.now_ms())
         start_messages(self._cv, row)
         return Job(self._cv, row.id)
+
+    def plan(
+        self,
+        source: Mapping[str, Any],
+        target: Mapping[str, Any],
+        overwrite: bool = True,
+        *,
+        egress: EgressPolicy | None = None,
+        max_object_bytes: int = MAX_OBJECT_BYTES,
+    ) -> Iterator[PlannedObject]:
+        """A dry run: what a job of these arguments would do with each object of the source, in key
+        order, as it is listed (one listing request per page and a look at the target per key);
+        nothing is created or copied.
+
+        >>> [p.key for p in cv.slurper.plan(source, target, overwrite=False) if p.action == "copy"]
+        """
+        source_spec, target_spec = parse_source(source), parse_target(target)
+        flag = parse_overwrite(overwrite)
+        check_egress(source_spec, egress)
+        check_egress(target_spec, egress)
+        precheck_source(self._cv, source_spec)
+        precheck_target(self._cv, target_spec)
+        return _planned(open_source(self._cv, source_spec), open_target(self._cv, target_spec), flag, max_object_bytes)
 
     def precheck_source(self, source: Mapping[str, Any], *, egress: EgressPolicy | None = None) -> None:
         """Reach ``source`` as a job would; raises what is wrong (``BucketUnauthorized`` ...)."""

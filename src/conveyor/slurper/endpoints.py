@@ -42,6 +42,16 @@ class ObjectMeta:
     metadata: Mapping[str, str]
 
 
+@dataclasses.dataclass(frozen=True)
+class Existing:
+    """An object the target already holds: when it was written (epoch seconds), its size, and its
+    etag (an MD5 only where the target is an S3 service: a Conveyor bucket's etag is its own)."""
+
+    written_at: float
+    size: int
+    md5: str = ""
+
+
 Opened = AbstractContextManager[tuple[ObjectMeta, Iterator[bytes]]]
 
 
@@ -61,8 +71,8 @@ class Source(ABC):
 
 class Target(ABC):
     @abstractmethod
-    def written_at(self, key: str) -> float | None:
-        """When the object at ``key`` was written (epoch seconds), or None if there is none."""
+    def existing(self, key: str) -> Existing | None:
+        """What the target holds at ``key``, or None."""
 
     @abstractmethod
     def write(
@@ -133,11 +143,12 @@ class BucketTarget(Target):
     def __init__(self, bucket: Bucket) -> None:
         self.bucket = bucket
 
-    def written_at(self, key: str) -> float | None:
+    def existing(self, key: str) -> Existing | None:
         try:
-            return self.bucket.head(key).uploaded.timestamp()
+            info = self.bucket.head(key)
         except ObjectNotFound:
             return None
+        return Existing(info.uploaded.timestamp(), info.size)
 
     def write(
         self, key: str, chunks: Iterator[bytes], *, size: int, content_type: str | None, metadata: Mapping[str, str]
@@ -153,11 +164,11 @@ class S3Target(Target):
         self.spec = spec
         self.client = S3Client(spec.endpoint, spec.region, spec.access_key_id, spec.secret_access_key)
 
-    def written_at(self, key: str) -> float | None:
+    def existing(self, key: str) -> Existing | None:
         head = self.client.head(self.spec.bucket, key)
         if head is None:
             return None
-        return head.last_modified.timestamp() if head.last_modified is not None else 0.0
+        return Existing(head.last_modified.timestamp() if head.last_modified is not None else 0.0, head.size, head.etag)
 
     def write(
         self, key: str, chunks: Iterator[bytes], *, size: int, content_type: str | None, metadata: Mapping[str, str]

@@ -27,14 +27,15 @@ sends) sends its successors again; duplicates of those are harmless.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import hashlib
 import logging
 import os
-import re
 import signal
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ from conveyor import limits
 from conveyor.errors import ConveyorError, InvalidRequest, QueueExists, QueueNotFound
 from conveyor.slurper.endpoints import Source, Target, open_source, open_target
 from conveyor.slurper.model import JobRow
+from conveyor.slurper.rules import MAX_OBJECT_BYTES, MD5, ByteRate, changed, skip_reason
 from conveyor.slurper.store import KeyOutcome, LockedKey, job_store
 from conveyor.storage.errors import BucketNotFound, ObjectNotFound
 
@@ -60,13 +62,52 @@ QUEUES = (LIST_QUEUE, TRANSFER_QUEUE, LIFECYCLE_QUEUE, DEAD_LETTER_QUEUE)
 PAGE_SIZE = 1000
 TRANSFER_BATCH = 10
 MAX_RETRIES = 3
-MAX_OBJECT_BYTES = 1 << 40  # Cloudflare skips objects over 1 TB
-# Storage classes whose objects must be restored before they can be read.
-COLD_STORAGE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
-_MD5 = re.compile(r"^[0-9a-f]{32}\Z")
+# The throttle: over the last THROTTLE_SECONDS, at least THROTTLE_MINIMUM transfers of which
+# THROTTLE_RATIO failed postpone the next listing by THROTTLE_DELAY seconds.
+THROTTLE_SECONDS = 30.0
+THROTTLE_MINIMUM = 20
+THROTTLE_RATIO = 0.5
+THROTTLE_DELAY = 5
 # A fault hook for the crash tests: "after-copy:N" kills this process with SIGKILL right after its
 # Nth copy, before the key is counted (the lock is held, the object is in the target).
 FAULT_VARIABLE = "CONVEYOR_SLURPER_FAULT"
+
+
+class FailureWindow:
+    """Transfer outcomes of the last ``seconds`` in this process: ``spiking()`` while at least
+    ``minimum`` of them happened and ``ratio`` or more of those failed (a source or target down).
+    The list consumer then stops enqueuing transfers, and starts again once the failures pass."""
+
+    def __init__(self, seconds: float, minimum: int, ratio: float, clock: Any = time.monotonic) -> None:
+        self.seconds, self.minimum, self.ratio = seconds, minimum, ratio
+        self._clock = clock
+        self._outcomes: collections.deque[tuple[float, bool]] = collections.deque()
+        self._failed = 0
+        self._lock = threading.Lock()
+
+    def record(self, failed: bool) -> None:
+        with self._lock:
+            self._outcomes.append((self._clock(), failed))
+            self._failed += failed
+            self._expire()
+
+    def _expire(self) -> None:
+        horizon = self._clock() - self.seconds
+        while self._outcomes and self._outcomes[0][0] < horizon:
+            self._failed -= self._outcomes.popleft()[1]
+
+    def spiking(self) -> bool:
+        with self._lock:
+            self._expire()
+            total = len(self._outcomes)
+            return total >= self.minimum and self._failed >= self.ratio * total
+
+
+class SourceObjectGone(ConveyorError):
+    """The source has no object at a listed key (deleted since, or a ``keys`` entry that never was)."""
+
+    code = 16006
+    status = 404
 
 
 class ChecksumMismatch(ConveyorError):
@@ -132,6 +173,8 @@ class Pipeline:
         retry_delay: int = 1,
         tick_seconds: int = 2,
         max_object_bytes: int = MAX_OBJECT_BYTES,
+        throttle: FailureWindow | None = None,
+        max_bytes_per_second: int | None = None,
         copies: int = 1,
     ) -> None:
         self.cv = cv
@@ -142,6 +185,9 @@ class Pipeline:
         self.tick_seconds = tick_seconds
         self.max_object_bytes = max_object_bytes
         self.copies = copies
+        self.throttle = throttle or FailureWindow(THROTTLE_SECONDS, THROTTLE_MINIMUM, THROTTLE_RATIO)
+        self.throttled = 0  # listings postponed by the throttle
+        self.rate = ByteRate(max_bytes_per_second) if max_bytes_per_second else None
         self._sources: dict[str, Source] = {}
         self._targets: dict[str, Target] = {}
         self._lock = threading.Lock()
@@ -190,6 +236,11 @@ class Pipeline:
         if seq > row.next_listing:
             log.warning("job %s: listing %d arrived before listing %d; dropped", row.id, seq, row.next_listing)
             return
+        if self.throttle.spiking():  # transfers are failing: list this page later
+            self.throttled += 1
+            log.info("job %s: transfers are failing; listing %d postponed %d s", row.id, seq, THROTTLE_DELAY)
+            send(self.cv, LIST_QUEUE, [body], delay=THROTTLE_DELAY)
+            return
         try:
             page, done = self._source(row).list_page(body["after"], self.page_size)
         except BucketNotFound as exc:
@@ -225,9 +276,10 @@ class Pipeline:
             return m.ack()
         try:
             outcome, size, note = self._copy(row, key, locked)
-        except ObjectNotFound as exc:  # gone from the source since it was listed: no retry helps
+        except SourceObjectGone as exc:  # deleted since it was listed (or never there): no retry helps
             outcome, size, note = "failed", 0, ("importErrorRetryExhaustion", exc.message)
         except Exception as exc:  # every other failure may pass: retry with backoff, then dead-letter
+            self.throttle.record(True)
             if m.attempts <= self.max_retries:
                 log.info("job %s: %r failed (attempt %d), retrying: %s", job_id, key, m.attempts, exc)
                 return m.retry(delay_seconds=min(self.retry_delay * 2 ** (m.attempts - 1), 300))
@@ -248,6 +300,7 @@ class Pipeline:
             self._check_done(job_id)
             return m.ack()
         self._fault_point()
+        self.throttle.record(False)
         self.store.finish(job_id, key, m.id, outcome, size=size, now_ms=self._now_ms(), log=note)
         self._check_done(job_id)
         m.ack()
@@ -265,28 +318,23 @@ class Pipeline:
         if row is not None and row.listing_done and row.transferred + row.skipped + row.failed == row.objects:
             send(self.cv, LIFECYCLE_QUEUE, [{"job": job_id, "check": True}])
 
-    def _skip(self, key: str, size: int, storage_class: str) -> tuple[str, str] | None:
-        if storage_class in COLD_STORAGE_CLASSES:
-            return "importSkippedStorageClass", f"storage class {storage_class} needs a restore before it can be read"
-        if size > self.max_object_bytes:
-            return "importSkippedOversized", f"{size} bytes is over the limit of {self.max_object_bytes}"
-        if size == 0 and key.endswith("/"):
-            return "importSkippedEmptyObject", "an empty object whose key ends in '/' (a folder marker)"
-        return None
-
     def _copy(self, row: JobRow, key: str, locked: LockedKey) -> tuple[KeyOutcome, int, tuple[str, str] | None]:
-        skip = self._skip(key, locked.size, locked.storage_class)
+        skip = skip_reason(key, locked.size, locked.storage_class, self.max_object_bytes)
         if skip is not None:
             return "skipped", 0, skip
         target = self._target(row)
-        written_at = target.written_at(key)
-        if written_at is not None:
-            if written_at * 1000 > row.created_ms:  # the failsafe: a copy whose count was lost
+        existing = target.existing(key)
+        if existing is not None:
+            if existing.written_at * 1000 > row.created_ms:  # the failsafe: a copy whose count was lost
                 return "transferred", max(locked.size, 0), None
-            if not row.overwrite:
+            if not row.overwrite and not changed(existing, locked.size, locked.etag):
                 return "skipped", 0, None
-        with self._source(row).open(key) as (meta, chunks):
-            skip = self._skip(key, meta.size, "")
+        with contextlib.ExitStack() as opened:
+            try:
+                meta, chunks = opened.enter_context(self._source(row).open(key))
+            except ObjectNotFound as exc:  # the source's answer; a target's 404 is retried as any failure
+                raise SourceObjectGone(exc.message) from None
+            skip = skip_reason(key, meta.size, "", self.max_object_bytes)
             if skip is not None:
                 return "skipped", 0, skip
             digest = hashlib.md5(usedforsecurity=False)
@@ -295,6 +343,8 @@ class Pipeline:
             def counting() -> Iterator[bytes]:
                 nonlocal counted
                 for chunk in chunks:
+                    if self.rate is not None:
+                        self.rate.take(len(chunk))
                     digest.update(chunk)
                     counted += len(chunk)
                     yield chunk
@@ -306,7 +356,7 @@ class Pipeline:
             raise ChecksumMismatch(
                 f"{key!r}: the source said {meta.size} bytes, {counted} were read, {written} written"
             )
-        if _MD5.match(meta.etag) and digest.hexdigest() != meta.etag:
+        if MD5.match(meta.etag) and digest.hexdigest() != meta.etag:
             raise ChecksumMismatch(f"{key!r}: the bytes read do not match the source's MD5 etag {meta.etag}")
         return "transferred", written, None
 
@@ -336,13 +386,17 @@ def add_consumers(
     tick_seconds: int = 2,
     max_object_bytes: int = MAX_OBJECT_BYTES,
     visibility_timeout_ms: int = limits.DEFAULT_VISIBILITY_TIMEOUT_MS,
+    throttle: FailureWindow | None = None,
+    max_bytes_per_second: int | None = None,
     copies: int = 1,
 ) -> Pipeline:
     """Run the pipeline's three consumers in ``app`` (its client's account): make the queues if
     missing and declare their consumers. ``max_object_bytes``: larger objects are skipped
     (``importSkippedOversized``); ``retry_delay``: the first retry's delay in seconds, doubled on
     each retry; ``visibility_timeout_ms``: how soon a dead worker's messages come back (the lease
-    is renewed while a handler runs).
+    is renewed while a handler runs); ``throttle``: when failing transfers postpone listing (by
+    default half of at least 20 in 30 s); ``max_bytes_per_second``: what this worker reads from
+    sources at most, all its transfers together.
 
     >>> app = conveyor.App(cv)
     >>> conveyor.slurper.add_consumers(app)
@@ -358,6 +412,8 @@ def add_consumers(
         retry_delay=retry_delay,
         tick_seconds=tick_seconds,
         max_object_bytes=max_object_bytes,
+        throttle=throttle,
+        max_bytes_per_second=max_bytes_per_second,
         copies=copies,
     )
     common: dict[str, Any] = {

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from conveyor import egress
+from conveyor import egress, tracing
 from conveyor import wire as wire_module
 from conveyor.client.http import error_from
 from conveyor.deployment import Deployment
@@ -63,6 +63,9 @@ class RemoteStorage:
 
     # -- requests -----------------------------------------------------------------------------
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        traceparent = tracing.current_traceparent()
+        if traceparent is not None:  # the server's notifications of this write carry its trace
+            kwargs["headers"] = {**kwargs.get("headers", {}), "traceparent": traceparent}
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:

@@ -26,6 +26,7 @@ from typing import IO, Any, Literal
 
 import obstore
 
+from conveyor import tracing
 from conveyor.deployment import Deployment
 from conveyor.egress import EgressPolicy, check_url
 from conveyor.engine.base import Clock, Engine
@@ -460,12 +461,13 @@ class StorageService:
             return
         if os.environ.get(FAULT_VARIABLE) == "after-commit":
             os.kill(os.getpid(), signal.SIGKILL)
+        traceparent = tracing.current_traceparent()  # the write's trace goes on with its message
         for event_id, queue_id, body in queued:
-            self._send(event_id, queue_id, body)
+            self._send(event_id, queue_id, body, traceparent)
 
-    def _send(self, event_id: str, queue_id: str, body: str) -> bool:
+    def _send(self, event_id: str, queue_id: str, body: str, traceparent: str | None = None) -> bool:
         try:
-            self.engine.enqueue(queue_id, [NewMessage(body.encode(), "json", None)])
+            self.engine.enqueue(queue_id, [NewMessage(body.encode(), "json", None, traceparent)])
         except ConveyorError as exc:
             log.warning("notification %s to queue %s not sent yet (%s); the outbox keeps it", event_id, queue_id, exc)
             return False

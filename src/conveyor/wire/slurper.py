@@ -14,6 +14,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from conveyor.slurper.errors import InvalidJob
 from conveyor.slurper.model import JobInfo, JobLog, JobProgress, iso
 from conveyor.wire.decoding import Shape
 
@@ -23,11 +24,15 @@ Status = Literal["running", "paused", "aborted", "completed"]
 
 
 class SlurperSecret(Shape, kw_only=True):
+    refusal = InvalidJob
+
     access_key_id: str = msgspec.field(name="accessKeyId")
     secret_access_key: str = msgspec.field(name="secretAccessKey")
 
 
 class SlurperSource(Shape, kw_only=True):
+    refusal = InvalidJob
+
     vendor: Vendor
     bucket: str
     secret: SlurperSecret | None = None
@@ -39,6 +44,8 @@ class SlurperSource(Shape, kw_only=True):
 
 
 class SlurperTarget(Shape, kw_only=True):
+    refusal = InvalidJob
+
     vendor: Literal["r2", "s3"]
     bucket: str
     secret: SlurperSecret | None = None
@@ -48,6 +55,8 @@ class SlurperTarget(Shape, kw_only=True):
 
 
 class SlurperJobRequest(Shape, kw_only=True):
+    refusal = InvalidJob
+
     source: SlurperSource
     target: SlurperTarget
     overwrite: bool = True
@@ -80,6 +89,10 @@ class SlurperProgress(Shape, kw_only=True):
     transferred_objects: int = msgspec.field(name="transferredObjects")
     skipped_objects: int = msgspec.field(name="skippedObjects")
     failed_objects: int = msgspec.field(name="failedObjects")
+    # Conveyor's, beyond Cloudflare's fields (the SDK keeps them): bytes, and whether listing ended.
+    listed_bytes: int = msgspec.field(default=0, name="listedBytes")
+    transferred_bytes: int = msgspec.field(default=0, name="transferredBytes")
+    listing_finished: bool = msgspec.field(default=False, name="listingFinished")
 
 
 class SlurperLog(Shape, kw_only=True):
@@ -118,6 +131,9 @@ def progress(p: JobProgress) -> SlurperProgress:
         transferred_objects=p.transferred_objects,
         skipped_objects=p.skipped_objects,
         failed_objects=p.failed_objects,
+        listed_bytes=p.listed_bytes,
+        transferred_bytes=p.transferred_bytes,
+        listing_finished=p.listing_finished,
     )
 
 

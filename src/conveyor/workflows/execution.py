@@ -19,6 +19,7 @@ import hashlib
 import inspect
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +29,7 @@ from conveyor.engine.base import Engine
 from conveyor.errors import QueueExists, QueueNotFound, StorageError
 from conveyor.model import NewMessage, QueueSettings
 from conveyor.workflows.errors import PayloadTooLarge
-from conveyor.workflows.model import InstanceRow, WorkflowEvent, WorkflowSettings, uuid_shaped
+from conveyor.workflows.model import Claim, InstanceRow, WorkflowEvent, WorkflowSettings, uuid_shaped
 from conveyor.workflows.runtime import (
     AsyncWorkflowStep,
     InstanceFailure,
@@ -45,6 +46,10 @@ log = logging.getLogger("conveyor.workflows")
 INTERNAL_PREFIX = "workflow~"
 # Longer sleeps and waits are reached by a chain of messages, each at most the queues' delay limit.
 MAX_WAKE_DELAY_SECONDS = limits.MAX_DELAY_SECONDS
+# How long a timer's wake-up that came while its run still held the instance waits for the run's
+# suspension (stored milliseconds after the wake-up was sent), polling every SUSPEND_RACE_POLL_SECONDS.
+SUSPEND_RACE_SECONDS = 2.0
+SUSPEND_RACE_POLL_SECONDS = 0.01
 
 
 def queue_name(workflow: str) -> str:
@@ -125,8 +130,10 @@ class WorkflowHandler:
     def advance(self, instance_id: str, wake: int | None, message_id: str) -> None:
         now = self.engine.clock.now_ms()
         claim = self.store.claim(self.account, self.workflow, instance_id, message_id, now)
+        if claim is None and wake is not None:
+            claim = self._after_suspend(instance_id, message_id)
         if claim is None:
-            self._chain(instance_id, wake, now)
+            self._chain(instance_id, wake, self.engine.clock.now_ms())
             return
         run = Run(
             self.store,
@@ -136,6 +143,21 @@ class WorkflowHandler:
             self.settings.max_steps,
         )
         self._execute(run, claim.instance)
+
+    def _after_suspend(self, instance_id: str, message_id: str) -> Claim | None:
+        """A run sends its timer's wake-up (a sleep, a retry's delay, a wait's timeout) just before
+        it stores its suspension, so a wake-up due at once can arrive while that run still holds
+        the instance: then it is claimed again once the run has let go, for up to
+        ``SUSPEND_RACE_SECONDS`` (else it was a stale wake-up of a run that goes on: acked)."""
+        deadline = time.monotonic() + SUSPEND_RACE_SECONDS
+        while time.monotonic() < deadline:
+            row = self.store.get_instance(self.account, self.workflow, instance_id)
+            if row is None or row.status not in ("running", "waitingForPause") or row.run_message == message_id:
+                break
+            time.sleep(SUSPEND_RACE_POLL_SECONDS)
+        else:
+            return None
+        return self.store.claim(self.account, self.workflow, instance_id, message_id, self.engine.clock.now_ms())
 
     def _chain(self, instance_id: str, wake: int | None, now: int) -> None:
         """A wake-up sent ahead of a sleep longer than the queues' delay limit sends the next link."""
