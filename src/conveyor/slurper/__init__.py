@@ -42,8 +42,9 @@ How every object is counted exactly once despite duplicate deliveries, retries a
    key's final state (``transferred``, ``skipped``, ``failed``) and the job's counts change in one
    transaction with the unlock; a message for a finished or another message's locked key is a
    duplicate.
-3. Last failsafe: an object already in the target, written after the job started, is counted as
-   transferred without being copied again (a copy whose count a crash lost).
+3. Last failsafe: when a transfer message comes back to a key it had locked (its earlier delivery
+   died or failed), an object already in the target, written after the job started, is counted
+   as transferred without being copied again (a copy whose count a crash lost).
 4. The lifecycle consumer completes a job only when its listing is finished and
    ``transferred + skipped + failed == objects``.
 """
