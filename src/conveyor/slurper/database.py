@@ -45,9 +45,11 @@ class Transaction(ABC):
 
 class JobDatabase(ABC):
     @abstractmethod
-    def transaction(self, fn: Callable[[Transaction], T], what: str) -> T:
+    def transaction(self, fn: Callable[[Transaction], T], what: str, *, durable: bool = True) -> T:
         """Run ``fn`` in one transaction (all its writes commit together, or none); it may run again
-        after a transient failure, so it must act on nothing outside the database."""
+        after a transient failure, so it must act on nothing outside the database. ``durable=False``:
+        the commit does not wait for its flush (a power cut may lose it, never reorder it after a
+        later durable commit), for writes whose loss only repeats work, such as taking a key's lock."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -78,11 +80,13 @@ class SqliteJobDatabase(JobDatabase):
         )
         self._lock = threading.Lock()
 
-    def transaction(self, fn: Callable[[Transaction], T], what: str) -> T:
+    def transaction(self, fn: Callable[[Transaction], T], what: str, *, durable: bool = True) -> T:
         from conveyor.engine.sqlite.storage import translate_error
 
         with self._lock:
             try:
+                if not durable:  # WAL: the commit skips the flush, and stays before any later one
+                    self._conn.execute("PRAGMA synchronous = NORMAL")
                 self._conn.execute("BEGIN IMMEDIATE")
                 try:
                     result = fn(_SqliteTransaction(self._conn))
@@ -95,6 +99,9 @@ class SqliteJobDatabase(JobDatabase):
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise translate_error(exc, str(self.path)) from None
+            finally:
+                if not durable:
+                    self._conn.execute("PRAGMA synchronous = FULL")
 
     def close(self) -> None:
         with self._lock:
@@ -125,8 +132,13 @@ class PostgresJobDatabase(JobDatabase):
 
         self._pool = ReadPool(conninfo, max_size=8)
 
-    def transaction(self, fn: Callable[[Transaction], T], what: str) -> T:
-        return self._pool.transaction(lambda conn: fn(_PostgresTransaction(conn)), what)
+    def transaction(self, fn: Callable[[Transaction], T], what: str, *, durable: bool = True) -> T:
+        def run(conn: Any) -> T:
+            if not durable:  # PostgreSQL's WAL order keeps it before any later flushed commit
+                conn.execute("SET LOCAL synchronous_commit TO OFF")
+            return fn(_PostgresTransaction(conn))
+
+        return self._pool.transaction(run, what)
 
     def close(self) -> None:
         self._pool.close()

@@ -288,7 +288,7 @@ class Pipeline:
             # never loses it. The queue itself never dead-letters a transfer (its max_retries is the
             # highest), so a key is never dead-lettered without being counted.
             send(self.cv, DEAD_LETTER_QUEUE, [m.body])
-            self.store.finish(
+            done = self.store.finish(
                 job_id,
                 key,
                 m.id,
@@ -297,12 +297,12 @@ class Pipeline:
                 now_ms=self._now_ms(),
                 log=("importErrorRetryExhaustion", f"failed after {m.attempts} attempts: {reason}"),
             )
-            self._check_done(job_id)
+            self._check_done(job_id, done)
             return m.ack()
         self._fault_point()
         self.throttle.record(False)
-        self.store.finish(job_id, key, m.id, outcome, size=size, now_ms=self._now_ms(), log=note)
-        self._check_done(job_id)
+        done = self.store.finish(job_id, key, m.id, outcome, size=size, now_ms=self._now_ms(), log=note)
+        self._check_done(job_id, done)
         m.ack()
 
     def _fault_point(self) -> None:
@@ -313,9 +313,8 @@ class Pipeline:
             if self._copies >= self._kill_after:
                 os.kill(os.getpid(), signal.SIGKILL)
 
-    def _check_done(self, job_id: str) -> None:
-        row = self.store.find(job_id)
-        if row is not None and row.listing_done and row.transferred + row.skipped + row.failed == row.objects:
+    def _check_done(self, job_id: str, done: bool) -> None:
+        if done:  # this key was the last: let the lifecycle consumer complete the job now
             send(self.cv, LIFECYCLE_QUEUE, [{"job": job_id, "check": True}])
 
     def _copy(self, row: JobRow, key: str, locked: LockedKey) -> tuple[KeyOutcome, int, tuple[str, str] | None]:
@@ -323,7 +322,9 @@ class Pipeline:
         if skip is not None:
             return "skipped", 0, skip
         target = self._target(row)
-        existing = target.existing(key)
+        # An overwriting job's first delivery of a key need not look: only an earlier delivery of
+        # this message (``again``) can have copied it without counting it.
+        existing = target.existing(key) if locked.again or not row.overwrite else None
         if existing is not None:
             if existing.written_at * 1000 > row.created_ms:  # the failsafe: a copy whose count was lost
                 return "transferred", max(locked.size, 0), None

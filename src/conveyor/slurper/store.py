@@ -41,10 +41,14 @@ class Listed:
 
 @dataclasses.dataclass(frozen=True)
 class LockedKey:
+    """``again``: the message already held the lock (an earlier delivery of it died or failed, and
+    may have copied the object before it could count it)."""
+
     result: LockResult
     size: int = -1
     etag: str = ""
     storage_class: str = ""
+    again: bool = False
 
 
 # pause/resume/abort: the status each may start from, the status it leaves, and its log type.
@@ -268,14 +272,18 @@ class JobStore:
             if state == "locked" and holder != owner:
                 return LockedKey("held")
             tx.run("lock_key", {"job_id": job_id, "key": key, "owner": owner})
-            return LockedKey("locked", int(size), etag, storage_class)
+            return LockedKey("locked", int(size), etag, storage_class, again=state == "locked")
 
-        return self.db.transaction(lock, "locking a key")
+        # Not flushed: a lock lost in a power cut only repeats the copy (the count's durable commit
+        # after it flushes it too).
+        return self.db.transaction(lock, "locking a key", durable=False)
 
     def release(self, job_id: str, key: str, owner: str) -> None:
         """Put a locked key back to pending (its job was paused before the copy began)."""
         self.db.transaction(
-            lambda tx: tx.run("release_key", {"job_id": job_id, "key": key, "owner": owner}), "releasing a key"
+            lambda tx: tx.run("release_key", {"job_id": job_id, "key": key, "owner": owner}),
+            "releasing a key",
+            durable=False,
         )
 
     def finish(
@@ -290,7 +298,8 @@ class JobStore:
         log: tuple[str, str] | None = None,
     ) -> bool:
         """Unlock ``key`` as ``outcome`` and count it, with its log entry, in one transaction.
-        False (nothing changes) if ``owner`` no longer holds the key."""
+        Whether, after it, the job's listing is finished and every listed key counted (nothing
+        changes, and False, if ``owner`` no longer holds the key)."""
 
         def finish(tx: Transaction) -> bool:
             if tx.run("finish_key", {"job_id": job_id, "key": key, "owner": owner, "state": outcome}) == 0:
@@ -301,7 +310,10 @@ class JobStore:
                 tx.run(f"count_{outcome}", {"id": job_id})
             if log is not None:
                 _log(tx, job_id, now_ms, log[0], log[1], key)
-            return True
+            found = tx.one("job", {"id": job_id})
+            assert found is not None
+            row = _job(found)
+            return row.listing_done and row.transferred + row.skipped + row.failed == row.objects
 
         return self.db.transaction(finish, "counting a key")
 
