@@ -102,6 +102,9 @@ def _until(cv: conveyor.Conveyor, instance_id: str, status: str) -> None:
     wait_for(lambda: _status(cv, instance_id) == status, timeout=30, what=f"{instance_id} to be {status}")
 
 
+# Some twenty wrangler processes (each loads Node and wrangler, seconds apiece on a busy machine),
+# after the first use's install of wrangler and Node from the registry.
+@pytest.mark.timeout(900)
 def test_every_workflows_command_works_against_conveyor(
     wrangler: Wrangler, served: tuple[ServeProcess, conveyor.Conveyor]
 ) -> None:

@@ -155,10 +155,9 @@ def test_a_workflow_without_schedules_any_more_starts_nothing(cv, app, clock) ->
     assert _ids(cv, "dropped") == []
 
 
-def test_the_coordinator_of_a_running_app_starts_the_ticks(cv, app, clock, request) -> None:
-    if request.node.callspec.params["cv"] == "http":
-        pytest.skip("a remote app has no coordinator: the server's runs the ticks")
-
+# Over HTTP the app has no coordinator of its own (the server's runs the ticks), so the embedded engines.
+@pytest.mark.parametrize("cv", ["postgres", "sqlite"], indirect=True)
+def test_the_coordinator_of_a_running_app_starts_the_ticks(cv, app, clock) -> None:
     @app.workflow("by-coordinator", schedules=["* * * * *"])
     def run(event, step):
         return event.schedule.isoformat()
