@@ -185,7 +185,7 @@ class Catalog:
         or None when they are a file or in S3) and, in the same transaction, an outbox row per
         matching rule. ``local``: refuse a key whose path clashes with another object's. Returns the
         outbox rows (event id, queue id, body) to send now, and whether the row replaced one whose
-        bytes were a file (which the caller then deletes, if ``data`` took its place)."""
+        bytes were a file and ``data`` took their place (the caller then deletes the file)."""
         params = {
             "account": account,
             "bucket": bucket,
@@ -202,7 +202,8 @@ class Catalog:
         def record(tx: Transaction) -> tuple[list[tuple[str, str, str]], bool]:
             if local:
                 _refuse_clash(tx, account, bucket, info.key)
-            before = tx.one("object_in_file", params)
+            # Only bytes moving into the row leave a file behind to delete.
+            before = tx.one("object_in_file", params) if data is not None else None
             if not tx.run("insert_object" if only_if_absent else "upsert_object", params):
                 raise ObjectExists(f"object {info.key!r} already exists in bucket {bucket!r} (only_if_absent)")
             return self._queue_events(tx, account, bucket, [event]), before is not None and bool(before[0])
