@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import conveyor
-from conveyor.slurper.pipeline import FAULT_VARIABLE
-from conveyor.slurper.store import job_store
+from conveyor.slurper.pipeline import FAULT_VARIABLE, Pipeline
+from conveyor.slurper.store import Listed, job_store
 from tests.slurper.conftest import pipeline_running, s3_source, wait_for
 from tests.storage.s3_server import S3Server
 from tests.storage.s3rver import start_s3rver
@@ -135,5 +135,44 @@ def test_the_target_restarted_mid_job_still_gets_every_object_once_counted(tmp_p
         assert sorted(o["Key"] for o in listed["Contents"]) == keys
         got = target_client.get_object(Bucket="restarted", Key="r/123")
         assert got["Body"].read() == b"r/123" * 20 and got["Metadata"] == {"k": "123"}
+    finally:
+        target.stop()
+
+
+def test_a_redelivered_copy_of_an_overwriting_job_writes_over_an_object_the_target_cannot_describe(
+    tmp_path: Path, s3_server: S3Server
+) -> None:
+    # A target killed while writing an object can be left unable to describe it: s3rver answers 500
+    # to its HEAD (a metadata file left empty) until the object is written again. A redelivered
+    # transfer looks before copying; an overwriting job copies over what it cannot look at.
+    data, logs = tmp_path / "s3rver", tmp_path / "logs"
+    data.mkdir()
+    logs.mkdir()
+    target = start_s3rver(data, logs)
+    try:
+        target_client: Any = target.client()
+        target_client.create_bucket(Bucket="broken")
+        target_client.put_object(Bucket="broken", Key="k/1", Body=b"half-written")
+        bucket = s3_server.new_bucket()
+        s3_server.client().put_object(Bucket=bucket, Key="k/1", Body=b"whole", Metadata={"m": "1"})
+        with conveyor.connect(f"sqlite://{tmp_path / 'data'}") as cv:
+            job = cv.slurper.create_job(
+                source=s3_source(s3_server, bucket), target=s3_source(target, "broken"), overwrite=True
+            )
+            (data / "broken" / "k" / "1._S3rver_metadata.json").write_bytes(b"")
+            store = job_store(cv)
+            row = store.find(job.id)
+            assert row is not None
+            assert store.record_listing(job.id, row.next_listing, [Listed("k/1", 5)], after="", done=True)
+            assert store.lock(job.id, "k/1", "message-1").result == "locked"
+            again = store.lock(job.id, "k/1", "message-1")  # the same message's second delivery
+            assert again.again
+            pipeline = Pipeline(cv)
+            try:
+                assert pipeline._copy(row, "k/1", again) == ("transferred", 5, None)
+            finally:
+                pipeline.close()
+        got = target_client.get_object(Bucket="broken", Key="k/1")
+        assert got["Body"].read() == b"whole" and got["Metadata"] == {"m": "1"}
     finally:
         target.stop()

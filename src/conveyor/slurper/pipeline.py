@@ -41,11 +41,11 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor import limits
 from conveyor.errors import ConveyorError, InvalidRequest, QueueExists, QueueNotFound
-from conveyor.slurper.endpoints import Source, Target, open_source, open_target
+from conveyor.slurper.endpoints import Existing, Source, Target, open_source, open_target
 from conveyor.slurper.model import JobRow
 from conveyor.slurper.rules import MAX_OBJECT_BYTES, MD5, ByteRate, changed, skip_reason
 from conveyor.slurper.store import KeyOutcome, LockedKey, job_store
-from conveyor.storage.errors import BucketNotFound, ObjectNotFound
+from conveyor.storage.errors import BucketNotFound, BucketUnreachable, ObjectNotFound
 
 if TYPE_CHECKING:
     from conveyor.client.sync import Conveyor
@@ -324,7 +324,7 @@ class Pipeline:
         target = self._target(row)
         # An overwriting job's first delivery of a key need not look: only an earlier delivery of
         # this message (``again``) can have copied it without counting it.
-        existing = target.existing(key) if locked.again or not row.overwrite else None
+        existing = self._existing(row, target, key) if locked.again or not row.overwrite else None
         if existing is not None:
             if existing.written_at * 1000 > row.created_ms:  # the failsafe: a copy whose count was lost
                 return "transferred", max(locked.size, 0), None
@@ -360,6 +360,20 @@ class Pipeline:
         if MD5.match(meta.etag) and digest.hexdigest() != meta.etag:
             raise ChecksumMismatch(f"{key!r}: the bytes read do not match the source's MD5 etag {meta.etag}")
         return "transferred", written, None
+
+    @staticmethod
+    def _existing(row: JobRow, target: Target, key: str) -> Existing | None:
+        """What the target holds at ``key``. An overwriting job looks only to spare a copy whose
+        count was lost, so a target that cannot describe the key (s3rver answers 500 for an object
+        whose metadata a crash left half-written, until the object is written again) is copied over;
+        a skip-existing job must know, and retries."""
+        try:
+            return target.existing(key)
+        except BucketUnreachable as exc:
+            if not row.overwrite:
+                raise
+            log.info("job %s: the target cannot describe %r (%s); copying over it", row.id, key, exc.message)
+            return None
 
     # -- lifecycle ----------------------------------------------------------------------------
     def handle_lifecycle(self, batch: MessageBatch) -> None:
