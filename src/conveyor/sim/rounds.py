@@ -22,7 +22,7 @@ from typing import Any
 from conveyor.errors import InvalidSetting
 from conveyor.sim.cloudflare import CloudflareModel
 from conveyor.sim.dispatcher import ConveyorModel
-from conveyor.sim.simulation import Simulation, model_named, most_open, simulate
+from conveyor.sim.simulation import Simulation, model_named, most_open, simulate, step_curve
 
 # A margin under this is a "medium" risk: the reference's slowest round was 1.8 x its median.
 SAFE_MARGIN = 2.0
@@ -152,6 +152,10 @@ class RoundPrediction:
         """The most checks running at once, across all invocations."""
         return most_open(self.check_intervals)
 
+    def checks_curve(self) -> list[tuple[float, int]]:
+        """Checks running over the round, as :meth:`Simulation.concurrency` gives invocations."""
+        return step_curve(self.check_intervals)
+
     @property
     def unchecked(self) -> int:
         """Servers this shape leaves for the next round (messages × per_message is short of the fleet)."""
@@ -239,8 +243,9 @@ def search_shapes(
     check_overhead: float = 0.0,
 ) -> list[RoundPrediction]:
     """Every shape that checks the whole fleet in one round, best first: the single loop, and for
-    each message count up to ``max_messages`` (at most one per server) the fewest servers per
-    message that cover the fleet, with 1 to ``max_at_a_time`` checks at a time.
+    each message count up to ``max_messages`` the fewest servers per message that cover the fleet,
+    with 1 to ``max_at_a_time`` checks at a time. A message count that would leave messages empty
+    (8 messages of 3 for 21 servers) is the same round as a smaller one, and is not tried.
 
     Best: the lowest risk, then the fastest round; rounds within 5 % of each other count as equally
     fast, and among those fewer checks at once, then fewer messages, then fewer at a time win.
@@ -251,6 +256,8 @@ def search_shapes(
     shapes = [Shape(0, 0, 0)]
     for messages in range(1, min(max_messages, fleet.servers) + 1):
         per_message = math.ceil(fleet.servers / messages)
+        if math.ceil(fleet.servers / per_message) < messages:
+            continue
         shapes += [Shape(messages, per_message, a) for a in range(1, min(per_message, max_at_a_time) + 1)]
     predictions = [
         predict_round(

@@ -45,21 +45,7 @@ class Simulation:
         >>> simulate("cloudflare", messages=2, hold=60).concurrency()
         [(0.0, 0), (2.0, 1), (122.0, 0)]
         """
-        changes: dict[float, int] = {}
-        for start, end in self.invocations:
-            if end > start:
-                changes[start] = changes.get(start, 0) + 1
-                changes[end] = changes.get(end, 0) - 1
-        curve = [(0.0, 0)]
-        running = 0
-        for when in sorted(changes):
-            if changes[when]:
-                running += changes[when]
-                if when == curve[-1][0]:
-                    curve[-1] = (when, running)
-                else:
-                    curve.append((when, running))
-        return curve
+        return step_curve(self.invocations)
 
     def running_at(self, when: float) -> int:
         """Invocations running at ``when`` (one that ends at ``when`` no longer is)."""
@@ -193,6 +179,25 @@ def _simulation(model: str, holds: tuple[float, ...], runs: list[Invocation]) ->
             ends[i] = at
     intervals = tuple((run.start, run.end) for run in runs)
     return Simulation(model, tuple(starts), tuple(ends), most_open(intervals), max(ends, default=0.0), intervals)
+
+
+def step_curve(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, int]]:
+    """How many of ``intervals`` are open: ``(time, count from then on)`` at every change, from 0."""
+    changes: dict[float, int] = {}
+    for start, end in intervals:
+        if end > start:
+            changes[start] = changes.get(start, 0) + 1
+            changes[end] = changes.get(end, 0) - 1
+    curve = [(0.0, 0)]
+    running = 0
+    for when in sorted(changes):
+        if changes[when]:
+            running += changes[when]
+            if when == curve[-1][0]:
+                curve[-1] = (when, running)
+            else:
+                curve.append((when, running))
+    return curve
 
 
 def most_open(intervals: Sequence[tuple[float, float]]) -> int:
