@@ -227,8 +227,12 @@ def predict_round(
     checks: list[tuple[float, float]] = []
     for start, servers in zip(run.starts, shares, strict=True):
         first = start + message_overhead
-        # Each bound from the same expression, so one wave's end is exactly the next one's start.
-        checks += [(first + (i // at_a_time) * wave, first + (i // at_a_time + 1) * wave) for i in range(servers)]
+        # Each bound from the same expression, so one wave's end is exactly the next one's start
+        # (and to the nanosecond, as the simulation's times).
+        checks += [
+            (round(first + (i // at_a_time) * wave, 9), round(first + (i // at_a_time + 1) * wave, 9))
+            for i in range(servers)
+        ]
     return RoundPrediction(fleet, shape, run, tuple(shares), tuple(checks))
 
 

@@ -175,10 +175,15 @@ def _simulation(model: str, holds: tuple[float, ...], runs: list[Invocation]) ->
     for run in runs:
         at = run.start
         for i in run.messages:
-            starts[i], at = at, at + holds[i]
-            ends[i] = at
-    intervals = tuple((run.start, run.end) for run in runs)
+            starts[i], at = _ns(at), at + holds[i]
+            ends[i] = _ns(at)
+    intervals = tuple((_ns(run.start), _ns(run.end)) for run in runs)
     return Simulation(model, tuple(starts), tuple(ends), most_open(intervals), max(ends, default=0.0), intervals)
+
+
+def _ns(seconds: float) -> float:
+    """To the nanosecond: sums of small costs read 0.0031, not 0.0031000000000000003."""
+    return round(seconds, 9)
 
 
 def step_curve(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, int]]:
