@@ -16,6 +16,7 @@ checks over a fleet through it:
 
 from conveyor.sim.cloudflare import CloudflareModel
 from conveyor.sim.dispatcher import ConveyorModel
+from conveyor.sim.measure import MeasurementTimeout, measure_costs
 from conveyor.sim.rounds import Fleet, RoundPrediction, Shape, predict_round, search_shapes
 from conveyor.sim.simulation import MODELS, Simulation, simulate
 
@@ -24,9 +25,11 @@ __all__ = [
     "CloudflareModel",
     "ConveyorModel",
     "Fleet",
+    "MeasurementTimeout",
     "RoundPrediction",
     "Shape",
     "Simulation",
+    "measure_costs",
     "predict_round",
     "search_shapes",
     "simulate",
