@@ -29,14 +29,15 @@ class Simulation:
 
     ``starts[i]`` and ``ends[i]`` are message ``i``'s; ``peak`` is the most invocations (batches)
     running at once (one that takes no time does not count); ``makespan`` is when the last one
-    ended. ``invocations`` are the batches' (start, end) in the order they started.
+    ended; ``model`` names the model. ``invocations`` are the batches' (start, end) in the order
+    they started.
     """
 
-    model: str
     starts: tuple[float, ...]
     ends: tuple[float, ...]
     peak: int
     makespan: float
+    model: str
     invocations: tuple[tuple[float, float], ...]
 
     def concurrency(self) -> list[tuple[float, int]]:
@@ -178,7 +179,7 @@ def _simulation(model: str, holds: tuple[float, ...], runs: list[Invocation]) ->
             starts[i], at = _ns(at), at + holds[i]
             ends[i] = _ns(at)
     intervals = tuple((_ns(run.start), _ns(run.end)) for run in runs)
-    return Simulation(model, tuple(starts), tuple(ends), most_open(intervals), max(ends, default=0.0), intervals)
+    return Simulation(tuple(starts), tuple(ends), most_open(intervals), max(ends, default=0.0), model, intervals)
 
 
 def _ns(seconds: float) -> float:
