@@ -41,7 +41,8 @@ def test_the_table_shows_each_shape_and_its_curve() -> None:
     result = plan(*FLEET, "--shape", "0", "--shape", "19x5x3")
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert "21 servers, 0.55 s a check, deadline 300 s" in out and "conveyor (sqlite)" in out
+    assert "21 servers, 0.55 s a check, deadline 300 s" in out
+    assert "conveyor (sqlite; notice / step / settle 0.3 / 0.4 / 2 ms)" in out
     [row] = [line for line in out.splitlines() if "19×5×3" in line and "│" in line]
     assert "1.10 s" in row and " 5 " in row and " 13 " in row and "low" in row
     assert "invocations " in out and "peak 5" in out and "checks " in out and "peak 13" in out
@@ -95,6 +96,17 @@ def test_overheads_and_the_engine_lengthen_the_round() -> None:
     postgres = lines(*FLEET, "--shape", "19x5x3", "--engine", "postgresql")[0]
     assert heavier["round_seconds"] == pytest.approx(plain["round_seconds"] + 0.01 + 2 * 0.005, abs=0.002)
     assert postgres["from_mark_seconds"] > plain["from_mark_seconds"]
+
+
+def test_measure_takes_the_costs_of_the_deployment_and_leaves_nothing_there(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'data'}"
+    result = CliRunner().invoke(cli, ["--url", url, "plan", *FLEET, "--shape", "19x5x3", "--measure"])
+    assert result.exit_code == 0, result.output
+    assert "conveyor (sqlite, measured; notice / step / settle " in result.stdout
+    [row] = [line for line in result.stdout.splitlines() if "19×5×3" in line and "│" in line]
+    assert " 5 " in row and " 13 " in row
+    listed = CliRunner().invoke(cli, ["--url", url, "queues", "list", "--json"])
+    assert json.loads(listed.stdout) == []
 
 
 def test_a_capped_consumer_runs_the_fan_out_in_turns() -> None:
@@ -156,7 +168,9 @@ def test_a_bad_figure_is_refused_with_its_name(args: list[str], said: str) -> No
     [
         (FLEET, "give --shape (one or more) or --search"),
         ([*FLEET, "--shape", "0", "--search"], "give --shape (one or more) or --search"),
-        ([*FLEET, "--shape", "0", "--model", "cloudflare", "--engine", "sqlite"], "--engine is for the conveyor model"),
+        ([*FLEET, "--shape", "0", "--model", "cloudflare", "--engine", "sqlite"], "--engine and --measure are for"),
+        ([*FLEET, "--shape", "0", "--model", "cloudflare", "--measure"], "--engine and --measure are for"),
+        ([*FLEET, "--shape", "0", "--engine", "sqlite", "--measure"], "give --engine (preset costs) or --measure"),
         (
             [*FLEET, "--shape", "0", "--model", "aws"],
             "Invalid value for '--model': 'aws' is not one of 'conveyor', 'cloudflare'",

@@ -16,9 +16,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from conveyor.cli.context import console, json_option
+from conveyor.cli.context import CliState, console, json_option, pass_state
 from conveyor.extras import require_extra
-from conveyor.sim import CloudflareModel, ConveyorModel
+from conveyor.sim import CloudflareModel, ConveyorModel, measure_costs
 from conveyor.sim.rounds import (
     SEARCH_MAX_AT_A_TIME,
     SEARCH_MAX_MESSAGES,
@@ -37,11 +37,17 @@ BAR_WIDTH = 40
 RISK_STYLE = {"low": "green", "medium": "yellow", "high": "bold red"}
 
 
-def _model(name: str, engine: str | None) -> CloudflareModel | ConveyorModel:
+def _model(name: str, engine: str | None, measure: bool, state: CliState) -> CloudflareModel | ConveyorModel:
     if name == "cloudflare":
-        if engine is not None:
-            raise click.UsageError("--engine is for the conveyor model; the cloudflare model has no engine")
+        if engine is not None or measure:
+            raise click.UsageError(
+                "--engine and --measure are for the conveyor model; the cloudflare model has neither"
+            )
         return CloudflareModel()
+    if measure:
+        if engine is not None:
+            raise click.UsageError("give --engine (preset costs) or --measure (the deployment's own), not both")
+        return measure_costs(state.connect())
     return ConveyorModel.postgresql() if engine == "postgresql" else ConveyorModel.sqlite()
 
 
@@ -70,7 +76,13 @@ def sparkline(steps: list[tuple[float, int]], until: float, width: int = SPARK_W
 
 
 def _fleet_line(fleet: Fleet, model: CloudflareModel | ConveyorModel) -> Text:
-    kind = "cloudflare (the fitted ramp)" if isinstance(model, CloudflareModel) else f"conveyor ({model.engine})"
+    if isinstance(model, CloudflareModel):
+        kind = "cloudflare (the fitted ramp)"
+    else:
+        costs = (
+            f"{model.notice_seconds * 1000:.2g} / {model.lease_seconds * 1000:.2g} / {model.settle_seconds * 1000:.2g}"
+        )
+        kind = f"conveyor ({model.engine}; notice / step / settle {costs} ms)"
     return Text.assemble(
         ("Fleet: ", "bold"),
         f"{fleet.servers} servers, {fleet.check_seconds:g} s a check, deadline {fleet.deadline:g} s after the mark · ",
@@ -183,6 +195,12 @@ def _search_view(fleet: Fleet, model: CloudflareModel | ConveyorModel, ranked: l
     help="The conveyor model's engine costs (default: sqlite).",
 )
 @click.option(
+    "--measure",
+    is_flag=True,
+    help="Measure the conveyor model's costs on the deployment (--url): about a second on a scratch queue, "
+    "deleted after.",
+)
+@click.option(
     "--shape",
     "shapes",
     multiple=True,
@@ -209,12 +227,15 @@ def _search_view(fleet: Fleet, model: CloudflareModel | ConveyorModel, ranked: l
 )
 @click.option("--plot", "plot_path", metavar="FILE.png", help="Also draw the curves into an image (the 'plot' extra).")
 @json_option
+@pass_state
 def plan(
+    state: CliState,
     servers: int,
     check_seconds: float,
     deadline: float,
     model_name: str,
     engine: str | None,
+    measure: bool,
     shapes: tuple[str, ...],
     search: bool,
     max_messages: int,
@@ -232,6 +253,7 @@ def plan(
     conveyor plan --servers 21 --check-seconds 5.5 --model cloudflare --search
     conveyor plan --servers 21 --check-seconds 0.55 --search --json
     conveyor plan --servers 21 --check-seconds 0.55 --shape 19x5x3 --plot round.png
+    conveyor --url sqlite:///var/lib/conveyor plan --servers 21 --check-seconds 0.55 --search --measure
 
     A round sends MESSAGES messages at once; each invocation checks up to PER_MESSAGE servers,
     AT_A_TIME at once. Risk: high when a server is checked after the deadline or left out, medium
@@ -241,8 +263,8 @@ def plan(
         raise click.UsageError("give --shape (one or more) or --search")
     if plot_path is not None:
         require_extra("conveyor plan --plot", "plot", ("matplotlib",))
-    model = _model(model_name, engine)
     fleet = Fleet(servers, check_seconds, deadline)
+    model = _model(model_name, engine, measure, state)
     settings: dict[str, Any] = {
         "max_concurrency": max_concurrency,
         "message_overhead": message_overhead,

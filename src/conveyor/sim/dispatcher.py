@@ -47,8 +47,8 @@ class ConveyorModel:
     - ``lease_seconds``: one dispatcher step (settings read, lease, hand-off to a handler thread);
     - ``settle_seconds``: a finished batch's ack commit, after which its slot is free.
 
-    The presets are medians measured on a 2-core machine running 40 messages (``docs/sim.md`` says
-    how to measure your own):
+    The presets are medians measured on a 2-core machine running 40 messages;
+    :func:`~conveyor.sim.measure_costs` measures a deployment's own where it runs:
 
     >>> round(simulate(ConveyorModel.postgresql(), messages=40, hold=0.5, max_concurrency=5).makespan, 3)
     4.063
