@@ -18,7 +18,7 @@ def test_nine_sixty_second_messages_replay_the_reference_ramp() -> None:
         assert start == pytest.approx(replayed, abs=2.0), (sorted(run.starts), REPLAYED_STARTS)
     assert run.makespan == pytest.approx(REPLAYED_END, abs=3.0)
     assert run.makespan <= MEASURED_END
-    assert run.peak == 4  # the model's; Cloudflare's measured curve touched five at one instant
+    assert run.peak == 4  # the model's; Cloudflare's measured curve touched five (docs/sim.md says why)
 
 
 def test_one_consumer_first_then_one_more_twelve_seconds_after_each_finish() -> None:
