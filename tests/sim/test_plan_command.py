@@ -26,15 +26,26 @@ def lines(*args: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
-def test_the_prober_shape_beats_the_single_loop_tenfold_on_conveyor() -> None:
+def test_the_prober_shape_checks_the_fleet_in_one_wave_where_the_loop_takes_twenty_one() -> None:
     loop, fan_out = lines(*FLEET, "--shape", "0", "--shape", "19x5x3")
     assert loop["round_seconds"] == pytest.approx(21 * 0.55, abs=0.01)
-    # Four invocations of five servers (two waves of three, then two) and one of the last server.
-    assert fan_out["servers_per_message"] == [5, 5, 5, 5, 1] + [0] * 14
-    assert fan_out["round_seconds"] == pytest.approx(2 * 0.55, abs=0.01)
-    assert fan_out["round_seconds"] > 2 * 0.55  # the dispatcher's lease and notice are in it
-    assert (fan_out["peak_concurrency"], fan_out["peak_checks"], fan_out["risk"]) == (5, 13, "low")
+    # Dealt in turn, as conveyor.prober's tick does: two messages of two servers, seventeen of one.
+    assert fan_out["servers_per_message"] == [2, 2] + [1] * 17
+    assert fan_out["fill"] == "spread"
+    assert fan_out["round_seconds"] == pytest.approx(0.55, abs=0.02)
+    # The dispatcher's costs are in it: the notice, then one step for each of the 19 messages.
+    assert fan_out["from_mark_seconds"] == pytest.approx(0.55 + 0.0003 + 19 * 0.0004)
+    assert (fan_out["peak_concurrency"], fan_out["peak_checks"], fan_out["risk"]) == (19, 21, "low")
     assert len(fan_out["starts"]) == 19
+
+
+def test_packed_the_prober_shape_takes_two_waves_in_five_invocations() -> None:
+    [packed] = lines(*FLEET, "--shape", "19x5x3", "--fill", "pack")
+    # Four invocations of five servers (two waves of three, then two) and one of the last server;
+    # the fourteen left over run and find nothing.
+    assert packed["servers_per_message"] == [5, 5, 5, 5, 1] + [0] * 14
+    assert packed["round_seconds"] == pytest.approx(2 * 0.55, abs=0.02)
+    assert (packed["peak_concurrency"], packed["peak_checks"]) == (5, 13)
 
 
 def test_the_table_shows_each_shape_and_its_curve() -> None:
@@ -43,19 +54,22 @@ def test_the_table_shows_each_shape_and_its_curve() -> None:
     out = result.stdout
     assert "21 servers, 0.55 s a check, deadline 300 s" in out
     assert "conveyor (sqlite; notice / step / settle 0.3 / 0.4 / 2 ms)" in out
+    assert "servers dealt to the messages in turn" in out
     [row] = [line for line in out.splitlines() if "19×5×3" in line and "│" in line]
-    assert "1.10 s" in row and " 5 " in row and " 13 " in row and "low" in row
-    assert "invocations " in out and "peak 5" in out and "checks " in out and "peak 13" in out
+    assert "0.56 s" in row and " 19 " in row and " 21 " in row and "low" in row
+    assert "invocations " in out and "peak 19" in out and "checks " in out and "peak 21" in out
 
 
 def test_the_seed_fleet_on_cloudflares_ramp() -> None:
-    loop, fan_out = lines(
-        "--servers", "21", "--check-seconds", "5.5", "--model", "cloudflare", "--shape", "0", "--shape", "19x5x3"
-    )
+    seed = ["--servers", "21", "--check-seconds", "5.5", "--model", "cloudflare"]
+    loop, packed = lines(*seed, "--shape", "0", "--shape", "19x5x3", "--fill", "pack")
     # The single loop: 21 × 5.5 s after the ramp's 2 s first start (the reference measured 116 s).
     assert (loop["round_seconds"], loop["from_mark_seconds"]) == (115.5, 117.5)
-    # Cold, the fitted ramp runs the fan-out's four full invocations two at a time at most.
-    assert fan_out["from_mark_seconds"] == 40.5 and fan_out["peak_concurrency"] == 2
+    # Cold, the fitted ramp runs the four full invocations two at a time at most.
+    assert packed["from_mark_seconds"] == 40.5 and packed["peak_concurrency"] == 2
+    # Nineteen invocations of one or two servers wait longer for the ramp than five full ones.
+    [spread] = lines(*seed, "--shape", "19x5x3")
+    assert spread["from_mark_seconds"] == 46.0
 
 
 def test_search_finds_the_fewest_messages_that_check_the_fleet_in_one_wave() -> None:
@@ -94,7 +108,8 @@ def test_overheads_and_the_engine_lengthen_the_round() -> None:
     plain = lines(*FLEET, "--shape", "19x5x3")[0]
     heavier = lines(*FLEET, "--shape", "19x5x3", "--message-overhead", "0.01", "--check-overhead", "0.005")[0]
     postgres = lines(*FLEET, "--shape", "19x5x3", "--engine", "postgresql")[0]
-    assert heavier["round_seconds"] == pytest.approx(plain["round_seconds"] + 0.01 + 2 * 0.005, abs=0.002)
+    # One wave of checks after the invocation's own 10 ms.
+    assert heavier["round_seconds"] == pytest.approx(plain["round_seconds"] + 0.01 + 0.005, abs=0.002)
     assert postgres["from_mark_seconds"] > plain["from_mark_seconds"]
 
 
@@ -104,7 +119,7 @@ def test_measure_takes_the_costs_of_the_deployment_and_leaves_nothing_there(tmp_
     assert result.exit_code == 0, result.output
     assert "conveyor (sqlite, measured; notice / step / settle " in result.stdout
     [row] = [line for line in result.stdout.splitlines() if "19×5×3" in line and "│" in line]
-    assert " 5 " in row and " 13 " in row
+    assert " 19 " in row and " 21 " in row
     listed = CliRunner().invoke(cli, ["--url", url, "queues", "list", "--json"])
     assert json.loads(listed.stdout) == []
 

@@ -8,15 +8,23 @@ import sys
 
 import pytest
 
+from conveyor import InvalidSetting
 from conveyor.sim import ConveyorModel, Fleet, Shape, predict_round, search_shapes
 
 FREE = ConveyorModel("no costs", 0.0, 0.0, 0.0)
 
 
-def test_servers_fill_the_messages_in_order() -> None:
-    assert Shape(19, 5, 3).servers_per_message(21) == [5, 5, 5, 5, 1] + [0] * 14
-    assert Shape(3, 4, 2).servers_per_message(10) == [4, 4, 2]
+def test_servers_are_dealt_to_the_messages_in_turn_and_an_empty_one_is_not_sent() -> None:
+    assert Shape(19, 5, 3).servers_per_message(21) == [2, 2] + [1] * 17
+    assert Shape(3, 4, 2).servers_per_message(10) == [4, 3, 3]
+    assert Shape(30, 5, 3).servers_per_message(21) == [1] * 21
+    assert Shape(2, 5, 3).servers_per_message(21) == [5, 5]  # the rest wait for the next round
     assert Shape(0, 0, 0).servers_per_message(21) == [21]
+
+
+def test_packed_the_first_messages_take_full_shares() -> None:
+    assert Shape(19, 5, 3).servers_per_message(21, "pack") == [5, 5, 5, 5, 1] + [0] * 14
+    assert Shape(3, 4, 2).servers_per_message(10, "pack") == [4, 4, 2]
 
 
 def test_a_message_checks_its_servers_in_waves_of_at_a_time() -> None:
@@ -38,13 +46,20 @@ def test_a_shape_too_small_for_the_fleet_leaves_servers_for_the_next_round() -> 
 
 
 def test_the_search_tries_each_distinct_shape_once_and_covers_the_fleet() -> None:
-    ranked = search_shapes(Fleet(21, 0.55, 300), FREE)
-    shapes = [(p.shape.messages, p.shape.per_message) for p in ranked]
-    assert len(shapes) == len({(p.shape.messages, p.shape.per_message, p.shape.at_a_time) for p in ranked})
-    # 8 messages of 3 would leave one empty: that round is 7 of 3's, so only 7 is tried.
-    assert {m for m, _ in shapes} == {0, 1, 2, 3, 4, 5, 6, 7, 11, 21}
-    assert all(p.unchecked == 0 for p in ranked)
-    assert str(ranked[0].shape) == "7×3×3"
+    spread = search_shapes(Fleet(21, 0.55, 300), FREE)
+    assert {p.shape.messages for p in spread} == set(range(22))
+    packed = search_shapes(Fleet(21, 0.55, 300), FREE, fill="pack")
+    # Packed, 8 messages of 3 would leave one empty: that round is 7 of 3's, so only 7 is tried.
+    assert {p.shape.messages for p in packed} == {0, 1, 2, 3, 4, 5, 6, 7, 11, 21}
+    for ranked in (spread, packed):
+        assert len(ranked) == len({(p.shape.messages, p.shape.at_a_time) for p in ranked})
+        assert all(p.unchecked == 0 for p in ranked)
+        assert str(ranked[0].shape) == "7×3×3"
+
+
+def test_an_unknown_fill_is_refused() -> None:
+    with pytest.raises(InvalidSetting, match="fill is 'even'; it must be one of spread, pack"):
+        predict_round(Fleet(21, 0.55, 300), Shape(19, 5, 3), fill="even")  # type: ignore[arg-type]
 
 
 def test_the_search_prefers_a_safe_round_to_a_fast_risky_one() -> None:

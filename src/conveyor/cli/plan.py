@@ -75,7 +75,10 @@ def sparkline(steps: list[tuple[float, int]], until: float, width: int = SPARK_W
     return "".join(cells)
 
 
-def _fleet_line(fleet: Fleet, model: CloudflareModel | ConveyorModel) -> Text:
+FILL_WORDS = {"spread": "servers dealt to the messages in turn", "pack": "servers packed into the first messages"}
+
+
+def _fleet_line(p: RoundPrediction, model: CloudflareModel | ConveyorModel) -> Text:
     if isinstance(model, CloudflareModel):
         kind = "cloudflare (the fitted ramp)"
     else:
@@ -83,9 +86,11 @@ def _fleet_line(fleet: Fleet, model: CloudflareModel | ConveyorModel) -> Text:
             f"{model.notice_seconds * 1000:.2g} / {model.lease_seconds * 1000:.2g} / {model.settle_seconds * 1000:.2g}"
         )
         kind = f"conveyor ({model.engine}; notice / step / settle {costs} ms)"
+    fleet = p.fleet
     return Text.assemble(
         ("Fleet: ", "bold"),
-        f"{fleet.servers} servers, {fleet.check_seconds:g} s a check, deadline {fleet.deadline:g} s after the mark · ",
+        f"{fleet.servers} servers, {fleet.check_seconds:g} s a check, deadline {fleet.deadline:g} s after the mark, "
+        f"{FILL_WORDS[p.fill]} · ",
         ("model: ", "bold"),
         kind,
     )
@@ -121,15 +126,15 @@ def _curves(p: RoundPrediction) -> Group:
     )
 
 
-def _shapes_view(fleet: Fleet, model: CloudflareModel | ConveyorModel, rounds: list[RoundPrediction]) -> Group:
+def _shapes_view(model: CloudflareModel | ConveyorModel, rounds: list[RoundPrediction]) -> Group:
     return Group(
-        _fleet_line(fleet, model),
+        _fleet_line(rounds[0], model),
         _rounds_table(rounds, "Predicted rounds"),
         *(_curves(p) for p in rounds),
     )
 
 
-def _search_view(fleet: Fleet, model: CloudflareModel | ConveyorModel, ranked: list[RoundPrediction]) -> Group:
+def _search_view(model: CloudflareModel | ConveyorModel, ranked: list[RoundPrediction]) -> Group:
     best = ranked[0]
     points = curve(ranked)
     slowest = max(p.from_mark for p in points)
@@ -161,7 +166,7 @@ def _search_view(fleet: Fleet, model: CloudflareModel | ConveyorModel, ranked: l
         style="dim",
     )
     return Group(
-        _fleet_line(fleet, model),
+        _fleet_line(best, model),
         headline,
         rule,
         _rounds_table(ranked[:5], "The five best shapes"),
@@ -207,6 +212,14 @@ def _search_view(fleet: Fleet, model: CloudflareModel | ConveyorModel, ranked: l
     metavar="MxPxA",
     help="messages × servers per message × checks at a time, e.g. 19x5x3; 0 for the single loop. Repeatable.",
 )
+@click.option(
+    "--fill",
+    type=click.Choice(["spread", "pack"]),
+    default="spread",
+    show_default=True,
+    help="How servers are dealt to messages: one to each in turn (conveyor.prober's tick), or full shares "
+    "first (invocations that claim their servers when they run).",
+)
 @click.option("--search", is_flag=True, help="Try every shape that covers the fleet and show the best.")
 @click.option(
     "--max-messages", type=int, default=SEARCH_MAX_MESSAGES, show_default=True, help="The search's most messages."
@@ -237,6 +250,7 @@ def plan(
     engine: str | None,
     measure: bool,
     shapes: tuple[str, ...],
+    fill: str,
     search: bool,
     max_messages: int,
     max_at_a_time: int,
@@ -256,8 +270,9 @@ def plan(
     conveyor --url sqlite:///var/lib/conveyor plan --servers 21 --check-seconds 0.55 --search --measure
 
     A round sends MESSAGES messages at once; each invocation checks up to PER_MESSAGE servers,
-    AT_A_TIME at once. Risk: high when a server is checked after the deadline or left out, medium
-    when a round less than twice as slow would be late, else low.
+    AT_A_TIME at once; --fill says how the servers are dealt to the messages. Risk: high when a
+    server is checked after the deadline or left out, medium when a round less than twice as slow
+    would be late, else low.
     """
     if search == bool(shapes):
         raise click.UsageError("give --shape (one or more) or --search")
@@ -266,20 +281,20 @@ def plan(
     fleet = Fleet(servers, check_seconds, deadline)
     model = _model(model_name, engine, measure, state)
     settings: dict[str, Any] = {
+        "fill": fill,
         "max_concurrency": max_concurrency,
         "message_overhead": message_overhead,
         "check_overhead": check_overhead,
     }
     if search:
         ranked = search_shapes(fleet, model, max_messages=max_messages, max_at_a_time=max_at_a_time, **settings)
-        _show_search(fleet, model, ranked, plot_path, as_json)
+        _show_search(model, ranked, plot_path, as_json)
     else:
         rounds = [predict_round(fleet, Shape.parse(text), model, **settings) for text in shapes]
-        _show_rounds(fleet, model, rounds, plot_path, as_json)
+        _show_rounds(model, rounds, plot_path, as_json)
 
 
 def _show_rounds(
-    fleet: Fleet,
     model: CloudflareModel | ConveyorModel,
     rounds: list[RoundPrediction],
     plot_path: str | None,
@@ -289,7 +304,7 @@ def _show_rounds(
         for p in rounds:
             click.echo(json.dumps(p.to_json(), ensure_ascii=False))
     else:
-        console().print(_shapes_view(fleet, model, rounds))
+        console().print(_shapes_view(model, rounds))
     if plot_path is not None:
         from conveyor.sim.plot import plot_rounds
 
@@ -297,7 +312,6 @@ def _show_rounds(
 
 
 def _show_search(
-    fleet: Fleet,
     model: CloudflareModel | ConveyorModel,
     ranked: list[RoundPrediction],
     plot_path: str | None,
@@ -310,7 +324,7 @@ def _show_search(
                 del line[detail]
             click.echo(json.dumps({**line, "rank": rank, "best": rank == 1}, ensure_ascii=False))
     else:
-        console().print(_search_view(fleet, model, ranked))
+        console().print(_search_view(model, ranked))
     if plot_path is not None:
         from conveyor.sim.plot import plot_search
 

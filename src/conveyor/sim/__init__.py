@@ -11,7 +11,7 @@ checks over a fleet through it:
 (254.0, 4)
 >>> p = predict_round(Fleet(servers=21, check_seconds=0.55, deadline=300), Shape(19, 5, 3), "conveyor")
 >>> round(p.round_seconds, 2), p.peak, p.risk
-(1.1, 5, 'low')
+(0.56, 19, 'low')
 """
 
 from conveyor.sim.cloudflare import CloudflareModel

@@ -1,11 +1,16 @@
 """The planner's model of a fan-out round: a fleet, a shape, and what a consumer model makes of them.
 
 A round sends ``messages`` messages at once; each is one invocation that checks up to
-``per_message`` servers, ``at_a_time`` at once. Servers fill the messages in order (the first
-invocations claim a full share, as claims made at run time do), so a message with ``n`` servers
-holds its invocation ``ceil(n / at_a_time)`` checks long, and the messages past the fleet hold it
-for no time. ``messages=0`` is the single loop the fan-out replaces: one invocation checking every
-server one after another.
+``per_message`` servers, ``at_a_time`` at once, so a message with ``n`` servers holds its invocation
+``ceil(n / at_a_time)`` checks long. How the servers are dealt to the messages (``fill``):
+
+- ``"spread"``: one to each message in turn, as ``conveyor.prober``'s tick deals out the targets it
+  claimed; a message left without a server is not sent;
+- ``"pack"``: the first messages take a full share each, as invocations that claim their servers
+  when they run do (the reference's prober); the messages past the fleet still run, finding nothing.
+
+``messages=0`` is the single loop the fan-out replaces: one invocation checking every server one
+after another.
 
 Staleness: every server must be checked within ``deadline`` seconds of the round's mark (the
 send). A round's *margin* is how many times slower than predicted it could run and still make it;
@@ -17,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from conveyor.errors import InvalidSetting
 from conveyor.sim.cloudflare import CloudflareModel
@@ -33,6 +38,9 @@ TIE_FRACTION = 0.05
 # and the reference's prober checked 3 servers at a time.
 SEARCH_MAX_MESSAGES = 100
 SEARCH_MAX_AT_A_TIME = 3
+
+Fill = Literal["spread", "pack"]
+FILLS: tuple[Fill, ...] = ("spread", "pack")
 
 _SHAPE = re.compile(r"^\s*(\d+)\s*[x×*]\s*(\d+)\s*[x×*]\s*(\d+)\s*$")
 
@@ -108,14 +116,15 @@ class Shape:
     def __str__(self) -> str:
         return "single loop" if self.messages == 0 else f"{self.messages}×{self.per_message}×{self.at_a_time}"
 
-    def servers_per_message(self, servers: int) -> list[int]:
-        """How many servers each message checks: the fleet fills the messages in order."""
+    def servers_per_message(self, servers: int, fill: Fill = "spread") -> list[int]:
+        """How many servers each message sent checks (see the module's docstring for ``fill``)."""
         if self.messages == 0:
             return [servers]
-        return [max(0, min(self.per_message, servers - i * self.per_message)) for i in range(self.messages)]
-
-    def covers(self, servers: int) -> bool:
-        return self.messages == 0 or self.messages * self.per_message >= servers
+        if fill == "pack":
+            return [max(0, min(self.per_message, servers - i * self.per_message)) for i in range(self.messages)]
+        dealt = min(servers, self.messages * self.per_message)
+        shares = [dealt // self.messages + (i < dealt % self.messages) for i in range(self.messages)]
+        return [n for n in shares if n]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +133,7 @@ class RoundPrediction:
 
     fleet: Fleet
     shape: Shape
+    fill: Fill
     simulation: Simulation
     servers_per_message: tuple[int, ...]
     check_intervals: tuple[tuple[float, float], ...]  # (start, end) of every check made
@@ -187,6 +197,7 @@ class RoundPrediction:
             "messages": self.shape.messages,
             "per_message": self.shape.per_message,
             "at_a_time": self.shape.at_a_time,
+            "fill": self.fill,
             "round_seconds": round(self.round_seconds, 6),
             "from_mark_seconds": round(self.from_mark, 6),
             "peak_concurrency": self.peak,
@@ -206,20 +217,27 @@ def predict_round(
     shape: Shape,
     model: str | CloudflareModel | ConveyorModel = "conveyor",
     *,
+    fill: Fill = "spread",
     max_concurrency: int | None = None,
     message_overhead: float = 0.0,
     check_overhead: float = 0.0,
 ) -> RoundPrediction:
-    """Simulate one round. ``message_overhead`` is what an invocation spends before its first check
-    (its claim), ``check_overhead`` what each check adds (recording it); both default to nothing.
+    """Simulate one round, its servers dealt to the messages by ``fill`` (``"spread"``, as
+    ``conveyor.prober`` does, or ``"pack"``). ``message_overhead`` is what an invocation spends
+    before its first check, ``check_overhead`` what each check adds (recording it); both default to
+    nothing.
 
     >>> p = predict_round(Fleet(21, 0.55, 300), Shape(19, 5, 3), "conveyor")
-    >>> round(p.round_seconds, 2), p.peak, p.risk
-    (1.1, 5, 'low')
+    >>> round(p.round_seconds, 2), p.peak, p.servers_per_message[:3]
+    (0.56, 19, (2, 2, 1))
+    >>> round(predict_round(Fleet(21, 0.55, 300), Shape(19, 5, 3), fill="pack").round_seconds, 2)
+    1.1
     """
+    if fill not in FILLS:
+        raise InvalidSetting(f"fill is {fill!r}; it must be one of {', '.join(FILLS)}")
     message_overhead = _seconds("message_overhead", message_overhead, positive=False)
     check_overhead = _seconds("check_overhead", check_overhead, positive=False)
-    shares = shape.servers_per_message(fleet.servers)
+    shares = shape.servers_per_message(fleet.servers, fill)
     at_a_time = shape.at_a_time or 1
     wave = fleet.check_seconds + check_overhead
     holds = [message_overhead + math.ceil(n / at_a_time) * wave for n in shares]
@@ -233,7 +251,7 @@ def predict_round(
             (round(first + (i // at_a_time) * wave, 9), round(first + (i // at_a_time + 1) * wave, 9))
             for i in range(servers)
         ]
-    return RoundPrediction(fleet, shape, run, tuple(shares), tuple(checks))
+    return RoundPrediction(fleet, shape, fill, run, tuple(shares), tuple(checks))
 
 
 def search_shapes(
@@ -242,14 +260,15 @@ def search_shapes(
     *,
     max_messages: int = SEARCH_MAX_MESSAGES,
     max_at_a_time: int = SEARCH_MAX_AT_A_TIME,
+    fill: Fill = "spread",
     max_concurrency: int | None = None,
     message_overhead: float = 0.0,
     check_overhead: float = 0.0,
 ) -> list[RoundPrediction]:
     """Every shape that checks the whole fleet in one round, best first: the single loop, and for
     each message count up to ``max_messages`` the fewest servers per message that cover the fleet,
-    with 1 to ``max_at_a_time`` checks at a time. A message count that would leave messages empty
-    (8 messages of 3 for 21 servers) is the same round as a smaller one, and is not tried.
+    with 1 to ``max_at_a_time`` checks at a time. Packed, a message count that would leave messages
+    empty (8 messages of 3 for 21 servers) is the same round as a smaller one, and is not tried.
 
     Best: the lowest risk, then the fastest round; rounds within 5 % of each other count as equally
     fast, and among those fewer checks at once, then fewer messages, then fewer at a time win.
@@ -260,7 +279,7 @@ def search_shapes(
     shapes = [Shape(0, 0, 0)]
     for messages in range(1, min(max_messages, fleet.servers) + 1):
         per_message = math.ceil(fleet.servers / messages)
-        if math.ceil(fleet.servers / per_message) < messages:
+        if fill == "pack" and math.ceil(fleet.servers / per_message) < messages:
             continue
         shapes += [Shape(messages, per_message, a) for a in range(1, min(per_message, max_at_a_time) + 1)]
     predictions = [
@@ -268,6 +287,7 @@ def search_shapes(
             fleet,
             shape,
             chosen,
+            fill=fill,
             max_concurrency=max_concurrency,
             message_overhead=message_overhead,
             check_overhead=check_overhead,
