@@ -118,7 +118,7 @@ def test_a_core_install_runs_the_embedded_queues_and_names_the_missing_extras(tm
         capture_output=True,
         text=True,
     )
-    assert planned.returncode == 0 and json.loads(planned.stdout)["peak_concurrency"] == 5, planned.stderr
+    assert planned.returncode == 0 and json.loads(planned.stdout)["peak_concurrency"] == 19, planned.stderr
     plotted = subprocess.run(
         [bin_dir / "conveyor", "plan", "--servers", "21", "--check-seconds", "0.55", "--shape", "0", "--plot", "x.png"],
         capture_output=True,
