@@ -10,7 +10,7 @@ the order they started, since which message a lease hands out first is the engin
 The machine is a shared 2-core one: its load changes the engine's costs tenfold within minutes, so
 they are measured right before each prediction, and another process's burst can stall this one for
 100 ms at any moment, so an attempt that is off is tried again (measured, predicted and run anew),
-up to three times. A model that is wrong is off every time.
+up to five times. A model that is wrong is off every time.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ MESSAGES = 40
 HOLD = 0.5
 BATCH_SIZE, BATCH_TIMEOUT = 1, 0.0
 CAPS = (None, 5)  # automatic, and capped
-ATTEMPTS = 3
+ATTEMPTS = 5
 
 
 def tolerance(measured: float) -> float:
