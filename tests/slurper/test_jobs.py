@@ -286,9 +286,9 @@ def test_the_throttle_postpones_listing_while_transfers_fail_and_the_job_still_c
         client.put_object(Bucket=bucket, Key=f"k{i:02d}", Body=b"x", ContentType="application/" + "x" * 300)
     local_bucket(cv, "refusing")
     job = cv.slurper.create_job(source=s3_source(s3_server, bucket), target={"vendor": "r2", "bucket": "refusing"})
-    window = FailureWindow(seconds=1.5, minimum=4, ratio=0.5)
+    window = FailureWindow(seconds=1.5, minimum=4, ratio=0.5, delay=1)
     with pipeline_running(cv, page_size=4, max_retries=0, throttle=window) as app:
-        wait_for(job)
+        wait_for(job, timeout=180)
     pipeline = app.pipeline  # type: ignore[attr-defined]
     assert pipeline.throttled >= 1
     assert (job.progress().objects, job.progress().failed_objects) == (24, 24)

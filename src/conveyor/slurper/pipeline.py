@@ -76,10 +76,13 @@ FAULT_VARIABLE = "CONVEYOR_SLURPER_FAULT"
 class FailureWindow:
     """Transfer outcomes of the last ``seconds`` in this process: ``spiking()`` while at least
     ``minimum`` of them happened and ``ratio`` or more of those failed (a source or target down).
-    The list consumer then stops enqueuing transfers, and starts again once the failures pass."""
+    The list consumer then stops enqueuing transfers, postponing each listing by ``delay``
+    seconds, and starts again once the failures pass."""
 
-    def __init__(self, seconds: float, minimum: int, ratio: float, clock: Any = time.monotonic) -> None:
-        self.seconds, self.minimum, self.ratio = seconds, minimum, ratio
+    def __init__(
+        self, seconds: float, minimum: int, ratio: float, clock: Any = time.monotonic, *, delay: int = THROTTLE_DELAY
+    ) -> None:
+        self.seconds, self.minimum, self.ratio, self.delay = seconds, minimum, ratio, delay
         self._clock = clock
         self._outcomes: collections.deque[tuple[float, bool]] = collections.deque()
         self._failed = 0
@@ -238,8 +241,8 @@ class Pipeline:
             return
         if self.throttle.spiking():  # transfers are failing: list this page later
             self.throttled += 1
-            log.info("job %s: transfers are failing; listing %d postponed %d s", row.id, seq, THROTTLE_DELAY)
-            send(self.cv, LIST_QUEUE, [body], delay=THROTTLE_DELAY)
+            log.info("job %s: transfers are failing; listing %d postponed %d s", row.id, seq, self.throttle.delay)
+            send(self.cv, LIST_QUEUE, [body], delay=self.throttle.delay)
             return
         try:
             page, done = self._source(row).list_page(body["after"], self.page_size)
