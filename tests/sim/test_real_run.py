@@ -105,8 +105,9 @@ def compare(predicted: Simulation, measured: Measured) -> list[Off]:
 def predict_then_run(cv: conveyor.Conveyor, queue: str, cap: int | None) -> tuple[ConveyorModel, list[Off]]:
     """Measure the costs, write the prediction down, run for real: what was off, and the model."""
     model = measure_costs(cv)
+    # Its peak is the model's to say: on a loaded machine a launch costs enough that the first
+    # handlers finish before the last of the 40 starts, and the real run must show the same.
     predicted = simulate(model, MESSAGES, HOLD, cap, max_batch_size=BATCH_SIZE, max_batch_timeout=BATCH_TIMEOUT)
-    assert predicted.peak == (cap or MESSAGES)
     return model, compare(predicted, run_for_real(cv, queue, cap))
 
 
