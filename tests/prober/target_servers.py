@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import http.server
+import ipaddress
 import ssl
 import threading
 import time
@@ -69,12 +70,14 @@ class TestCA:
         yesterday."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
-        start, end = (now - datetime.timedelta(days=30), now - datetime.timedelta(days=1)) if expired else (
-            now - datetime.timedelta(days=1),
-            now + datetime.timedelta(days=90),
+        start, end = (
+            (now - datetime.timedelta(days=30), now - datetime.timedelta(days=1))
+            if expired
+            else (
+                now - datetime.timedelta(days=1),
+                now + datetime.timedelta(days=90),
+            )
         )
-        import ipaddress
-
         cert = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, address)]))
@@ -103,7 +106,9 @@ class TargetServer:
     """A threaded HTTP(S) server on ``address``: every GET waits ``delay`` seconds, then answers
     ``status``; ``requests`` counts them and ``in_flight_peak`` is the most served at once."""
 
-    def __init__(self, address: str, *, delay: float = 0.0, status: int = 200, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, address: str, *, delay: float = 0.0, status: int = 200, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.address = address
         self.delay = delay
         self.status = status
@@ -114,7 +119,7 @@ class TargetServer:
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (the http.server name)
+            def do_GET(self) -> None:
                 with outer._lock:
                     outer.requests += 1
                     outer.in_flight += 1

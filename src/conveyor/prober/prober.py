@@ -185,9 +185,9 @@ class Prober:
 
     def _claim(self, round_id: str, trigger: str, mark_ms: int) -> ClaimedRound:
         store = probe_store(self.conveyor)
-        now = self.conveyor.engine.clock.now_ms()
+        clock = self.conveyor.engine.clock.now_ms
         claimed = store.claim(
-            self.conveyor.deployment.account, self.name, round_id, trigger, mark_ms, self.shape, self.lease_ms, now
+            self.conveyor.deployment.account, self.name, round_id, trigger, mark_ms, self.shape, self.lease_ms, clock
         )
         log.info("fleet %s: round %s claimed %d targets", self.name, round_id, len(claimed.job_ids))
         return claimed

@@ -87,6 +87,10 @@ ON CONFLICT DO NOTHING;
 -- name: take_target
 UPDATE prober_targets SET last_job = :job WHERE id = :target_id AND due_ms <= :now;
 
+-- The claim's time, read once the job's rows are taken (after any wait for another claimer).
+-- name: stamp_job
+UPDATE prober_jobs SET claimed_ms = :now, lease_until_ms = :lease_until WHERE id = :id;
+
 -- name: drop_job
 DELETE FROM prober_jobs WHERE id = :id AND state = 'claimed';
 

@@ -17,14 +17,14 @@ once, at READ COMMITTED; on SQLite they take turns):
    job is refused (only the attempt that started a job may finish it, and only while it runs).
 
 >>> store = ProbeStore(TABLES.open(cv.deployment))
->>> claimed = store.claim("local", "mcp", "round-1", "now", mark_ms, Shape(19, 5, 3), 600_000, now_ms)
+>>> claimed = store.claim("local", "mcp", "round-1", "now", mark_ms, Shape(19, 5, 3), 600_000, clock.now_ms)
 """
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import orjson
@@ -37,8 +37,6 @@ if TYPE_CHECKING:
     from conveyor.client.sync import Conveyor
 
 TABLES = ToolTables("conveyor.prober", "prober.db", version=1, what="probe fleets")
-# A claim that lost a race for some targets looks again this many times for others.
-CLAIM_PASSES = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,8 +122,8 @@ def _round(row: Row) -> RoundRow:
     )
 
 
-def _slots(rows: Sequence[Row], messages: int) -> list[list[str]]:
-    slots: list[list[str]] = [[] for _ in range(max(messages, 1))]
+def _slots(rows: Sequence[Row], shape: Shape) -> list[list[str]]:
+    slots: list[list[str]] = [[] for _ in range(max(shape.messages, 1))]
     for job_id, slot, _state in rows:
         slots[int(slot)].append(job_id)
     return [slot for slot in slots if slot]
@@ -242,71 +240,70 @@ class ProbeStore:
         mark_ms: int,
         shape: Shape,
         lease_ms: int,
-        now_ms: int,
+        clock: Callable[[], int],
     ) -> ClaimedRound:
         """Claim the round ``round_id``: abandon the fleet's jobs whose lease ran out, then claim up
         to ``shape.limit`` due targets, one per host whose host has no open job, spread over
         ``shape.messages`` slots in turn. A round claimed before (a retried tick) is returned as it
-        was, its jobs unchanged."""
-        fleet_key = {"account": account, "fleet": fleet}
+        was, its jobs unchanged. ``clock`` is read inside the transaction: a job's claim time is
+        read once its rows are taken, so it is never earlier than the end of the job it follows."""
+        key = {"account": account, "fleet": fleet}
 
         def claim(tx: Transaction) -> ClaimedRound:
-            existing = tx.one("round", {**fleet_key, "id": round_id})
+            existing = tx.one("round", {**key, "id": round_id})
             if existing is not None:
                 before = _round(existing)
-                rows = tx.rows("round_jobs", {**fleet_key, "round_id": round_id})
-                return ClaimedRound(before, _slots(rows, before.shape.messages))
-            tx.run("sweep_fleet", {**fleet_key, "now": now_ms})
-            tx.run(
-                "insert_round",
-                {
-                    **fleet_key,
-                    "id": round_id,
-                    "trigger": trigger,
-                    "mark_ms": mark_ms,
-                    "now": now_ms,
-                    "messages": shape.messages,
-                    "per_message": shape.per_message,
-                    "at_a_time": shape.at_a_time,
-                },
-            )
-            claimed: list[str] = []
-            lost = True
-            for _ in range(CLAIM_PASSES):
-                if not lost or len(claimed) >= shape.limit:
-                    break
-                lost = False
-                candidates = tx.rows("claimable", {**fleet_key, "now": now_ms, "limit": shape.limit - len(claimed)})
-                # In host order: two claimers wait for each other's rows in one order, never in a cycle.
-                for target_id, _host in sorted(candidates, key=lambda c: (c[1], c[0])):
-                    job_id = uuid.uuid4().hex
-                    slot = len(claimed) % shape.messages if shape.messages else 0
-                    inserted = tx.run(
-                        "insert_job",
-                        {
-                            "id": job_id,
-                            "round_id": round_id,
-                            "target_id": target_id,
-                            "slot": slot,
-                            "mark_ms": mark_ms,
-                            "now": now_ms,
-                            "lease_until": now_ms + lease_ms,
-                        },
-                    )
-                    if not inserted:
-                        lost = True
-                    elif not tx.run("take_target", {"job": job_id, "target_id": target_id, "now": now_ms}):
-                        tx.run("drop_job", {"id": job_id})
-                        lost = True
-                    else:
-                        claimed.append(job_id)
-            tx.run("count_round_jobs", {**fleet_key, "id": round_id, "jobs": len(claimed)})
-            row = tx.one("round", {**fleet_key, "id": round_id})
+                return ClaimedRound(before, _slots(tx.rows("round_jobs", {**key, "round_id": round_id}), before.shape))
+            now = clock()
+            tx.run("sweep_fleet", {**key, "now": now})
+            round_row = {"id": round_id, "trigger": trigger, "mark_ms": mark_ms, "now": now}
+            counts = {"messages": shape.messages, "per_message": shape.per_message, "at_a_time": shape.at_a_time}
+            tx.run("insert_round", {**key, **counts, **round_row})
+            candidates = tx.rows("claimable", {**key, "now": now, "limit": shape.limit})
+            # In host order: claimers that race wait for each other's rows in one order, never in a
+            # cycle. A target lost to another claimer stays due for the next round.
+            claimed = 0
+            for target_id, _host in sorted(candidates, key=lambda c: (c[1], c[0])):
+                claimed += self._take(tx, round_id, target_id, claimed, shape, mark_ms, lease_ms, clock)
+            tx.run("count_round_jobs", {**key, "id": round_id, "jobs": claimed})
+            row = tx.one("round", {**key, "id": round_id})
             assert row is not None
-            rows = tx.rows("round_jobs", {**fleet_key, "round_id": round_id})
-            return ClaimedRound(_round(row), _slots(rows, shape.messages))
+            return ClaimedRound(_round(row), _slots(tx.rows("round_jobs", {**key, "round_id": round_id}), shape))
 
         return self.db.transaction(claim, "claiming a probe round")
+
+    @staticmethod
+    def _take(
+        tx: Transaction,
+        round_id: str,
+        target_id: str,
+        claimed: int,
+        shape: Shape,
+        mark_ms: int,
+        lease_ms: int,
+        clock: Callable[[], int],
+    ) -> bool:
+        """Claim one target for the round; False if another claimer holds it or its host, or it is
+        no longer due (the claimer lost a race for it)."""
+        job_id = uuid.uuid4().hex
+        now = clock()
+        job = {
+            "id": job_id,
+            "round_id": round_id,
+            "target_id": target_id,
+            "slot": claimed % shape.messages if shape.messages else 0,
+            "mark_ms": mark_ms,
+            "now": now,
+            "lease_until": now + lease_ms,
+        }
+        if not tx.run("insert_job", job):
+            return False
+        if not tx.run("take_target", {"job": job_id, "target_id": target_id, "now": now}):
+            tx.run("drop_job", {"id": job_id})
+            return False
+        stamped = clock()
+        tx.run("stamp_job", {"id": job_id, "now": stamped, "lease_until": stamped + lease_ms})
+        return True
 
     def round(self, account: str, fleet: str, round_id: str) -> tuple[RoundRow, list[Job]] | None:
         """The round ``round_id`` and its jobs; None if no such round was claimed."""
