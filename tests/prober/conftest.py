@@ -12,7 +12,7 @@ import pytest
 
 import conveyor
 from tests.engine.postgres.support import fresh_client
-from tests.prober.target_servers import TargetServer, TestCA
+from tests.prober.target_servers import CertificateAuthority, TargetServer
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -23,8 +23,8 @@ def cv(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[conveyor.Conv
 
 
 @pytest.fixture(scope="session")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> TestCA:
-    return TestCA.create(tmp_path_factory.mktemp("ca"))
+def ca(tmp_path_factory: pytest.TempPathFactory) -> CertificateAuthority:
+    return CertificateAuthority.create(tmp_path_factory.mktemp("ca"))
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from cryptography.x509.oid import NameOID
 
 
 @dataclasses.dataclass
-class TestCA:
+class CertificateAuthority:
     """A certificate authority of the test run: ``ca_file`` is what the prober is told to trust."""
 
     key: ec.EllipticCurvePrivateKey
@@ -32,7 +32,7 @@ class TestCA:
         return self.directory / "ca.pem"
 
     @classmethod
-    def create(cls, directory: Path) -> TestCA:
+    def create(cls, directory: Path) -> CertificateAuthority:
         key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "conveyor prober test CA")])
         now = datetime.datetime.now(datetime.UTC)
@@ -131,6 +131,8 @@ class TargetServer:
                     self.send_header("content-length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the prober gave up first (its timeout): what the slow server is for
                 finally:
                     with outer._lock:
                         outer.in_flight -= 1
@@ -144,7 +146,7 @@ class TargetServer:
             self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
         self.url = f"{'https' if tls else 'http'}://{address}:{self.port}/health"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

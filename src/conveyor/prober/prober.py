@@ -77,7 +77,9 @@ class Prober:
     ``prober.app``). ``messages`` × ``per_message`` × ``at_a_time``: the round's shape (``messages=0``:
     the single loop). ``schedule``: the cron of its rounds (None: only on demand). ``lease``: how long
     a job may stay claimed or running before the sweeper abandons it (seconds or ``"10 minutes"``);
-    ``timeout``: how long one check may take (shorter than the lease). ``verify`` and
+    ``timeout``: how long one check may take (the ``http`` check's network timeout; a check still
+    running after twice that is given up as failed; twice it must be shorter than the lease). The
+    jobs of a message waiting their turn keep their lease while their invocation runs. ``verify`` and
     ``min_cert_days``: the ``http`` check's CAs and how close a certificate's expiry fails it.
     """
 
@@ -102,8 +104,8 @@ class Prober:
         self.shape = Shape(messages, per_message, at_a_time)
         self.schedule = None if schedule is None else check_cron(schedule)
         self.lease_ms = parse_interval(lease, "lease")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout * 1000 < self.lease_ms:
-            raise InvalidTarget(f"timeout is {timeout!r}; it must be more than 0 and less than the lease ({lease!r})")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout * 2000 < self.lease_ms:
+            raise InvalidTarget(f"timeout is {timeout!r}; it must be more than 0 and under half the lease ({lease!r})")
         self.timeout = float(timeout)
         self._checks: dict[str, CheckFunction] = {
             HTTP_CHECK: HttpCheck(timeout=self.timeout, verify=verify, min_cert_days=min_cert_days)
@@ -252,16 +254,16 @@ class Prober:
             )
         target = ProbeTarget(job.target_id, job.address, job.host, job.check)
         result: list[CheckOutcome] = []
-        # A plain function cannot be stopped: past its timeout its outcome is given up on (and the
-        # job finished as failed) so the job never outlives its lease.
+        # A plain function cannot be stopped: past twice its timeout (the http check's phases each
+        # have one) its outcome is given up on, and the job finished as failed within its lease.
         thread = threading.Thread(
             target=lambda: result.append(run_check(fn, target)), daemon=True, name="conveyor-check"
         )
         thread.start()
-        thread.join(self.timeout)
+        thread.join(2 * self.timeout)
         if not result:
             return CheckOutcome(
-                False, round(self.timeout * 1000), f"the check did not finish within {self.timeout:g} s"
+                False, round(2 * self.timeout * 1000), f"the check did not finish within {2 * self.timeout:g} s"
             )
         return result[0]
 

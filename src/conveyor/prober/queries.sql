@@ -106,6 +106,12 @@ WHERE account = :account AND fleet = :fleet AND round_id = :round_id AND state =
 UPDATE prober_jobs SET state = 'running', started_ms = :now, lease_until_ms = :lease_until, runner = :runner
 WHERE id = :id AND state = 'claimed' AND lease_until_ms > :now;
 
+-- The jobs of the same message still waiting for their turn: alive while their invocation is.
+-- name: renew_slot
+UPDATE prober_jobs SET lease_until_ms = :lease_until
+WHERE account = :account AND fleet = :fleet AND round_id = :round_id AND slot = :slot AND state = 'claimed'
+  AND lease_until_ms > :now;
+
 -- name: job
 SELECT id, account, fleet, round_id, target_id, address, host, check_name, slot, mark_ms, state, claimed_ms,
        lease_until_ms, started_ms, ended_ms, runner, ok, latency_ms, error, detail

@@ -326,15 +326,20 @@ class ProbeStore:
 
     # -- jobs ---------------------------------------------------------------------------------
     def start(self, job_id: str, runner: str, lease_ms: int, now_ms: int) -> Job | None:
-        """Start ``job_id`` for the attempt ``runner`` (its lease renewed); None if it is not claimed
-        any more (started by another delivery, ended, or its lease ran out)."""
+        """Start ``job_id`` for the attempt ``runner`` (its lease renewed, and the leases of the jobs
+        of its message still waiting their turn); None if it is not claimed any more (started by
+        another delivery, ended, or its lease ran out)."""
 
         def start(tx: Transaction) -> Job | None:
-            params = {"id": job_id, "runner": runner, "now": now_ms, "lease_until": now_ms + lease_ms}
-            if not tx.run("start_job", params):
+            lease = {"now": now_ms, "lease_until": now_ms + lease_ms}
+            if not tx.run("start_job", {**lease, "id": job_id, "runner": runner}):
                 return None
             found = tx.one("job", {"id": job_id})
-            return None if found is None else job_from_row(found)
+            assert found is not None
+            job = job_from_row(found)
+            slot = {"account": job.account, "fleet": job.fleet, "round_id": job.round_id, "slot": job.slot}
+            tx.run("renew_slot", {**slot, **lease})
+            return job
 
         return self.db.transaction(start, "starting a probe job")
 
