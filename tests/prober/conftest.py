@@ -14,6 +14,8 @@ import conveyor
 from tests.engine.postgres.support import fresh_client
 from tests.prober.target_servers import CertificateAuthority, TargetServer
 
+Servers = Callable[..., TargetServer]
+
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def cv(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[conveyor.Conveyor]:
@@ -28,7 +30,7 @@ def ca(tmp_path_factory: pytest.TempPathFactory) -> CertificateAuthority:
 
 
 @pytest.fixture
-def servers() -> Iterator[Callable[..., TargetServer]]:
+def servers() -> Iterator[Servers]:
     """``servers(host_number, delay=, status=, tls=)``: a server on 127.0.0.<host_number>, stopped
     after the test."""
     started: list[TargetServer] = []

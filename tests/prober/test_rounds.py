@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime
 import itertools
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,11 +17,9 @@ from conveyor.prober.store import probe_store
 from conveyor.workflows.client import workflow_store
 from conveyor.workflows.schedules import CronService
 from tests.conformance.support import FakeClock
-from tests.prober.conftest import worker
-from tests.prober.target_servers import CertificateAuthority, TargetServer
+from tests.prober.conftest import Servers, worker
+from tests.prober.target_servers import CertificateAuthority
 from tests.waiting import wait_for
-
-Servers = Callable[..., TargetServer]
 
 
 def _prober(cv: conveyor.Conveyor, ca: CertificateAuthority, **settings: Any) -> conveyor.Prober:
