@@ -32,7 +32,7 @@ The parts:
 
 from conveyor.prober.checks import CheckFailed, HttpCheck, ProbeTarget
 from conveyor.prober.errors import InvalidTarget, NoProberWorker, TargetNotFound, UnknownCheck
-from conveyor.prober.fleet import Fleet, fleet
+from conveyor.prober.fleet import Fleet, FleetHandle, fleet, list_fleets
 from conveyor.prober.model import CheckOutcome, Shape, Target
 from conveyor.prober.prober import Prober
 from conveyor.prober.report import Report, RoundSummary
@@ -41,6 +41,7 @@ __all__ = [
     "CheckFailed",
     "CheckOutcome",
     "Fleet",
+    "FleetHandle",
     "HttpCheck",
     "InvalidTarget",
     "NoProberWorker",
@@ -53,4 +54,5 @@ __all__ = [
     "TargetNotFound",
     "UnknownCheck",
     "fleet",
+    "list_fleets",
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -81,35 +82,53 @@ def check_target(item: Mapping[str, Any], known_checks: Iterable[str], egress: E
     return NewTarget(address, host, check, interval_ms)
 
 
-class Fleet:
-    """The fleet ``name`` of ``cv``'s account. ``checks``: check names the caller's own code
-    registered (a worker's prober's), known even before its worker first started."""
+class FleetHandle(ABC):
+    """What a fleet offers to any client: :class:`Fleet` on the deployment's own URL, and
+    :class:`~conveyor.prober.remote.RemoteFleet` over ``conveyor serve``."""
 
-    def __init__(self, cv: Conveyor, name: str, *, checks: Iterable[str] = ()) -> None:
-        self._cv = cv
-        self.name = check_fleet_name(name)
-        self._local_checks = checks  # a live view: a worker's prober registers more later
+    name: str
 
     def __repr__(self) -> str:
-        return f"Fleet({self.name!r})"
+        return f"{type(self).__name__}({self.name!r})"
 
-    @property
-    def _account(self) -> str:
-        return self._cv.deployment.account
-
-    def _now(self) -> int:
-        return self._cv.engine.clock.now_ms()
-
+    @abstractmethod
     def info(self) -> FleetRow | None:
         """The fleet as its worker registered it (checks, shape, schedule); None if it has no
         targets and no worker registered it yet."""
-        return probe_store(self._cv).fleet(self._account, self.name)
+
+    @abstractmethod
+    def import_targets(
+        self, items: Iterable[Mapping[str, Any]], *, egress: EgressPolicy | None = None
+    ) -> tuple[int, int]:
+        """Add many targets in one transaction: all of them are checked first, and one bad item
+        adds none. ``(added, already listed)``."""
+
+    @abstractmethod
+    def targets(self) -> list[Target]:
+        """The fleet's targets by address, each with its latest job's outcome."""
+
+    @abstractmethod
+    def remove(self, key: str) -> list[str]:
+        """Remove the target of id ``key``, or the targets of address ``key``; their jobs not yet
+        started are cancelled. The removed ones; ``TargetNotFound`` if none."""
+
+    @abstractmethod
+    def round(self, round_id: str) -> RoundSummary | None:
+        """The round ``round_id`` as it stands (None if it has not been claimed yet)."""
+
+    @abstractmethod
+    def start_round(self) -> str:
+        """Ask the fleet's worker for a round now; the round's id."""
+
+    @abstractmethod
+    def report(self, since_ms: int | None = None, *, min_gap_ms: int = DEFAULT_MIN_GAP_MS) -> Report:
+        """The fleet's figures for the jobs claimed since ``since_ms`` (the last 24 hours by default)."""
 
     def known_checks(self) -> list[str]:
+        """The check names a target of the fleet may name."""
         row = self.info()
-        return sorted({HTTP_CHECK, *self._local_checks, *(row.checks if row else ())})
+        return sorted({HTTP_CHECK, *(row.checks if row else ())})
 
-    # -- targets ------------------------------------------------------------------------------
     def add(
         self,
         address: str,
@@ -129,11 +148,53 @@ class Fleet:
         added, _ = self.import_targets([item], egress=egress)
         return added == 1
 
+    def wait_for_round(self, round_id: str, timeout: float) -> RoundSummary:
+        """The round once every job of it has ended (``TimeoutError`` after ``timeout`` seconds)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            summary = self.round(round_id)
+            if summary is not None and summary.done:
+                return summary
+            if time.monotonic() > deadline:
+                state = "not claimed yet" if summary is None else f"jobs {summary.states}"
+                raise TimeoutError(f"round {round_id} of fleet {self.name} did not end within {timeout:g} s ({state})")
+            time.sleep(POLL_SECONDS)
+
+    def round_now(self, *, wait: bool = False, timeout: float = 600.0) -> str:
+        """Ask the fleet's worker for a round now (an instance of its tick workflow, as a cron tick
+        would start); the round's id. ``wait``: return once it has ended. ``NoProberWorker`` if no
+        worker ever ran the fleet."""
+        round_id = self.start_round()
+        if wait:
+            self.wait_for_round(round_id, timeout)
+        return round_id
+
+
+class Fleet(FleetHandle):
+    """The fleet ``name`` of ``cv``'s account. ``checks``: check names the caller's own code
+    registered (a worker's prober's), known even before its worker first started."""
+
+    def __init__(self, cv: Conveyor, name: str, *, checks: Iterable[str] = ()) -> None:
+        self._cv = cv
+        self.name = check_fleet_name(name)
+        self._local_checks = checks  # a live view: a worker's prober registers more later
+
+    @property
+    def _account(self) -> str:
+        return self._cv.deployment.account
+
+    def _now(self) -> int:
+        return self._cv.engine.clock.now_ms()
+
+    def info(self) -> FleetRow | None:
+        return probe_store(self._cv).fleet(self._account, self.name)
+
+    def known_checks(self) -> list[str]:
+        return sorted({*super().known_checks(), *self._local_checks})
+
     def import_targets(
         self, items: Iterable[Mapping[str, Any]], *, egress: EgressPolicy | None = None
     ) -> tuple[int, int]:
-        """Add many targets in one transaction: all of them are checked first, and one bad item
-        adds none. ``(added, already listed)``."""
         known = self.known_checks()
         targets = []
         for n, item in enumerate(items, 1):
@@ -146,40 +207,19 @@ class Fleet:
         return probe_store(self._cv).add_targets(self._account, self.name, targets, self._now())
 
     def targets(self) -> list[Target]:
-        """The fleet's targets by address, each with its latest job's outcome."""
         return probe_store(self._cv).targets(self._account, self.name)
 
     def remove(self, key: str) -> list[str]:
-        """Remove the target of id ``key``, or the targets of address ``key``; their jobs not yet
-        started are cancelled. The removed ones; ``TargetNotFound`` if none."""
         if not isinstance(key, str) or not key:
             raise InvalidTarget(f"{key!r} is not a target id or address")
         return probe_store(self._cv).remove_target(self._account, self.name, key, self._now())
 
     # -- rounds -------------------------------------------------------------------------------
     def round(self, round_id: str) -> RoundSummary | None:
-        """The round ``round_id`` as it stands (None if it has not been claimed yet)."""
         found = probe_store(self._cv).round(self._account, self.name, round_id)
         return None if found is None else summarize_round(*found)
 
-    def wait_for_round(self, round_id: str, timeout: float) -> RoundSummary:
-        """The round once every job of it has ended (``TimeoutError`` after ``timeout`` seconds)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            summary = self.round(round_id)
-            if summary is not None and summary.done:
-                return summary
-            if time.monotonic() > deadline:
-                state = "not claimed yet" if summary is None else f"jobs {summary.states}"
-                raise TimeoutError(
-                    f"round {round_id} of fleet {self.name!r} did not end within {timeout:g} s ({state})"
-                )
-            time.sleep(POLL_SECONDS)
-
-    def round_now(self, *, wait: bool = False, timeout: float = 600.0) -> str:
-        """Ask the fleet's worker for a round now (an instance of its tick workflow, as a cron tick
-        would start); the round's id. ``wait``: return once it has ended. ``NoProberWorker`` if no
-        worker ever ran the fleet."""
+    def start_round(self) -> str:
         from conveyor.workflows.errors import WorkflowNotFound
 
         now = self._now()
@@ -190,20 +230,30 @@ class Fleet:
                 f"fleet {self.name!r} has no worker yet: run one whose code creates "
                 f"conveyor.Prober(..., fleet={self.name!r}), or `conveyor probe worker --fleet {self.name}`"
             ) from None
-        instance = workflow.create(params={"mark_ms": now}, id=f"now-{now}-{secrets.token_hex(3)}")
-        if wait:
-            self.wait_for_round(instance.id, timeout)
-        return instance.id
+        return workflow.create(params={"mark_ms": now}, id=f"now-{now}-{secrets.token_hex(3)}").id
 
     # -- report -------------------------------------------------------------------------------
     def report(self, since_ms: int | None = None, *, min_gap_ms: int = DEFAULT_MIN_GAP_MS) -> Report:
-        """The fleet's figures for the jobs claimed since ``since_ms`` (the last 24 hours by default)."""
         now = self._now()
         since = now - DEFAULT_REPORT_MS if since_ms is None else since_ms
         jobs, rounds, listed = probe_store(self._cv).history(self._account, self.name, since)
         return build_report(self.name, jobs, rounds, listed, since_ms=since, now_ms=now, min_gap_ms=min_gap_ms)
 
 
-def fleet(cv: Conveyor, name: str) -> Fleet:
-    """The fleet ``name`` of ``cv``'s account (see :class:`Fleet`)."""
+def fleet(cv: Conveyor, name: str) -> FleetHandle:
+    """The fleet ``name`` of ``cv``'s account (see :class:`Fleet`); over ``http://``, its twin
+    speaking the server's routes."""
+    if cv.deployment.kind == "http":
+        from conveyor.prober.remote import RemoteFleet
+
+        return RemoteFleet(cv, name)
     return Fleet(cv, name)
+
+
+def list_fleets(cv: Conveyor) -> list[FleetRow]:
+    """The fleets of ``cv``'s account, by name."""
+    if cv.deployment.kind == "http":
+        from conveyor.prober.remote import remote_fleets
+
+        return remote_fleets(cv)
+    return probe_store(cv).fleets(cv.deployment.account)

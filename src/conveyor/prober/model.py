@@ -32,8 +32,8 @@ MAX_TARGETS_PER_ROUND = 10_000
 
 _FLEET = re.compile(r"^[a-z0-9][a-z0-9_-]{0,49}\Z")
 _CHECK = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}\Z")
-_SHORT_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*\Z")
-_SHORT_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 7 * 86_400.0}
+_SHORT_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*\Z")
+_SHORT_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 7 * 86_400.0}
 
 
 def check_fleet_name(name: object) -> str:
@@ -81,7 +81,8 @@ def parse_address(address: object, check: str, host: object = None) -> tuple[str
 
 
 def parse_interval(value: object, what: str = "interval") -> int:
-    """Milliseconds in ``value``: seconds, ``"12h"`` (s, m, h, d, w), or ``"12 hours"``; 0 to 365 days."""
+    """Milliseconds in ``value``: seconds (a number, or a string of one), ``"12h"`` (s, m, h, d, w),
+    or ``"12 hours"``; 0 to 365 days."""
     if isinstance(value, str) and (short := _SHORT_INTERVAL.match(value.lower())):
         seconds = float(short.group(1)) * _SHORT_UNITS[short.group(2)]
     else:
@@ -134,6 +135,9 @@ class FleetRow:
     shape: Shape | None
     schedule: str | None
     lease_ms: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
