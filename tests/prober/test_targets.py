@@ -87,7 +87,9 @@ def test_a_fleet_name_or_shape_out_of_range_is_refused(cv: conveyor.Conveyor) ->
         conveyor.prober.fleet(cv, "Web Fleet")
     with pytest.raises(InvalidTarget, match="per_message is 0; it must be a whole number from 1 to 100"):
         conveyor.Prober(cv, fleet="web", per_message=0)
-    with pytest.raises(InvalidTarget, match="timeout is 400; it must be more than 0 and under half the lease"):
+    with pytest.raises(
+        InvalidTarget, match=r"timeout is 400; it must be more than 0, and a message's 2 wave\(s\) of checks"
+    ):
         conveyor.Prober(cv, fleet="web", timeout=400)
     with pytest.raises(conveyor.workflows.errors.InvalidStepConfig, match="schedule 'hourly' has 1 fields"):
         conveyor.Prober(cv, fleet="web", schedule="hourly")

@@ -78,8 +78,8 @@ class Prober:
     the single loop). ``schedule``: the cron of its rounds (None: only on demand). ``lease``: how long
     a job may stay claimed or running before the sweeper abandons it (seconds or ``"10 minutes"``);
     ``timeout``: how long one check may take (the ``http`` check's network timeout; a check still
-    running after twice that is given up as failed; twice it must be shorter than the lease). The
-    jobs of a message waiting their turn keep their lease while their invocation runs. ``verify`` and
+    running after twice that is given up as failed); a message's waves of checks must fit in the
+    lease, which its jobs get anew when its invocation begins. ``verify`` and
     ``min_cert_days``: the ``http`` check's CAs and how close a certificate's expiry fails it.
     """
 
@@ -104,8 +104,19 @@ class Prober:
         self.shape = Shape(messages, per_message, at_a_time)
         self.schedule = None if schedule is None else check_cron(schedule)
         self.lease_ms = parse_interval(lease, "lease")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout * 2000 < self.lease_ms:
-            raise InvalidTarget(f"timeout is {timeout!r}; it must be more than 0 and under half the lease ({lease!r})")
+        # A message's checks run in waves of at_a_time, each given up after twice the timeout: the
+        # whole invocation fits in the lease its jobs got when it began (a single loop renews it
+        # before each check).
+        waves = 1 if messages == 0 else -(-per_message // at_a_time)
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout * 2000 * waves < self.lease_ms
+        ):
+            raise InvalidTarget(
+                f"timeout is {timeout!r}; it must be more than 0, and a message's {waves} wave(s) of checks, "
+                f"each given up after twice the timeout, must fit in the lease ({lease!r})"
+            )
         self.timeout = float(timeout)
         self._checks: dict[str, CheckFunction] = {
             HTTP_CHECK: HttpCheck(timeout=self.timeout, verify=verify, min_cert_days=min_cert_days)
@@ -160,7 +171,7 @@ class Prober:
         round_id = f"round-{now}-{secrets.token_hex(3)}"
         claimed = self._claim(round_id, "round", now)
         if self.shape.messages == 0:
-            self.run_jobs(claimed.job_ids, 1)
+            self.run_jobs(round_id, 0, claimed.job_ids, 1)
         else:
             self._send(claimed)
         if wait:
@@ -180,7 +191,9 @@ class Prober:
             mark = given if isinstance(given, int) and not isinstance(given, bool) else _ms(event.timestamp)
         slots = step.do("claim", lambda: self._claim(event.instance_id, trigger, mark).slots, retries=CLAIM_RETRIES)
         if self.shape.messages == 0:
-            step.do("check", lambda: self.run_jobs([j for s in slots for j in s], 1), timeout=self.lease_ms / 1000)
+            jobs = [job for slot in slots for job in slot]
+            loop_seconds = 2 * self.timeout * len(jobs) + self.lease_ms / 1000
+            step.do("check", lambda: self.run_jobs(event.instance_id, 0, jobs, 1), timeout=loop_seconds)
         else:
             step.do("send", lambda: self._send_slots(event.instance_id, slots), retries=CLAIM_RETRIES)
         return {"round": event.instance_id, "jobs": sum(len(s) for s in slots)}
@@ -200,7 +213,7 @@ class Prober:
     def _send_slots(self, round_id: str, slots: Sequence[Sequence[str]]) -> None:
         """One message per slot; if sending fails, the round's jobs not started are cancelled (their
         targets claimable again at once) and the error propagates."""
-        bodies = [{"body": {"round": round_id, "jobs": list(slot)}} for slot in slots if slot]
+        bodies = [{"body": {"round": round_id, "slot": n, "jobs": list(slot)}} for n, slot in enumerate(slots)]
         try:
             queue = self.conveyor.queue(self._queue)
             for start in range(0, len(bodies), limits.MAX_BATCH_MESSAGES):
@@ -221,15 +234,27 @@ class Prober:
     def handle(self, batch: MessageBatch) -> None:
         """The fleet queue's consumer: one message is one invocation, ``at_a_time`` checks at once."""
         for message in batch.messages:
-            self.run_jobs(message.body["jobs"], self.shape.at_a_time)
+            body = message.body
+            self.run_jobs(body["round"], body["slot"], body["jobs"], self.shape.at_a_time)
             message.ack()
 
-    def run_jobs(self, job_ids: Sequence[str], at_a_time: int) -> int:
-        """Start, check and finish each job, ``at_a_time`` at once; how many this call ran."""
-        if not job_ids:
-            return 0
+    def run_jobs(self, round_id: str, slot: int, job_ids: Sequence[str], at_a_time: int) -> int:
+        """Start, check and finish each job of one message (``slot`` of ``round_id``), ``at_a_time``
+        at once; how many this call ran. The jobs waiting their turn have their lease renewed when
+        the invocation starts (and, one at a time, before each check of a single loop)."""
+        store = probe_store(self.conveyor)
+        account = self.conveyor.deployment.account
+
+        def renew() -> None:
+            store.renew(account, self.name, round_id, slot, self.lease_ms, self.conveyor.engine.clock.now_ms())
+
         if at_a_time == 1:
-            return sum(self._run_job(job_id) for job_id in job_ids)
+            ran = 0
+            for job_id in job_ids:
+                renew()
+                ran += self._run_job(job_id)
+            return ran
+        renew()
         with concurrent.futures.ThreadPoolExecutor(min(at_a_time, len(job_ids)), "conveyor-probe") as pool:
             return sum(pool.map(self._run_job, job_ids))
 

@@ -106,7 +106,7 @@ WHERE account = :account AND fleet = :fleet AND round_id = :round_id AND state =
 UPDATE prober_jobs SET state = 'running', started_ms = :now, lease_until_ms = :lease_until, runner = :runner
 WHERE id = :id AND state = 'claimed' AND lease_until_ms > :now;
 
--- The jobs of the same message still waiting for their turn: alive while their invocation is.
+-- The jobs of one message not started yet: alive while their invocation is.
 -- name: renew_slot
 UPDATE prober_jobs SET lease_until_ms = :lease_until
 WHERE account = :account AND fleet = :fleet AND round_id = :round_id AND slot = :slot AND state = 'claimed'

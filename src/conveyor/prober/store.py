@@ -326,22 +326,27 @@ class ProbeStore:
 
     # -- jobs ---------------------------------------------------------------------------------
     def start(self, job_id: str, runner: str, lease_ms: int, now_ms: int) -> Job | None:
-        """Start ``job_id`` for the attempt ``runner`` (its lease renewed, and the leases of the jobs
-        of its message still waiting their turn); None if it is not claimed any more (started by
-        another delivery, ended, or its lease ran out)."""
+        """Start ``job_id`` for the attempt ``runner`` (its lease renewed); None if it is not claimed
+        any more (started by another delivery, ended, or its lease ran out)."""
 
         def start(tx: Transaction) -> Job | None:
-            lease = {"now": now_ms, "lease_until": now_ms + lease_ms}
-            if not tx.run("start_job", {**lease, "id": job_id, "runner": runner}):
+            params = {"id": job_id, "runner": runner, "now": now_ms, "lease_until": now_ms + lease_ms}
+            if not tx.run("start_job", params):
                 return None
             found = tx.one("job", {"id": job_id})
-            assert found is not None
-            job = job_from_row(found)
-            slot = {"account": job.account, "fleet": job.fleet, "round_id": job.round_id, "slot": job.slot}
-            tx.run("renew_slot", {**slot, **lease})
-            return job
+            return None if found is None else job_from_row(found)
 
         return self.db.transaction(start, "starting a probe job")
+
+    def renew(self, account: str, fleet: str, round_id: str, slot: int, lease_ms: int, now_ms: int) -> int:
+        """Renew the lease of the jobs of one message (``slot``) not started yet: their invocation
+        is alive. Called by that invocation's one thread, never while another of its jobs starts
+        (two transactions each locking the other's sibling would deadlock on PostgreSQL)."""
+        params = {"account": account, "fleet": fleet, "round_id": round_id, "slot": slot}
+        return self.db.transaction(
+            lambda tx: tx.run("renew_slot", {**params, "now": now_ms, "lease_until": now_ms + lease_ms}),
+            "renewing probe jobs' lease",
+        )
 
     def finish(self, job: Job, runner: str, outcome: CheckOutcome, now_ms: int) -> bool:
         """Record ``outcome`` and schedule the target's next check (its round's mark plus its
