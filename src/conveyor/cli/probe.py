@@ -17,8 +17,9 @@ from rich.table import Table
 from rich.text import Text
 
 from conveyor.cli.context import CliError, CliState, ConveyorGroup, console, emit, json_option, pass_state
+from conveyor.cli.render import plural
 from conveyor.prober.errors import InvalidTarget
-from conveyor.prober.model import HTTP_CHECK, parse_interval
+from conveyor.prober.model import HTTP_CHECK, Shape, parse_interval
 
 if TYPE_CHECKING:
     from conveyor.prober.fleet import FleetHandle
@@ -229,7 +230,7 @@ def _seconds(value: float | None) -> str:
 
 def _round_text(summary: RoundSummary) -> Text:
     states = ", ".join(f"{n:,} {state}" for state, n in sorted(summary.states.items())) or "no jobs"
-    shape = f"{summary.messages} × {summary.per_message} × {summary.at_a_time}" if summary.messages else "single loop"
+    shape = Shape(summary.messages, summary.per_message, summary.at_a_time)
     return Text.assemble(
         ("Round ", ""),
         (summary.id, "bold cyan"),
@@ -301,7 +302,7 @@ def _report_tables(r: Report) -> RenderableType:
     summary.add_row(
         "round time (first job → last check)",
         f"median {_seconds(r.round_median_seconds)}, slowest {_seconds(r.round_slowest_seconds)} "
-        f"over {r.rounds:,} rounds",
+        f"over {plural(r.rounds, 'round')}",
     )
     summary.add_row(
         "round time from its mark",
@@ -337,7 +338,7 @@ def fleets(state: CliState, as_json: bool) -> None:
             return Text("No fleets yet. Add a target: conveyor probe targets add URL --fleet NAME", style="dim")
         out = Table("fleet", "checks", "shape", "schedule", "worker registered")
         for f in found:
-            shape = "-" if f.shape is None else f"{f.shape.messages} × {f.shape.per_message} × {f.shape.at_a_time}"
+            shape = "-" if f.shape is None else str(f.shape)
             out.add_row(f.fleet, ", ".join(f.checks), shape, f.schedule or "-", _ms_time(f.registered_ms))
         return out
 

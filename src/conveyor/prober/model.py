@@ -117,6 +117,10 @@ class Shape:
         _whole("per_message", self.per_message, 1, MAX_PER_MESSAGE)
         _whole("at_a_time", self.at_a_time, 1, MAX_AT_A_TIME)
 
+    def __str__(self) -> str:
+        """``19 × 5 × 3``, or ``single loop``."""
+        return f"{self.messages} × {self.per_message} × {self.at_a_time}" if self.messages else "single loop"
+
     @property
     def limit(self) -> int:
         """The most targets one round claims."""
