@@ -286,7 +286,8 @@ def sleepers(count: int, spread: float, together: int) -> None:
                 len(wakes),
                 note="idle handler threads the burst of first runs started (a pool, not one per instance)",
             )
-            wait(lambda: len(woke) == len(wakes), spread + 120, "every instance to wake", poll=0.2)
+            last_due = max(wakes.values()) - time.time()  # the wait runs from now, not from the first wake
+            wait(lambda: len(woke) == len(wakes), last_due + 60, "every instance to wake", poll=0.2)
         finally:
             app.stop()
             cv.close()

@@ -5,6 +5,7 @@ built without a C compiler, a pure one whose embedded queues run on the catalog 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import importlib.util, sys
 import conveyor
 from conveyor.extras import MissingExtra
 
-for module in ("starlette", "uvicorn", "prometheus_client", "psycopg", "numpy"):
+for module in ("starlette", "uvicorn", "prometheus_client", "psycopg", "numpy", "matplotlib"):
     assert importlib.util.find_spec(module) is None, f"{module} is installed without its extra"
 
 cv = conveyor.connect("sqlite://" + sys.argv[1])
@@ -112,6 +113,20 @@ def test_a_core_install_runs_the_embedded_queues_and_names_the_missing_extras(tm
     serve = subprocess.run([bin_dir / "conveyor", *url, "serve", "--port", "0"], capture_output=True, text=True)
     assert serve.returncode == 1
     assert serve.stderr.strip() == "error: conveyor serve needs the 'server' extra: pip install 'conveyor[server]'"
+    planned = subprocess.run(
+        [bin_dir / "conveyor", "plan", "--servers", "21", "--check-seconds", "0.55", "--shape", "19x5x3", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert planned.returncode == 0 and json.loads(planned.stdout)["peak_concurrency"] == 19, planned.stderr
+    plotted = subprocess.run(
+        [bin_dir / "conveyor", "plan", "--servers", "21", "--check-seconds", "0.55", "--shape", "0", "--plot", "x.png"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert plotted.returncode == 1 and not (tmp_path / "x.png").exists()
+    assert plotted.stderr.startswith("error: conveyor plan --plot needs the 'plot' extra: pip install 'conveyor[plot]'")
 
 
 WITHOUT_THE_HELPER = """

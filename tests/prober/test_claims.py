@@ -13,9 +13,9 @@ import uuid
 from collections.abc import Callable
 
 import conveyor
-from conveyor.engine.tool_database import PostgresToolDatabase
+from conveyor.engine.tables import PostgresTables
 from conveyor.prober.model import CheckOutcome, Job, Shape
-from conveyor.prober.store import TABLES, ProbeStore, probe_store
+from conveyor.prober.store import QUERIES, ProbeStore, open_probe_tables, probe_store
 
 CLAIMERS = 50
 TARGETS = 200
@@ -35,8 +35,8 @@ def _stores(cv: conveyor.Conveyor) -> list[ProbeStore]:
     """Ten stores the claimers share: on SQLite, ten connections to prober.db (as ten processes
     would have); on PostgreSQL, ten pools of five connections."""
     if cv.deployment.kind == "sqlite":
-        return [ProbeStore(TABLES.open(cv.deployment)) for _ in range(10)]
-    return [ProbeStore(PostgresToolDatabase(TABLES, cv.deployment.location, max_size=5)) for _ in range(10)]
+        return [ProbeStore(open_probe_tables(cv.deployment)) for _ in range(10)]
+    return [ProbeStore(PostgresTables(cv.deployment.location, QUERIES, pool_size=5)) for _ in range(10)]
 
 
 def _race(cv: conveyor.Conveyor, rounds: int, shape: Shape, until_none_due: bool = False) -> None:

@@ -11,6 +11,7 @@ from conveyor.cli.doctor import doctor
 from conveyor.cli.kv import kv_group
 from conveyor.cli.messages import ack, peek, pull, redrive
 from conveyor.cli.migrate import migrate
+from conveyor.cli.plan import plan
 from conveyor.cli.probe import probe_group
 from conveyor.cli.queues import queues_group
 from conveyor.cli.r2 import r2_group
@@ -107,6 +108,7 @@ COMMANDS = (
     workflows_group,
     slurper_group,
     probe_group,
+    plan,
 )
 for command in (*COMMANDS, *server_commands()):
     cli.add_command(command)

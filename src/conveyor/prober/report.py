@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from conveyor.engine.tool_database import Row
+from conveyor.engine.tables import Row
 from conveyor.prober.model import OPEN_STATES, Job, RoundRow
 
 DAY_MS = 86_400_000

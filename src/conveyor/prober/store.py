@@ -16,7 +16,7 @@ once, at READ COMMITTED; on SQLite they take turns):
    abandoned, which frees its target and host for the next round; a late finish of an abandoned
    job is refused (only the attempt that started a job may finish it, and only while it runs).
 
->>> store = ProbeStore(TABLES.open(cv.deployment))
+>>> store = ProbeStore(open_probe_tables(cv.deployment))
 >>> claimed = store.claim("local", "mcp", "round-1", "now", mark_ms, Shape(19, 5, 3), 600_000, clock.now_ms)
 """
 
@@ -29,14 +29,30 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from conveyor.engine.tool_database import Row, ToolDatabase, ToolTables, Transaction
+from conveyor.deployment import Deployment
+from conveyor.engine.sqlfile import load_queries, load_script
+from conveyor.engine.tables import Row, SqliteFile, Tables, Transaction, open_tables
+from conveyor.errors import InvalidRequest
 from conveyor.prober.errors import TargetNotFound
 from conveyor.prober.model import HTTP_CHECK, CheckOutcome, FleetRow, Job, NewTarget, RoundRow, Shape, Target
 
 if TYPE_CHECKING:
     from conveyor.client.sync import Conveyor
 
-TABLES = ToolTables("conveyor.prober", "prober.db", version=1, what="probe fleets")
+QUERIES = load_queries("conveyor.prober", "queries.sql")
+SQLITE_FILE = SqliteFile("prober.db", load_script("conveyor.prober", "sqlite_schema.sql"), version=1)
+
+
+def open_probe_tables(deployment: Deployment, *, pool_size: int = 8) -> Tables:
+    """The prober's tables of ``deployment``'s engine (a worker's and a claimer's: over ``http://``
+    a client reaches a fleet through the server's routes, :mod:`conveyor.prober.remote`)."""
+    tables = open_tables(deployment, SQLITE_FILE, QUERIES, pool_size=pool_size)
+    if tables is None:
+        raise InvalidRequest(
+            "a prober's worker runs on the deployment itself: connect it to the deployment's SQLite or "
+            "PostgreSQL URL (clients of a server reach fleets through its routes)"
+        )
+    return tables
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +146,7 @@ def _slots(rows: Sequence[Row], shape: Shape) -> list[list[str]]:
 
 
 class ProbeStore:
-    def __init__(self, db: ToolDatabase) -> None:
+    def __init__(self, db: Tables) -> None:
         self.db = db
 
     def close(self) -> None:
@@ -138,15 +154,11 @@ class ProbeStore:
 
     # -- fleets -------------------------------------------------------------------------------
     def fleet(self, account: str, fleet: str) -> FleetRow | None:
-        found = self.db.transaction(
-            lambda tx: tx.one("fleet", {"account": account, "fleet": fleet}), "reading a probe fleet"
-        )
+        found = self.db.read(lambda tx: tx.one("fleet", {"account": account, "fleet": fleet}), "reading a probe fleet")
         return None if found is None else _fleet(found)
 
     def fleets(self, account: str) -> list[FleetRow]:
-        rows = self.db.transaction(
-            lambda tx: tx.rows("fleets_of_account", {"account": account}), "listing probe fleets"
-        )
+        rows = self.db.read(lambda tx: tx.rows("fleets_of_account", {"account": account}), "listing probe fleets")
         return [_fleet(r) for r in rows]
 
     def register(
@@ -209,7 +221,7 @@ class ProbeStore:
         return self.db.transaction(add, "adding probe targets")
 
     def targets(self, account: str, fleet: str) -> list[Target]:
-        rows = self.db.transaction(
+        rows = self.db.read(
             lambda tx: tx.rows("targets", {"account": account, "fleet": fleet}), "listing probe targets"
         )
         return [_target(r) for r in rows]
@@ -306,14 +318,16 @@ class ProbeStore:
         return True
 
     def round(self, account: str, fleet: str, round_id: str) -> tuple[RoundRow, list[Job]] | None:
-        """The round ``round_id`` and its jobs; None if no such round was claimed."""
-
-        def read(tx: Transaction) -> tuple[Row | None, list[Row]]:
-            key = {"account": account, "fleet": fleet}
-            return tx.one("round", {**key, "id": round_id}), tx.rows("jobs_of_round", {**key, "round_id": round_id})
-
-        row, jobs = self.db.transaction(read, "reading a probe round")
-        return None if row is None else (_round(row), [job_from_row(j) for j in jobs])
+        """The round ``round_id`` and its jobs; None if no such round was claimed. Two reads, the
+        round first: its jobs were claimed in its transaction, so they are there when it is."""
+        key = {"account": account, "fleet": fleet}
+        row = self.db.read(lambda tx: tx.one("round", {**key, "id": round_id}), "reading a probe round")
+        if row is None:
+            return None
+        jobs = self.db.read(
+            lambda tx: tx.rows("jobs_of_round", {**key, "round_id": round_id}), "reading a round's jobs"
+        )
+        return _round(row), [job_from_row(j) for j in jobs]
 
     def cancel_round(self, account: str, fleet: str, round_id: str, now_ms: int) -> int:
         """Cancel the round's jobs not started yet (its messages could not be sent)."""
@@ -372,10 +386,6 @@ class ProbeStore:
 
         return self.db.transaction(finish, "finishing a probe job")
 
-    def job(self, job_id: str) -> Job | None:
-        found = self.db.transaction(lambda tx: tx.one("job", {"id": job_id}), "reading a probe job")
-        return None if found is None else job_from_row(found)
-
     def sweep_fleet(self, account: str, fleet: str, now_ms: int) -> int:
         """Abandon the fleet's open jobs whose lease ran out (the coordinator's sweeper)."""
         return self.db.transaction(
@@ -385,20 +395,15 @@ class ProbeStore:
 
     # -- history ------------------------------------------------------------------------------
     def history(self, account: str, fleet: str, since_ms: int) -> tuple[list[Job], list[RoundRow], list[Row]]:
-        """The fleet's jobs and rounds claimed since ``since_ms``, and its listed targets (id, added)."""
-
-        def read(tx: Transaction) -> tuple[list[Row], list[Row], list[Row]]:
-            key = {"account": account, "fleet": fleet}
-            return (
-                tx.rows("jobs_since", {**key, "since": since_ms}),
-                tx.rows("rounds_since", {**key, "since": since_ms}),
-                tx.rows("listed_targets", key),
-            )
-
-        jobs, rounds, listed = self.db.transaction(read, "reading a probe fleet's history")
+        """The fleet's jobs and rounds claimed since ``since_ms``, and its listed targets (id, added):
+        three reads, each its own snapshot (a report, not a transaction)."""
+        key = {"account": account, "fleet": fleet}
+        jobs = self.db.read(lambda tx: tx.rows("jobs_since", {**key, "since": since_ms}), "reading probe jobs")
+        rounds = self.db.read(lambda tx: tx.rows("rounds_since", {**key, "since": since_ms}), "reading probe rounds")
+        listed = self.db.read(lambda tx: tx.rows("listed_targets", key), "reading probe targets")
         return [job_from_row(r) for r in jobs], [_round(r) for r in rounds], listed
 
 
 def probe_store(cv: Conveyor) -> ProbeStore:
     """The probe store of ``cv``'s deployment, opened once per client and closed with it."""
-    return cv.component("prober", lambda deployment, clock: ProbeStore(TABLES.open(deployment)))
+    return cv.component("prober", lambda deployment, clock: ProbeStore(open_probe_tables(deployment)))

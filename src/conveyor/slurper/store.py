@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 import orjson
 
-from conveyor.engine.tool_database import Row, ToolDatabase, Transaction
-from conveyor.slurper.database import open_job_database
+from conveyor.slurper.database import JobDatabase, Row, Transaction, open_job_database
 from conveyor.slurper.errors import InvalidJobState, JobNotFound
 from conveyor.slurper.model import Endpoint, JobLog, JobRow, Status, log_entry
 
@@ -91,7 +90,7 @@ def _log(tx: Transaction, job_id: str, now_ms: int, log_type: str, message: str,
 
 
 class JobStore:
-    def __init__(self, db: ToolDatabase) -> None:
+    def __init__(self, db: JobDatabase) -> None:
         self.db = db
 
     def close(self) -> None:

@@ -35,7 +35,7 @@ from conveyor.ids import ordered_id
 from conveyor.model import NewMessage
 from conveyor.storage import catalog as catalog_module
 from conveyor.storage.catalog import Catalog
-from conveyor.storage.database import Database, PostgresDatabase, SQLiteDatabase
+from conveyor.storage.database import open_catalog_database
 from conveyor.storage.errors import (
     BucketNotFound,
     InvalidBucketLocation,
@@ -85,12 +85,8 @@ Data = bytes | bytearray | memoryview | IO[bytes] | Iterable[bytes]
 
 def open_storage(deployment: Deployment, clock: Clock, engine: Engine) -> StorageService:
     """The storage of ``deployment``; ``engine`` sends the notifications."""
-    db: Database
-    if deployment.kind == "sqlite":
-        db = SQLiteDatabase(Path(deployment.location))
-    elif deployment.kind == "postgresql":
-        db = PostgresDatabase(deployment.location)
-    else:
+    db = open_catalog_database(deployment)
+    if db is None:
         raise InvalidBucketLocation(
             "buckets are not available through a server connection yet; connect to its SQLite or PostgreSQL URL"
         )

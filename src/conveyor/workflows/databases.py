@@ -6,12 +6,10 @@ tables of migrations 0007, 0010, 0011 and 0014 in a PostgreSQL one.
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from conveyor.deployment import Deployment
 from conveyor.engine.base import Clock
@@ -44,29 +42,25 @@ class _SqliteTx:
         return self._conn.execute(query, params).rowcount
 
 
-@dataclasses.dataclass(eq=False)
-class _Job:
-    """One caller's transaction, waiting to be run in the next group commit."""
-
-    fn: Callable[[Tx], Any]
-    durable: bool
-    done: bool = False
-    result: Any = None
-    error: BaseException | None = None
+# The transactions of one group commit of workflows.db at most: a claim (urgent) waits for the
+# group being applied and then leads or joins the next, so a burst of a thousand children
+# finishing holds a parent's wake-up for two groups of this size, not for the whole burst.
+MAX_GROUP = 16
 
 
 class SqliteDatabase:
-    """``workflows.db``: one connection shared by this process's threads, transactions ``BEGIN
-    IMMEDIATE`` (writers of every process take turns), committed in groups: the transactions that
-    wait while one commit is fsynced run next in one SQLite transaction, each in a savepoint of its
-    own (one that fails is rolled back alone), under one fsync. A burst of writers — a thousand
-    children finishing at once — so waits for a few commits, not one per writer, and a parent's
-    claim behind them is not held for hundreds of fsyncs. Each caller returns once its
-    transaction is committed (durably, unless every one in the group was ``durable=False``)."""
+    """``workflows.db``: one connection shared by this process's threads, its transactions
+    committed in groups by the queues' own :class:`~conveyor.engine.sqlite.group_commit.GroupCommitter`
+    (``BEGIN IMMEDIATE``, so writers of every process take turns; each transaction in a savepoint
+    of its own, so one that fails is rolled back alone; one fdatasync of the log for the groups
+    committed while the last one ran). Groups hold at most ``MAX_GROUP`` transactions, claims
+    first: the claim that wakes a parent is not held behind its thousand children's writes. Each
+    caller returns once its transaction is committed (durably, unless ``durable=False``)."""
 
     groups_commits = True
 
     def __init__(self, directory: Path) -> None:
+        from conveyor.engine.sqlite.group_commit import GroupCommitter
         from conveyor.engine.sqlite.storage import ensure_directory, open_database
 
         ensure_directory(directory)
@@ -77,62 +71,14 @@ class SqliteDatabase:
             version=SQLITE_VERSION,
             upgrades=SQLITE_UPGRADES,
         )
-        self._lock = threading.Lock()  # held by the thread committing a group
-        self._queued: list[_Job] = []
-        self._queue_lock = threading.Lock()
+        self._committer = GroupCommitter(self._conn, str(self.path), max_group=MAX_GROUP)
 
-    def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True) -> T:
-        job = _Job(fn, durable)
-        with self._queue_lock:
-            self._queued.append(job)
-        with self._lock:
-            if not job.done:  # else the thread before us committed it with its group
-                self._commit_group()
-        if job.error is not None:
-            raise job.error
-        return cast(T, job.result)
-
-    def _commit_group(self) -> None:
-        from conveyor.engine.sqlite.storage import translate_error
-
-        with self._queue_lock:
-            group, self._queued = self._queued, []
-        conn = self._conn
-        tx = _SqliteTx(conn)
-        durable = any(job.durable for job in group)
-        try:
-            if not durable:  # WAL order keeps it before any later (synced) commit
-                conn.execute("PRAGMA synchronous = NORMAL")
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    for job in group:
-                        conn.execute("SAVEPOINT job")
-                        try:
-                            job.result = job.fn(tx)
-                        except BaseException as exc:  # the caller's to handle: re-raised in its thread
-                            conn.execute("ROLLBACK TO job")
-                            job.error = translate_error(exc, str(self.path)) if isinstance(exc, sqlite3.Error) else exc
-                        conn.execute("RELEASE job")
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            finally:
-                if not durable:
-                    conn.execute("PRAGMA synchronous = FULL")
-        except BaseException as exc:  # nothing of the group was committed: every caller fails
-            error = translate_error(exc, str(self.path)) if isinstance(exc, sqlite3.Error) else exc
-            for job in group:
-                job.result, job.error = None, error
-        finally:
-            for job in group:
-                job.done = True
+    def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True, urgent: bool = False) -> T:
+        return self._committer.run(lambda conn: fn(_SqliteTx(conn)), durable=durable, urgent=urgent)
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._committer.close()
+        self._conn.close()
 
 
 class _PostgresTx:
@@ -164,7 +110,9 @@ class PostgresDatabase:
 
         self._pool = ReadPool(conninfo, max_size=POOL_SIZE)
 
-    def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True) -> T:
+    def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True, urgent: bool = False) -> T:
+        """``urgent`` changes nothing here: every transaction is its own commit on the pool."""
+
         def run(conn: Any) -> T:
             if not durable:  # PostgreSQL's WAL order keeps it before any later flushed commit
                 conn.execute("SET LOCAL synchronous_commit TO OFF")

@@ -53,9 +53,10 @@ class Database(Protocol):
     # True when the database commits the transactions of concurrent callers in groups itself.
     groups_commits: bool
 
-    def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True) -> T:
+    def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True, urgent: bool = False) -> T:
         """``durable=False``: the commit may be lost in a crash, but never reordered after a
-        later durable one (what a record that is only informative needs)."""
+        later durable one (what a record that is only informative needs). ``urgent``: a
+        database that groups commits serves it before the writes queued with it (a claim)."""
         ...
 
     def close(self) -> None: ...
@@ -492,7 +493,7 @@ class SqlWorkflowStore(WorkflowStore):
                 steps = self._end_due_sleep(tx, claimed, steps, now_ms)
             return Claim(claimed, steps)
 
-        return self._db.transaction(claim)
+        return self._db.transaction(claim, urgent=True)
 
     def _take_awaited(self, tx: Tx, row: InstanceRow, steps: list[StepRow], type: str, now_ms: int) -> list[StepRow]:
         """A run woken for the event its wait waits for would begin by taking it: taken here, in

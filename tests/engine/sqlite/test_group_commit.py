@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 import conveyor
 from conveyor.engine.sqlite import SQLiteEngine
+from conveyor.engine.sqlite.group_commit import GroupCommitter
 
 
 def test_concurrent_sends_share_commits(data_dir: Path) -> None:
@@ -113,3 +115,44 @@ def test_a_failing_operation_does_not_undo_the_others_in_its_group(data_dir: Pat
     assert sorted(results) == ["failed"] * 2 + ["ok"] * 6
     assert q.metrics().backlog_count == 6
     cv.close()
+
+
+def test_a_capped_group_takes_urgent_operations_first(tmp_path: Path) -> None:
+    """With ``max_group``, a writer that queued behind a burst waits for the group being applied
+    and one more: an urgent one is in that next group however many were queued before it."""
+    conn = sqlite3.connect(tmp_path / "g.db", isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE applied (name TEXT)")
+    committer = GroupCommitter(conn, str(tmp_path / "g.db"), max_group=8)
+    inside, release = threading.Event(), threading.Event()
+
+    def write(name: str, hold: bool = False) -> None:
+        def op(c: sqlite3.Connection) -> None:
+            if hold:
+                inside.set()
+                release.wait()
+            c.execute("INSERT INTO applied VALUES (?)", (name,))
+
+        committer.run(op, urgent=name == "urgent")
+
+    threads = [threading.Thread(target=write, args=("first", True))]
+    threads[0].start()
+    inside.wait()
+    threads += [threading.Thread(target=write, args=(f"n{i}",)) for i in range(40)]
+    threads.append(threading.Thread(target=write, args=("urgent",)))
+    for t in threads[1:-1]:
+        t.start()
+    while len(committer._pending) < 40:
+        time.sleep(0.001)
+    threads[-1].start()
+    while len(committer._pending) < 41:
+        time.sleep(0.001)
+    release.set()
+    for t in threads:
+        t.join()
+    order = [r[0] for r in conn.execute("SELECT name FROM applied ORDER BY rowid")]
+    assert order[0] == "first" and order.index("urgent") <= 8  # in the second group of at most 8
+    assert sorted(order) == sorted(["first", "urgent", *(f"n{i}" for i in range(40))])
+    assert committer.commits == 1 + -(-41 // 8)  # no group over the cap
+    committer.close()
+    conn.close()

@@ -43,17 +43,19 @@ BatchFunction = Callable[[sqlite3.Connection, list[Any]], list[Any]]
 
 
 class _Op(Generic[T]):
-    __slots__ = ("batch", "done", "durable", "error", "fn", "gate", "result")
+    __slots__ = ("batch", "done", "durable", "error", "fn", "gate", "result", "urgent")
 
     def __init__(
         self,
         fn: Callable[[sqlite3.Connection], T] | None,
         durable: bool,
         batch: tuple[BatchFunction, Any] | None = None,
+        urgent: bool = False,
     ) -> None:
         self.fn = fn
         self.batch = batch
         self.durable = durable
+        self.urgent = urgent
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
@@ -68,11 +70,18 @@ class GroupCommitter:
     >>> committer = GroupCommitter(conn, path)
     >>> committer.run(lambda c: c.execute("INSERT INTO t VALUES (1)").rowcount)
     1
+
+    ``max_group`` caps the operations of one transaction (None: everything queued). A writer waits
+    for the group being applied and then for its own, so the cap bounds how long a writer waits
+    behind a burst; ``urgent`` operations (:meth:`run`) take the places of the next group first.
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: str, *, max_group: int | None = None) -> None:
+        if max_group is not None and max_group < 1:
+            raise ValueError(f"max_group is at least 1, not {max_group}")
         self._conn = conn
         self._path = path
+        self._max_group = max_group
         self._pending: list[_Op[object]] = []
         self._mutex = threading.Lock()
         self._leading = False
@@ -96,10 +105,11 @@ class GroupCommitter:
         self.commits = 0
         self.operations = 0
 
-    def run(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
+    def run(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True, urgent: bool = False) -> T:
         """Run ``fn`` in a transaction shared with concurrent callers; return once it is committed —
-        and fsynced, unless ``durable=False``."""
-        return self._submit(_Op(fn, durable))
+        and fsynced, unless ``durable=False``. ``urgent``: ahead of the others queued when the
+        next group is capped (``max_group``)."""
+        return self._submit(_Op(fn, durable, urgent=urgent))
 
     def run_batched(self, apply: BatchFunction, item: Any, *, durable: bool = True) -> Any:
         """Like :meth:`run`, for ``apply(conn, [item])[0]``; consecutive operations of a group with the
@@ -127,7 +137,7 @@ class GroupCommitter:
         the flush is of a file descriptor of the committer's own, not of the connection.
         """
         with self._mutex:
-            group, self._pending = self._pending, []
+            group = self._take(op)
         flush = False
         try:
             flush = self._commit(group)
@@ -145,6 +155,24 @@ class GroupCommitter:
             for other in group:
                 if other is not op:
                     other.gate.release()
+
+    def _take(self, leader: _Op[object]) -> list[_Op[object]]:
+        """The next group (called with the mutex held): everything queued, or, past ``max_group``,
+        the leader, then urgent operations, then the oldest others, in the order they came."""
+        pending, cap = self._pending, self._max_group
+        if cap is None or len(pending) <= cap:
+            self._pending = []
+            return pending
+        chosen = {id(leader)}
+        for wanted in (True, False):
+            for other in pending:
+                if len(chosen) == cap:
+                    break
+                if other.urgent is wanted:
+                    chosen.add(id(other))
+        group = [o for o in pending if id(o) in chosen]
+        self._pending = [o for o in pending if id(o) not in chosen]
+        return group
 
     def _commit(self, group: list[_Op[object]]) -> bool:
         """Apply and commit ``group``; whether it committed durable operations, to be flushed."""
