@@ -70,6 +70,17 @@ def _ms(when: datetime.datetime) -> int:
     return round(when.timestamp() * 1000)
 
 
+def _is_invocation(body: object) -> bool:
+    """Whether ``body`` is ``{"round": str, "slot": int, "jobs": [str, ...]}``."""
+    return (
+        isinstance(body, dict)
+        and isinstance(body.get("round"), str)
+        and isinstance(body.get("slot"), int)
+        and isinstance(body.get("jobs"), list)
+        and all(isinstance(job, str) for job in body["jobs"])
+    )
+
+
 class Prober:
     """Fan-out rounds of checks over the fleet ``fleet`` of the app's account.
 
@@ -235,7 +246,12 @@ class Prober:
         """The fleet queue's consumer: one message is one invocation, ``at_a_time`` checks at once."""
         for message in batch.messages:
             body = message.body
-            self.run_jobs(body["round"], body["slot"], body["jobs"], self.shape.at_a_time)
+            if not _is_invocation(body):
+                # Anyone who may send to the account's queues may send here: a message not of a
+                # round's shape is dropped (a job runs only if a round claimed it, whatever it says).
+                log.warning("fleet %s: message %s is not a round's message; dropped", self.name, message.id)
+            else:
+                self.run_jobs(body["round"], body["slot"], body["jobs"], self.shape.at_a_time)
             message.ack()
 
     def run_jobs(self, round_id: str, slot: int, job_ids: Sequence[str], at_a_time: int) -> int:
