@@ -52,6 +52,7 @@ from conveyor.model import (
     SendBatchResult,
     SendResult,
 )
+from conveyor.prober import Prober
 from conveyor.storage import (
     Bucket,
     BucketExists,
@@ -147,6 +148,7 @@ __all__ = [
     "ObjectInfo",
     "ObjectNotFound",
     "Overloaded",
+    "Prober",
     "PulledMessage",
     "Queue",
     "QueueExists",

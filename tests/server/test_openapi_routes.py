@@ -7,6 +7,7 @@ from conveyor.server import (
     engine_routes,
     kv_routes,
     object_routes,
+    prober_routes,
     r2_routes,
     routes,
     slurper_routes,
@@ -27,6 +28,7 @@ def test_every_served_route_is_described() -> None:
             *object_routes.ROUTES,
             *kv_routes.ROUTES,
             *slurper_routes.ROUTES,
+            *prober_routes.ROUTES,
             *workflow_routes.ROUTES,
         )
         for method in route.methods or ()

@@ -12,6 +12,7 @@ from conveyor.cli.kv import kv_group
 from conveyor.cli.messages import ack, peek, pull, redrive
 from conveyor.cli.migrate import migrate
 from conveyor.cli.plan import plan
+from conveyor.cli.probe import probe_group
 from conveyor.cli.queues import queues_group
 from conveyor.cli.r2 import r2_group
 from conveyor.cli.send import send
@@ -106,6 +107,7 @@ COMMANDS = (
     trace,
     workflows_group,
     slurper_group,
+    probe_group,
     plan,
 )
 for command in (*COMMANDS, *server_commands()):

@@ -61,6 +61,8 @@ class App:
         self.registers_itself = True
         self._presence: WorkerPresence | None = None
         self.workflows: list[Any] = []  # conveyor.workflows.registration.WorkflowDefinition
+        self._on_start: list[Callable[[], object]] = []
+        self._services: list[tuple[str, float, Callable[[], object]]] = []
 
     def consumer(
         self,
@@ -145,6 +147,18 @@ class App:
 
         return register
 
+    def on_start(self, fn: Callable[[], object]) -> None:
+        """Call ``fn()`` when the app starts, before delivery begins: how a tool built on the app
+        (the prober) records what this worker runs."""
+        self._on_start.append(fn)
+
+    def add_coordinator_service(self, name: str, interval: float, service: Callable[[], object]) -> None:
+        """Run ``service`` every ``interval`` seconds in this process's coordinator while it leads
+        the deployment (a tool's maintenance, such as the prober's sweeper); names are unique."""
+        if any(existing == name for existing, _, _ in self._services):
+            raise ValueError(f"coordinator service {name!r} is already added")
+        self._services.append((name, interval, service))
+
     # -- running ------------------------------------------------------------------------------
     def start(self) -> None:
         """Register the consumers and start delivering in background threads."""
@@ -156,6 +170,8 @@ class App:
         dispatchers: dict[str, Dispatcher] = {}
         targets = [(self.conveyor.queue(spec.queue).id, spec) for spec in self.specs]
         targets += [definition.start(self.conveyor) for definition in self.workflows]
+        for hook in self._on_start:
+            hook()
         for queue_id, spec in targets:
             self._register(queue_id, spec)
             dispatchers[spec.queue] = Dispatcher(engine, queue_id, spec, runner)
@@ -172,6 +188,8 @@ class App:
 
             self._storage_maintenance = add_storage_services(self._coordinator, deployment)
             self._coordinator.add_service("kv-expiry", KV_PURGE_SECONDS, self._purge_expired_kv)
+            for name, interval, service in self._services:
+                self._coordinator.add_service(name, interval, service)
             self._coordinator.start()
         for dispatcher in dispatchers.values():
             dispatcher.start()

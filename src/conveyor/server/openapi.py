@@ -12,7 +12,10 @@ from typing import Any
 import msgspec
 
 from conveyor import wire
+from conveyor.prober.model import FleetRow, Target
+from conveyor.prober.report import Report, RoundSummary
 from conveyor.wire import kv, r2
+from conveyor.wire import prober as pr
 from conveyor.wire import slurper as ss
 from conveyor.wire import workflows as wf
 
@@ -59,6 +62,9 @@ SLURPER_PAGING = (
     _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
     _query("offset", {"type": "integer", "minimum": 0}),
 )
+PF = "/client/v4/accounts/{account_id}/prober/fleets"
+PFT = PF + "/{fleet}/targets"
+PFR = PF + "/{fleet}/rounds"
 WFS = "/client/v4/accounts/{account_id}/workflows"
 WF = WFS + "/{workflow_name}"
 WV = WF + "/versions/{version_id}"
@@ -276,6 +282,37 @@ ROUTES = (
         "Reach a target as a job would",
         ss.SlurperTarget,
         ss.SlurperConnectivity,
+    ),
+    # The prober (conveyor.server.prober_routes): fleets of targets, rounds and reports.
+    Op("get", PF, "List the account's fleets as their workers registered them", None, list[FleetRow]),
+    Op("get", PFT, "List a fleet's targets with their latest outcome", None, list[Target]),
+    Op(
+        "post",
+        PFT,
+        "Add targets, all or none (addresses pass the egress policy)",
+        list[pr.ProbeTargetRequest],
+        pr.ProbeTargetsAdded,
+    ),
+    Op(
+        "delete",
+        PFT,
+        "Remove the target of an id, or the targets of an address",
+        None,
+        pr.ProbeTargetsRemoved,
+        (_query("key", {"type": "string"}),),
+    ),
+    Op("post", PFR, "Ask the fleet's worker for a round now", None, pr.ProbeRoundStarted),
+    Op("get", PFR + "/{round_id}", "A round's jobs by state and its times", None, RoundSummary | None),
+    Op(
+        "get",
+        PF + "/{fleet}/report",
+        "The fleet's figures since a time",
+        None,
+        Report,
+        (
+            _query("since_ms", {"type": "integer", "minimum": 0}),
+            _query("min_gap_ms", {"type": "integer", "minimum": 0}),
+        ),
     ),
     # Cloudflare's Workflows API (conveyor.server.workflow_routes).
     Op(
