@@ -1,0 +1,145 @@
+"""The update and download workflows against a registry-shaped server on 127.0.0.1, on both engines."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+import conveyor
+from conveyor import cdn
+from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, account_of, download_id
+from conveyor.cdn.store import CdnStore, VersionRow
+from tests.cdn.conftest import (
+    Registry,
+    bucket_urls,
+    build_tarball,
+    eventually,
+    integrity,
+    package_config,
+    write_config,
+)
+
+
+@contextmanager
+def worker(cv: conveyor.Conveyor) -> Iterator[conveyor.App]:
+    app = conveyor.App(cv, grace_period=5)
+    cdn.add_workflows(app)
+    app.start()
+    try:
+        yield app
+    finally:
+        app.stop()
+
+
+def versions(cv: conveyor.Conveyor, name: str) -> dict[str, VersionRow]:
+    store = CdnStore.open(cv.deployment)
+    try:
+        return {row.version: row for row in store.versions(account_of(cv), name)}
+    finally:
+        store.close()
+
+
+def finished(cv: conveyor.Conveyor, instance_id: str, workflow: str) -> str:
+    status: list[str] = []
+
+    def done() -> bool:
+        try:
+            status[:] = [cv.workflow(workflow).get(instance_id).status().status]
+        except conveyor.InstanceNotFound:  # its parent has not created it yet
+            return False
+        return status[0] in ("complete", "errored", "terminated")
+
+    eventually(done, timeout=60)
+    return status[0]
+
+
+def setup(cv: conveyor.Conveyor, registry: Registry, tmp_path: Path, files: list[str]) -> None:
+    cdn.init(cv, registry=registry.url, **bucket_urls(cv))  # type: ignore[arg-type]
+    cdn.add(cv, write_config(tmp_path, package_config("widget", files)))
+
+
+def test_an_update_downloads_new_versions_and_records_their_selected_files(
+    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path
+) -> None:
+    for version in ("1.0.0", "1.1.0", "2.0.0-beta.1"):
+        registry.publish(
+            "widget",
+            version,
+            build_tarball(
+                {
+                    "dist/widget.js": f"var v = '{version}';".encode(),
+                    "dist/widget.css": b"a{}",
+                    "dist/.hidden.js": b"x",
+                    "README.md": b"# widget",
+                }
+            ),
+        )
+    setup(cv, registry, tmp_path, ["*.js", "*.css"])
+    with worker(cv):
+        instance = cdn.update(cv)
+        assert finished(cv, instance, cdn.UPDATES_WORKFLOW) == "complete"
+        for version in ("1.0.0", "1.1.0", "2.0.0-beta.1"):
+            assert finished(cv, download_id(account_of(cv), "widget", version), DOWNLOAD_WORKFLOW) == "complete"
+        found = versions(cv, "widget")
+        assert {v: r.state for v, r in found.items()} == dict.fromkeys(("1.0.0", "1.1.0", "2.0.0-beta.1"), "downloaded")
+        assert [f["dest"] for f in found["1.1.0"].files] == ["widget.css", "widget.js"]
+        assert found["1.1.0"].skipped == ["dist/.hidden.js: hidden path"]
+        assert cv.bucket("cdn-staging").get("files/widget/1.1.0/widget.js").bytes() == b"var v = '1.1.0';"
+        assert all(r.published_ms is None for r in found.values())
+
+        # Only versions newer than the newest known are taken; ignoreVersions is obeyed.
+        registry.publish("widget", "1.0.1", build_tarball({"dist/widget.js": b"old"}))
+        registry.publish("widget", "2.0.0", build_tarball({"dist/widget.js": b"new"}))
+        registry.publish("widget", "2.0.1", build_tarball({"dist/widget.js": b"bad"}))
+        config = package_config("widget", ["*.js"])
+        config["autoupdate"]["ignoreVersions"] = ["2.0.1"]
+        cdn.add(cv, write_config(tmp_path, config))
+        again = cdn.update(cv, package="widget")
+        assert finished(cv, again, cdn.UPDATES_WORKFLOW) == "complete"
+        assert cv.workflow(cdn.UPDATES_WORKFLOW).get(again).status().output == {
+            "started": {"widget": ["2.0.0"]},
+            "failed": {},
+        }
+        assert finished(cv, download_id(account_of(cv), "widget", "2.0.0"), DOWNLOAD_WORKFLOW) == "complete"
+        assert sorted(versions(cv, "widget")) == ["1.0.0", "1.1.0", "2.0.0", "2.0.0-beta.1"]
+
+
+def _escaping(archive: tarfile.TarFile) -> None:
+    info = tarfile.TarInfo("package/../../etc/evil.js")
+    info.size = 4
+    archive.addfile(info, io.BytesIO(b"evil"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("corrupt", "cannot be read"),
+        ("bad integrity", "dist.integrity says"),
+        ("escaping entry", "escapes the package's root"),
+    ],
+)
+def test_a_bad_tarball_fails_its_version_with_the_reason_and_records_no_file(
+    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path, kind: str, message: str
+) -> None:
+    good = build_tarball({"dist/widget.js": b"ok"})
+    if kind == "corrupt":
+        data = good[: len(good) // 2]
+        registry.publish("widget", "1.0.0", data)
+    elif kind == "bad integrity":
+        registry.publish("widget", "1.0.0", good)
+        registry.packages["widget"]["1.0.0"]["dist"]["integrity"] = integrity(b"something else")
+    else:
+        registry.publish("widget", "1.0.0", build_tarball({"dist/widget.js": b"ok"}, extra=_escaping))
+    setup(cv, registry, tmp_path, ["*.js"])
+    with worker(cv):
+        cdn.update(cv)
+        assert finished(cv, download_id(account_of(cv), "widget", "1.0.0"), DOWNLOAD_WORKFLOW) == "errored"
+    row = versions(cv, "widget")["1.0.0"]
+    assert (row.state, row.files, row.published_ms) == ("failed", [], None)
+    assert row.error is not None and message in row.error
+    assert not list(cv.bucket("cdn-staging").list(prefix="files/"))
