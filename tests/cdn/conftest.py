@@ -123,7 +123,8 @@ def package_config(name: str, files: list[str], **extra: Any) -> dict[str, Any]:
 
 
 def write_config(root: Path, config: dict[str, Any]) -> Path:
-    path = root / "packages" / config["name"][0].lower() / f"{config['name']}.json"
+    name: str = config["name"]
+    path = root / "packages" / name[0].lower() / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(orjson.dumps(config))
     return path

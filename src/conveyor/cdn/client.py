@@ -150,3 +150,45 @@ def update(
     instance_id = f"update-{uuid.uuid4().hex}"
     cv.workflow(UPDATES_WORKFLOW).create(params={"registry": registry, "package": package}, id=instance_id)
     return instance_id
+
+
+def update_and_wait(
+    cv: conveyor.Conveyor, *, registry: str | None = None, package: str | None = None, timeout: float = 600.0
+) -> dict[str, Any]:
+    """:func:`update`, running the CDN's workflows in this process until the update and every
+    download it started have ended: ``{"instance": id, "started": {name: [versions]}, "failed":
+    {name: why}, "versions": {"name@version": "downloaded" | "failed"}}``. ``TimeoutError`` past
+    ``timeout`` seconds (the workflows go on with the next worker)."""
+    from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, add_workflows, download_id
+
+    app = conveyor.App(cv, grace_period=5)
+    add_workflows(app)
+    app.start()
+    try:
+        instance_id = update(cv, registry=registry, package=package)
+        deadline = time.monotonic() + timeout
+
+        def ended(workflow: str, child: str) -> conveyor.InstanceStatus | None:
+            while time.monotonic() < deadline:
+                try:
+                    found = cv.workflow(workflow).get(child).status()
+                except conveyor.InstanceNotFound:  # its parent has not created it yet
+                    found = None
+                if found is not None and found.status in ("complete", "errored", "terminated"):
+                    return found
+                time.sleep(0.1)
+            raise TimeoutError(f"{workflow} {child} has not ended after {timeout:.0f} s")
+
+        update_status = ended(UPDATES_WORKFLOW, instance_id)
+        assert update_status is not None
+        output = update_status.output if isinstance(update_status.output, dict) else {"started": {}, "failed": {}}
+        account = account_of(cv)
+        states: dict[str, str] = {}
+        for name, versions in output.get("started", {}).items():
+            for version in versions:
+                child = ended(DOWNLOAD_WORKFLOW, download_id(account, name, version))
+                assert child is not None
+                states[f"{name}@{version}"] = "downloaded" if child.status == "complete" else "failed"
+        return {"instance": instance_id, **output, "versions": states}
+    finally:
+        app.stop()
