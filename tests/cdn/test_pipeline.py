@@ -14,6 +14,7 @@ import conveyor
 from conveyor import cdn
 from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, account_of, download_id
 from conveyor.cdn.store import CdnStore, VersionRow
+from conveyor.cdn.tarball import sri
 from tests.cdn.conftest import (
     Registry,
     bucket_urls,
@@ -86,11 +87,20 @@ def test_an_update_downloads_new_versions_and_records_their_selected_files(
         for version in ("1.0.0", "1.1.0", "2.0.0-beta.1"):
             assert finished(cv, download_id(account_of(cv), "widget", version), DOWNLOAD_WORKFLOW) == "complete"
         found = versions(cv, "widget")
-        assert {v: r.state for v, r in found.items()} == dict.fromkeys(("1.0.0", "1.1.0", "2.0.0-beta.1"), "downloaded")
+        assert {v: r.state for v, r in found.items()} == dict.fromkeys(("1.0.0", "1.1.0", "2.0.0-beta.1"), "processed")
         assert [f["dest"] for f in found["1.1.0"].files] == ["widget.css", "widget.js"]
         assert found["1.1.0"].skipped == ["dist/.hidden.js: hidden path"]
         assert cv.bucket("cdn-staging").get("files/widget/1.1.0/widget.js").bytes() == b"var v = '1.1.0';"
         assert all(r.published_ms is None for r in found.values())
+        store = CdnStore.open(cv.deployment)
+        try:  # fanned out per file, fanned in by a counter: SRIs for .js and .css, of the tarball's bytes
+            processed = store.files(account_of(cv), "widget", "1.1.0")
+        finally:
+            store.close()
+        assert [(f.dest, f.size, f.sri) for f in processed] == [
+            ("widget.css", 3, sri(b"a{}")),
+            ("widget.js", 16, sri(b"var v = '1.1.0';")),
+        ]
 
         # Only versions newer than the newest known are taken; ignoreVersions is obeyed.
         registry.publish("widget", "1.0.1", build_tarball({"dist/widget.js": b"old"}))
@@ -143,3 +153,8 @@ def test_a_bad_tarball_fails_its_version_with_the_reason_and_records_no_file(
     assert (row.state, row.files, row.published_ms) == ("failed", [], None)
     assert row.error is not None and message in row.error
     assert not list(cv.bucket("cdn-staging").list(prefix="files/"))
+    store = CdnStore.open(cv.deployment)
+    try:
+        assert store.files(account_of(cv), "widget", "1.0.0") == []
+    finally:
+        store.close()

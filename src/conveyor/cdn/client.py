@@ -157,7 +157,7 @@ def update_and_wait(
 ) -> dict[str, Any]:
     """:func:`update`, running the CDN's workflows in this process until the update and every
     download it started have ended: ``{"instance": id, "started": {name: [versions]}, "failed":
-    {name: why}, "versions": {"name@version": "downloaded" | "failed"}}``. ``TimeoutError`` past
+    {name: why}, "versions": {"name@version": "processed" | "failed"}}``. ``TimeoutError`` past
     ``timeout`` seconds (the workflows go on with the next worker)."""
     from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, add_workflows, download_id
 
@@ -188,7 +188,7 @@ def update_and_wait(
             for version in versions:
                 child = ended(DOWNLOAD_WORKFLOW, download_id(account, name, version))
                 assert child is not None
-                states[f"{name}@{version}"] = "downloaded" if child.status == "complete" else "failed"
+                states[f"{name}@{version}"] = "processed" if child.status == "complete" else "failed"
         return {"instance": instance_id, **output, "versions": states}
     finally:
         app.stop()

@@ -31,6 +31,9 @@ from conveyor.engine.accounts import LOCAL_ACCOUNT
 
 UPDATES_WORKFLOW = "cdn-package-updates"
 DOWNLOAD_WORKFLOW = "cdn-download-package"
+PROCESSING_WORKFLOW = "cdn-process-file"
+FILES_PROCESSED = "files-processed"  # the event the fan-in counter sends the download at zero
+SRI_EXTENSIONS = (".js", ".css")  # cdnjs gives SRIs to these only (not .mjs)
 BATCH = 100  # create_batch's limit
 log = logging.getLogger("conveyor.cdn")
 
@@ -120,7 +123,42 @@ class _Pipeline:
             staging.put(file_key(name, version, dest), files[path])
             records.append({"path": path, "dest": dest, "size": len(files[path]), "sha512": tarball.sri(files[path])})
         self.store.record_files(self.account, name, version, records, skipped, now_ms=_now_ms())
-        return {"files": len(records), "skipped": len(skipped)}
+        return {"files": [r["dest"] for r in records], "skipped": len(skipped)}
+
+    def fan_out(self, instance_id: str, name: str, version: str, files: list[str]) -> int:
+        """Count the version's files up, register the fan-in notice, start one ProcessingWorkflow
+        per file (ids derived from the download's, so a rerun starts none twice)."""
+        counter = self.cv.counter(f"cdn-files:{instance_id}")
+        counter.add(len(files), key="fan-out")
+        counter.notify_at_zero(DOWNLOAD_WORKFLOW, instance_id, FILES_PROCESSED)
+        children = [
+            {
+                "id": f"{instance_id}-{i}",
+                "params": {"counter": counter.name, "name": name, "version": version, "dest": dest},
+            }
+            for i, dest in enumerate(files)
+        ]
+        workflow = self.cv.workflow(PROCESSING_WORKFLOW)
+        for start in range(0, len(children), BATCH):
+            workflow.create_batch(children[start : start + BATCH])
+        return len(children)
+
+    def process(self, params: dict[str, Any]) -> str | None:
+        """One file: its SHA-512 and, for ``.js`` and ``.css``, its SRI, recorded."""
+        name, version, dest = params["name"], params["version"], params["dest"]
+        data = self.cv.bucket(self.settings.staging_bucket).get(file_key(name, version, dest)).bytes()
+        integrity = tarball.sri(data) if dest.endswith(SRI_EXTENSIONS) else None
+        self.store.record_file(self.account, name, version, dest, data, integrity, now_ms=_now_ms())
+        return integrity
+
+    def fan_in(self, instance_id: str, name: str, version: str, expected: int) -> int:
+        """After the children: the version is ``processed`` when every file was; the counter goes."""
+        processed = len(self.store.files(self.account, name, version))
+        if processed != expected:
+            raise conveyor.NonRetryableError(f"{name}@{version}: {expected - processed} of {expected} files failed")
+        self.store.mark_processed(self.account, name, version, now_ms=_now_ms())
+        self.cv.counter(f"cdn-files:{instance_id}").delete()
+        return processed
 
 
 def add_workflows(app: conveyor.App) -> None:
@@ -155,15 +193,30 @@ def add_workflows(app: conveyor.App) -> None:
     @app.workflow(DOWNLOAD_WORKFLOW)
     def download_package(event: conveyor.WorkflowEvent, step: conveyor.WorkflowStep) -> dict[str, Any]:
         params: dict[str, Any] = event.payload
+        name, version, me = params["name"], params["version"], event.instance_id
         try:
             step.do("stage tarball", lambda: pipeline.stage(params), retries=conveyor.Retries(limit=3, delay=2.0))
-            return step.do("verify, extract and select", lambda: pipeline.select(params))  # type: ignore[no-any-return]
+            selected: dict[str, Any] = step.do("verify, extract and select", lambda: pipeline.select(params))
+            files: list[str] = selected["files"]
+            step.do("fan out", lambda: pipeline.fan_out(me, name, version, files))
+            step.wait_for_event("files processed", type=FILES_PROCESSED, timeout="1 hour")
+            processed = step.do("fan in", lambda: pipeline.fan_in(me, name, version, len(files)))
+            return {"files": processed, "skipped": selected["skipped"]}
         except conveyor.WorkflowStepError as exc:
             message = exc.message
             step.do(
                 "record failure",
-                lambda: store.record_failure(
-                    pipeline.account, params["name"], params["version"], message, now_ms=_now_ms()
-                ),
+                lambda: store.record_failure(pipeline.account, name, version, message, now_ms=_now_ms()),
             )
             raise
+
+    @app.workflow(PROCESSING_WORKFLOW)
+    def process_file(event: conveyor.WorkflowEvent, step: conveyor.WorkflowStep) -> dict[str, Any]:
+        params: dict[str, Any] = event.payload
+        failure: str | None = None
+        try:
+            sri = step.do("process", lambda: pipeline.process(params), retries=conveyor.Retries(limit=3, delay=1.0))
+        except conveyor.WorkflowStepError as exc:  # a failed child still counts down, or its parent waits
+            sri, failure = None, exc.message
+        step.do("count down", lambda: cv.counter(params["counter"]).add(-1, key=event.instance_id))
+        return {"dest": params["dest"], "sri": sri, "error": failure}

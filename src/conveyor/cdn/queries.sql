@@ -51,3 +51,16 @@ SELECT state, COUNT(*) FROM cdn_versions WHERE account = :account GROUP BY state
 
 -- name: package_count
 SELECT COUNT(*) FROM cdn_packages WHERE account = :account;
+
+-- name: insert_file
+INSERT INTO cdn_files (account, name, version, dest, size, sha512, sri, processed_ms)
+VALUES (:account, :name, :version, :dest, :size, :sha512, :sri, :now)
+ON CONFLICT (account, name, version, dest) DO NOTHING;
+
+-- name: files
+SELECT dest, size, sha512, sri FROM cdn_files
+WHERE account = :account AND name = :name AND version = :version ORDER BY dest;
+
+-- name: mark_processed
+UPDATE cdn_versions SET state = 'processed', updated_ms = :now
+WHERE account = :account AND name = :name AND version = :version AND state = 'downloaded';

@@ -10,6 +10,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Any
 
 import orjson
@@ -28,7 +29,8 @@ SQLITE_FILE = SqliteFile("cdn.db", load_script("conveyor.cdn", "sqlite_schema.sq
 @dataclasses.dataclass(frozen=True)
 class VersionRow:
     """A version the update check found. ``state``: ``queued``, ``downloaded`` (its selected
-    ``files`` recorded) or ``failed`` (``error`` says why); ``published_ms`` is set by publishing."""
+    ``files`` recorded), ``processed`` (every file through ProcessingWorkflow) or ``failed``
+    (``error`` says why); ``published_ms`` is set by publishing."""
 
     name: str
     version: str
@@ -41,6 +43,16 @@ class VersionRow:
     queued_ms: int
     updated_ms: int
     published_ms: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessedFile:
+    """A file ProcessingWorkflow handled: ``sha512`` in hex; ``sri`` only for ``.js`` and ``.css``."""
+
+    dest: str
+    size: int
+    sha512: str
+    sri: str | None
 
 
 def _version(row: Row) -> VersionRow:
@@ -178,3 +190,29 @@ class CdnStore:
             return (int(packages[0]) if packages else 0, states)
 
         return self.tables.transaction(read, "counting the CDN's versions")
+
+    # -- files ----------------------------------------------------------------------------------
+    def record_file(
+        self, account: str, name: str, version: str, dest: str, data: bytes, sri: str | None, *, now_ms: int
+    ) -> None:
+        """Record a processed file once (a retried child records nothing new)."""
+        params = {
+            "account": account,
+            "name": name,
+            "version": version,
+            "dest": dest,
+            "size": len(data),
+            "sha512": hashlib.sha512(data).hexdigest(),
+            "sri": sri,
+            "now": now_ms,
+        }
+        self.tables.transaction(lambda tx: tx.run("insert_file", params), "recording a processed file")
+
+    def files(self, account: str, name: str, version: str) -> list[ProcessedFile]:
+        params = {"account": account, "name": name, "version": version}
+        rows = self.tables.read(lambda tx: tx.rows("files", params), "reading a version's files")
+        return [ProcessedFile(row[0], int(row[1]), row[2], row[3]) for row in rows]
+
+    def mark_processed(self, account: str, name: str, version: str, *, now_ms: int) -> None:
+        params = {"account": account, "name": name, "version": version, "now": now_ms}
+        self.tables.transaction(lambda tx: tx.run("mark_processed", params), "marking a version processed")

@@ -23,7 +23,7 @@ CREATE TABLE cdn_packages (
     PRIMARY KEY (account, name)
 );
 
--- A version the update check found: state queued -> downloaded, or failed (error says why).
+-- A version the update check found: state queued -> downloaded -> processed, or failed (error says why).
 -- files: the selected files as JSON [{"path", "dest", "size", "sri"}]; published_ms stays NULL
 -- until the publishing slice writes it, so nothing here is visible to readers yet.
 CREATE TABLE cdn_versions (
@@ -40,4 +40,18 @@ CREATE TABLE cdn_versions (
     updated_ms bigint NOT NULL,
     published_ms bigint,
     PRIMARY KEY (account, name, version)
+);
+
+-- A selected file of a version as ProcessingWorkflow left it: its size, SHA-512 and (for .js and
+-- .css, as cdnjs) its SRI. One row per file, so the children of a version never write one row.
+CREATE TABLE cdn_files (
+    account text NOT NULL,
+    name text NOT NULL,
+    version text NOT NULL,
+    dest text COLLATE "C" NOT NULL,
+    size bigint NOT NULL,
+    sha512 text NOT NULL,
+    sri text,
+    processed_ms bigint NOT NULL,
+    PRIMARY KEY (account, name, version, dest)
 );
