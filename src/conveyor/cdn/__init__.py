@@ -24,24 +24,27 @@ The parts, each behind the narrowest interface that serves it (dependencies flow
   ``extract(data)`` → files (regular files only, ``package/`` stripped, nothing escaping the root,
   hidden paths and files over 25 MiB skipped and reported) — so every rule is tested without I/O.
 - :mod:`.store`: ``CdnStore``, the only code that writes the tool's tables (the account's settings,
-  packages with their configs, versions with their state ``queued → downloaded`` or ``failed``,
-  and each version's selected files); ``cdn.db`` in a SQLite deployment's directory, migration 0015
-  in a PostgreSQL one, one ``queries.sql`` for both.
+  packages with their configs, versions with their state ``queued → downloaded → processed`` or
+  ``failed``, each version's selected files, and each processed file's SHA-512 and SRI, one row a
+  file so concurrent children never write one row); ``cdn.db`` in a SQLite deployment's
+  directory, migration 0015 in a PostgreSQL one, one ``queries.sql`` for both.
 - :mod:`.pipeline`: the workflows. ``cdn-package-updates`` (PackageUpdatesWorkflow, on the
   settings' cron) asks the registry per package and starts one ``cdn-download-package``
   (DownloadPackageWorkflow) per new version, with an id derived from the account, name and version
   so a rerun starts none twice. The download stages the tarball in the staging bucket
-  (``{name}/{version}.tgz``, removed by the bucket's lifecycle rule), verifies, extracts, selects
-  and records the files; a bad tarball ends it with a ``NonRetryableError`` and the version
-  ``failed`` with the reason, nothing recorded as published.
+  (``tarballs/{name}/{version}.tgz``, removed by the bucket's lifecycle rule), verifies, extracts,
+  selects and records the files, then fans out one ``cdn-process-file`` (ProcessingWorkflow) per
+  file and fans in with a ``conveyor.Counter`` (docs/workflows.md's recipe): it waits, holding no
+  worker, for the counter's event at zero. A bad tarball ends it with a ``NonRetryableError`` and
+  the version ``failed`` with the reason, nothing recorded as published.
+- ProcessingWorkflow, per file: today its SHA-512 and (``.js``, ``.css``) its SRI, recorded; a
+  failed child still counts down, and its parent then fails the version.
 - :mod:`.client`: ``init``, ``status``, ``add``, ``update``: what ``conveyor cdn`` calls.
 
 Planned (not in this slice), on the same interfaces:
 
-- ProcessingWorkflow per file, fanned out by the download and fanned in with a ``conveyor.Counter``
-  (docs/workflows.md's recipe): minify into ``.min.js``/``.min.css`` by cdnjs's rules, write the
-  file to the staging bucket, send a job to the compression queue and ``wait_for_event`` on the
-  bucket's notification.
+- In ProcessingWorkflow: minify into ``.min.js``/``.min.css`` by cdnjs's rules, send a job to the
+  compression queue and ``wait_for_event`` on the bucket's notification.
 - The compressor (``conveyor cdn compressor``): a queue consumer writing ``.br`` (quality 11) and
   ``.gz`` (level 9) next to each file.
 - PublishingWorkflow: SRIs, files to the primary and the mirror bucket, metadata to KV, the search
