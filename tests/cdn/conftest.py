@@ -46,11 +46,16 @@ class Registry:
     def __init__(self) -> None:
         self.packages: dict[str, dict[str, dict[str, Any]]] = {}
         self.tarballs: dict[str, bytes] = {}
+        self.hold: threading.Event | None = None  # while set and not yet released, tarballs wait
+        self.waiting = False  # a tarball request is waiting on ``hold``
         registry = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 path = self.path.lstrip("/")
+                if path in registry.tarballs and registry.hold is not None and not registry.hold.is_set():
+                    registry.waiting = True
+                    registry.hold.wait(30)
                 if path in registry.tarballs:
                     body, kind = registry.tarballs[path], "application/octet-stream"
                 elif path in registry.packages:

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 import conveyor
+from conveyor import limits
 from conveyor.cdn import tarball
 from conveyor.cdn.config import CdnSettings
 from conveyor.cdn.errors import IntegrityMismatch, InvalidTarball, PackageNotFound
@@ -161,14 +162,15 @@ class _Pipeline:
         return processed
 
 
-def add_workflows(app: conveyor.App) -> None:
+def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFAULT_VISIBILITY_TIMEOUT_MS) -> None:
     """Register the CDN's workflows on ``app`` (the account's CDN must exist: ``conveyor cdn
-    init``); PackageUpdatesWorkflow runs on its cron."""
+    init``); PackageUpdatesWorkflow runs on its cron. ``visibility_timeout_ms``: how long a run of
+    a worker that died holds its instance before another worker goes on with it."""
     cv = app.conveyor
     store = CdnStore.open(cv.deployment)
     pipeline = _Pipeline(cv, store, store.settings(account_of(cv)))
 
-    @app.workflow(UPDATES_WORKFLOW, schedules=[pipeline.settings.cron])
+    @app.workflow(UPDATES_WORKFLOW, schedules=[pipeline.settings.cron], visibility_timeout_ms=visibility_timeout_ms)
     def package_updates(event: conveyor.WorkflowEvent, step: conveyor.WorkflowStep) -> dict[str, Any]:
         params = event.payload if isinstance(event.payload, dict) else {}
         registry = params.get("registry") or pipeline.settings.registry
@@ -190,7 +192,7 @@ def add_workflows(app: conveyor.App) -> None:
                 failed[name] = exc.message
         return {"started": started, "failed": failed}
 
-    @app.workflow(DOWNLOAD_WORKFLOW)
+    @app.workflow(DOWNLOAD_WORKFLOW, visibility_timeout_ms=visibility_timeout_ms)
     def download_package(event: conveyor.WorkflowEvent, step: conveyor.WorkflowStep) -> dict[str, Any]:
         params: dict[str, Any] = event.payload
         name, version, me = params["name"], params["version"], event.instance_id
@@ -210,7 +212,7 @@ def add_workflows(app: conveyor.App) -> None:
             )
             raise
 
-    @app.workflow(PROCESSING_WORKFLOW)
+    @app.workflow(PROCESSING_WORKFLOW, visibility_timeout_ms=visibility_timeout_ms)
     def process_file(event: conveyor.WorkflowEvent, step: conveyor.WorkflowStep) -> dict[str, Any]:
         params: dict[str, Any] = event.payload
         failure: str | None = None
