@@ -17,14 +17,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from wcmatch import glob
-
 from conveyor.cdn.errors import InvalidPackageConfig
+from conveyor.extras import require_extra
 
 NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 # cdnjs's schema writes ``^git|npm$``: anything starting with "git" or ending in "npm" passes it.
 SOURCE = re.compile(r"^git|npm$")
-GLOB_FLAGS = glob.GLOBSTAR | glob.BRACE
 OPTIMIZATIONS = ("js", "css", "png", "jpg")
 DEFAULT_REGISTRY = "https://registry.npmjs.org"
 DEFAULT_CRON = "*/10 * * * *"
@@ -116,6 +114,11 @@ class FileMap:
         """``{source path: destination}`` of ``paths`` matched by a glob under its entry's
         ``basePath``; the destination is the path relative to it. The first entry to claim a
         destination keeps it."""
+        # wcmatch comes with the [cdn] extra, so the rest of Conveyor imports this module without it.
+        require_extra("conveyor.cdn", "cdn", ("wcmatch",))
+        from wcmatch import glob
+
+        flags = glob.GLOBSTAR | glob.BRACE
         selected: dict[str, str] = {}
         taken: set[str] = set()
         ordered = sorted(paths)
@@ -128,7 +131,7 @@ class FileMap:
                 relative = path[len(base) + 1 :] if base else path
                 if relative in taken or path in selected:
                     continue
-                if glob.globmatch(relative, list(entry.files), flags=GLOB_FLAGS):
+                if glob.globmatch(relative, list(entry.files), flags=flags):
                     selected[path] = relative
                     taken.add(relative)
         return selected
