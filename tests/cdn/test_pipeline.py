@@ -158,3 +158,33 @@ def test_a_bad_tarball_fails_its_version_with_the_reason_and_records_no_file(
         assert store.files(account_of(cv), "widget", "1.0.0") == []
     finally:
         store.close()
+
+
+def test_init_makes_the_buckets_with_a_staging_lifecycle_rule_and_refuses_a_missing_mirror(
+    cv: conveyor.Conveyor, registry: Registry
+) -> None:
+    urls = bucket_urls(cv)
+    with pytest.raises(conveyor.BucketNotFound):
+        cdn.init(cv, mirror="nowhere", **urls)  # type: ignore[arg-type]
+    with pytest.raises(cdn.CdnNotInitialized):
+        cdn.status(cv)
+    assert [b.name for b in cv.list_buckets()] == []  # nothing made
+    settings = cdn.init(cv, registry=registry.url, staging_days=3, **urls)  # type: ignore[arg-type]
+    assert (settings.primary_bucket, settings.staging_bucket, settings.mirror_bucket) == ("cdn", "cdn-staging", None)
+    assert [r.max_age_seconds for r in cv.bucket("cdn-staging").lifecycle_rules()] == [3 * 86400]
+    assert cdn.status(cv)["packages"] == 0
+
+
+def test_a_package_the_registry_does_not_know_fails_alone(
+    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path
+) -> None:
+    registry.publish("widget", "1.0.0", build_tarball({"dist/widget.js": b"w"}))
+    setup(cv, registry, tmp_path, ["*.js"])
+    cdn.add(cv, write_config(tmp_path, package_config("ghost", ["*.js"])))
+    with worker(cv):
+        instance = cdn.update(cv)
+        assert finished(cv, instance, cdn.UPDATES_WORKFLOW) == "complete"
+        output = cv.workflow(cdn.UPDATES_WORKFLOW).get(instance).status().output
+        assert output["started"] == {"widget": ["1.0.0"]}
+        assert "package 'ghost': HTTP 404" in output["failed"]["ghost"]
+        assert finished(cv, download_id(account_of(cv), "widget", "1.0.0"), DOWNLOAD_WORKFLOW) == "complete"

@@ -64,6 +64,7 @@ from conveyor.cdn.errors import (
     InvalidTarball,
     PackageNotFound,
     RegistryError,
+    UnknownPackage,
 )
 from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, UPDATES_WORKFLOW, add_workflows
 
@@ -79,6 +80,7 @@ __all__ = [
     "PackageConfig",
     "PackageNotFound",
     "RegistryError",
+    "UnknownPackage",
     "add",
     "add_workflows",
     "init",

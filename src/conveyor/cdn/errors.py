@@ -43,3 +43,10 @@ class IntegrityMismatch(InvalidRequest):
     """A tarball whose bytes do not match the registry's ``dist.integrity`` (or ``dist.shasum``)."""
 
     code = 17006
+
+
+class UnknownPackage(RegistryError):
+    """The registry answered that it has no such package (HTTP 404): not retried."""
+
+    code = 17007
+    status = 404

@@ -25,7 +25,7 @@ import conveyor
 from conveyor import limits
 from conveyor.cdn import tarball
 from conveyor.cdn.config import CdnSettings
-from conveyor.cdn.errors import IntegrityMismatch, InvalidTarball, PackageNotFound
+from conveyor.cdn.errors import IntegrityMismatch, InvalidTarball, PackageNotFound, UnknownPackage
 from conveyor.cdn.registry import Dist, RegistryClient, new_versions
 from conveyor.cdn.store import CdnStore
 from conveyor.engine.accounts import LOCAL_ACCOUNT
@@ -73,6 +73,8 @@ class _Pipeline:
         client = RegistryClient(registry)
         try:
             dists = client.versions(config.target)
+        except UnknownPackage as exc:  # asking again will not make it exist
+            raise conveyor.NonRetryableError(str(exc)) from None
         finally:
             client.close()
         chosen = new_versions(self.store.known_versions(self.account, name), dists, config.ignore_versions)

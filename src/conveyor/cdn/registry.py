@@ -16,7 +16,7 @@ from urllib.parse import quote
 import httpx
 import orjson
 
-from conveyor.cdn.errors import RegistryError
+from conveyor.cdn.errors import RegistryError, UnknownPackage
 
 NEW_PACKAGE_VERSIONS = 10  # cdnjs imports the 10 newest versions of a package it has not seen
 MAX_TARBALL_BYTES = 512 * 1024 * 1024
@@ -84,6 +84,8 @@ class RegistryClient:
             response = self._client.get(url, headers={"Accept": "application/json"})
         except httpx.HTTPError as exc:
             raise RegistryError(f"registry {self.base_url}: cannot read package {name!r}: {exc}") from None
+        if response.status_code == 404:
+            raise UnknownPackage(f"registry {self.base_url}: package {name!r}: HTTP 404, no such package")
         if response.status_code != 200:
             raise RegistryError(f"registry {self.base_url}: package {name!r}: HTTP {response.status_code}")
         try:
