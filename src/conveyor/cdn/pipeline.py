@@ -157,10 +157,10 @@ class _Pipeline:
     def fan_in(self, instance_id: str, name: str, version: str, expected: int) -> int:
         """After the children: the version is ``processed`` when every file was; the counter goes."""
         processed = len(self.store.files(self.account, name, version))
+        self.cv.counter(f"cdn-files:{instance_id}").delete()
         if processed != expected:
             raise conveyor.NonRetryableError(f"{name}@{version}: {expected - processed} of {expected} files failed")
         self.store.mark_processed(self.account, name, version, now_ms=_now_ms())
-        self.cv.counter(f"cdn-files:{instance_id}").delete()
         return processed
 
 
