@@ -59,6 +59,7 @@ from conveyor.cdn.client import add, init, status, update
 from conveyor.cdn.config import CdnSettings, FileMap, PackageConfig
 from conveyor.cdn.errors import (
     CdnNotInitialized,
+    CdnUnavailable,
     IntegrityMismatch,
     InvalidPackageConfig,
     InvalidTarball,
@@ -73,6 +74,7 @@ __all__ = [
     "UPDATES_WORKFLOW",
     "CdnNotInitialized",
     "CdnSettings",
+    "CdnUnavailable",
     "FileMap",
     "IntegrityMismatch",
     "InvalidPackageConfig",

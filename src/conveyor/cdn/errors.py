@@ -50,3 +50,10 @@ class UnknownPackage(RegistryError):
 
     code = 17007
     status = 404
+
+
+class CdnUnavailable(ConveyorError):
+    """The CDN's tables are not reachable through this connection (a server's URL, for now)."""
+
+    code = 17008
+    status = 501

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from conveyor.cdn.config import CdnSettings, PackageConfig
-from conveyor.cdn.errors import CdnNotInitialized, InvalidPackageConfig, PackageNotFound
+from conveyor.cdn.errors import CdnNotInitialized, CdnUnavailable, PackageNotFound
 from conveyor.cdn.registry import Dist
 from conveyor.deployment import Deployment
 from conveyor.engine.sqlfile import load_queries, load_script
@@ -79,7 +79,7 @@ class CdnStore:
     def open(cls, deployment: Deployment) -> CdnStore:
         tables = open_tables(deployment, SQLITE_FILE, QUERIES)
         if tables is None:
-            raise InvalidPackageConfig(
+            raise CdnUnavailable(
                 "the package CDN is not available through a server connection yet; connect to the "
                 "deployment's SQLite or PostgreSQL URL"
             )
