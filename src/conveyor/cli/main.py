@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from conveyor.allocator import keep_freed_memory
+from conveyor.cli.cdn import cdn_group
 from conveyor.cli.context import CliError, CliState, ConveyorGroup
 from conveyor.cli.demo import demo
 from conveyor.cli.doctor import doctor
@@ -108,6 +109,7 @@ COMMANDS = (
     workflows_group,
     slurper_group,
     probe_group,
+    cdn_group,
     plan,
 )
 for command in (*COMMANDS, *server_commands()):

@@ -1,0 +1,91 @@
+"""The package CDN: cdnjs's publishing pipeline on Conveyor's workflows, queues and buckets.
+
+An account's CDN watches npm for new versions of the packages it is configured with (cdnjs's
+package configs), stages each version's tarball, verifies it, extracts and selects its files, and
+(in the slices to come) minifies, compresses, publishes and serves them as cdnjs does:
+
+>>> from conveyor import cdn
+>>> cdn.init(cv, registry="https://registry.npmjs.org", cron="*/10 * * * *")
+>>> cdn.add(cv, "packages/j/jquery.json")           # or a directory of them
+>>> app = conveyor.App(cv); cdn.add_workflows(app); app.start()
+>>> cdn.update(cv)                                  # one PackageUpdatesWorkflow now (else the cron)
+
+The parts, each behind the narrowest interface that serves it (dependencies flow down this list):
+
+- :mod:`.errors`: the refusals (codes 17001 and up), each naming the field or the limit.
+- :mod:`.config`: ``PackageConfig.parse(data, source)`` — cdnjs's package-config schema (every level
+  closed, each bad field an error naming its JSON path) and the checker's rules, with ``fileMap``
+  globs compiled once (``FileMap.select(paths)``); ``CdnSettings``, the account's CDN.
+- :mod:`.registry`: ``RegistryClient(base_url).versions(name)`` → ``{version: Dist(tarball,
+  integrity, shasum)}`` from npm's registry HTTP API, ``fetch(url)`` → bytes; and
+  ``new_versions(known, available, ignore)``, cdnjs's rule of which versions to take. It knows
+  nothing of buckets or tables.
+- :mod:`.tarball`: pure functions of bytes — ``verify(data, dist)`` (sha512 SRI, sha1 fallback),
+  ``extract(data)`` → files (regular files only, ``package/`` stripped, nothing escaping the root,
+  hidden paths and files over 25 MiB skipped and reported) — so every rule is tested without I/O.
+- :mod:`.store`: ``CdnStore``, the only code that writes the tool's tables (the account's settings,
+  packages with their configs, versions with their state ``queued → downloaded → processed`` or
+  ``failed``, each version's selected files, and each processed file's SHA-512 and SRI, one row a
+  file so concurrent children never write one row); ``cdn.db`` in a SQLite deployment's
+  directory, migration 0016 in a PostgreSQL one, one ``queries.sql`` for both.
+- :mod:`.pipeline`: the workflows. ``cdn-package-updates`` (PackageUpdatesWorkflow, on the
+  settings' cron) asks the registry per package and starts one ``cdn-download-package``
+  (DownloadPackageWorkflow) per new version, with an id derived from the account, name and version
+  so a rerun starts none twice. The download stages the tarball in the staging bucket
+  (``tarballs/{name}/{version}.tgz``, removed by the bucket's lifecycle rule), verifies, extracts,
+  selects and records the files, then fans out one ``cdn-process-file`` (ProcessingWorkflow) per
+  file and fans in with a ``conveyor.Counter`` (docs/workflows.md's recipe): it waits, holding no
+  worker, for the counter's event at zero. A bad tarball ends it with a ``NonRetryableError`` and
+  the version ``failed`` with the reason, nothing recorded as published.
+- ProcessingWorkflow, per file: today its SHA-512 and (``.js``, ``.css``) its SRI, recorded; a
+  failed child still counts down, and its parent then fails the version.
+- :mod:`.client`: ``init``, ``status``, ``add``, ``update``: what ``conveyor cdn`` calls.
+
+Planned (not in this slice), on the same interfaces:
+
+- In ProcessingWorkflow: minify into ``.min.js``/``.min.css`` by cdnjs's rules, send a job to the
+  compression queue and ``wait_for_event`` on the bucket's notification.
+- The compressor (``conveyor cdn compressor``): a queue consumer writing ``.br`` (quality 11) and
+  ``.gz`` (level 9) next to each file.
+- PublishingWorkflow: SRIs, files to the primary and the mirror bucket, metadata to KV, the search
+  index; a version visible only once all of it is published, a published file never rewritten.
+- The server (``conveyor cdn serve``): ``/ajax/libs/...`` from cache → primary → mirror, and the
+  ``/libraries`` API in cdnjs's shapes; ``import`` and ``audit``.
+"""
+
+from __future__ import annotations
+
+from conveyor.cdn.client import add, init, status, update
+from conveyor.cdn.config import CdnSettings, FileMap, PackageConfig
+from conveyor.cdn.errors import (
+    CdnNotInitialized,
+    CdnUnavailable,
+    IntegrityMismatch,
+    InvalidPackageConfig,
+    InvalidTarball,
+    PackageNotFound,
+    RegistryError,
+    UnknownPackage,
+)
+from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, UPDATES_WORKFLOW, add_workflows
+
+__all__ = [
+    "DOWNLOAD_WORKFLOW",
+    "UPDATES_WORKFLOW",
+    "CdnNotInitialized",
+    "CdnSettings",
+    "CdnUnavailable",
+    "FileMap",
+    "IntegrityMismatch",
+    "InvalidPackageConfig",
+    "InvalidTarball",
+    "PackageConfig",
+    "PackageNotFound",
+    "RegistryError",
+    "UnknownPackage",
+    "add",
+    "add_workflows",
+    "init",
+    "status",
+    "update",
+]

@@ -1,0 +1,226 @@
+"""The CDN's workflows, registered on a worker's app by :func:`add_workflows`.
+
+``cdn-package-updates`` (PackageUpdatesWorkflow) runs on the CDN's cron, or now with
+``conveyor cdn update``: one step per package asks the registry for its versions, records the new
+ones (cdnjs's rule, :func:`conveyor.cdn.registry.new_versions`) as queued and starts one
+``cdn-download-package`` (DownloadPackageWorkflow) per queued version. The download's id is derived
+from the account, package and version, so a step that runs again (after a crash) starts none twice.
+
+``cdn-download-package`` stages the tarball in the staging bucket, verifies it against the
+registry's hashes, extracts it, selects its files with the config's ``fileMap``, writes them to the
+staging bucket (``files/{name}/{version}/{dest}``) and records them. A bad tarball is a
+``NonRetryableError``: the version is recorded ``failed`` with the reason and the instance errors.
+
+>>> app = conveyor.App(cv); conveyor.cdn.add_workflows(app); app.run()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from typing import Any
+
+import conveyor
+from conveyor import limits
+from conveyor.cdn import tarball
+from conveyor.cdn.config import CdnSettings
+from conveyor.cdn.errors import IntegrityMismatch, InvalidTarball, PackageNotFound, UnknownPackage
+from conveyor.cdn.registry import Dist, RegistryClient, new_versions
+from conveyor.cdn.store import CdnStore
+from conveyor.engine.accounts import LOCAL_ACCOUNT
+
+UPDATES_WORKFLOW = "cdn-package-updates"
+DOWNLOAD_WORKFLOW = "cdn-download-package"
+PROCESSING_WORKFLOW = "cdn-process-file"
+FILES_PROCESSED = "files-processed"  # the event the fan-in counter sends the download at zero
+SRI_EXTENSIONS = (".js", ".css")  # cdnjs gives SRIs to these only (not .mjs)
+BATCH = 100  # create_batch's limit
+log = logging.getLogger("conveyor.cdn")
+
+
+def account_of(cv: conveyor.Conveyor) -> str:
+    return cv.deployment.account or LOCAL_ACCOUNT
+
+
+def download_id(account: str, name: str, version: str) -> str:
+    """The DownloadPackageWorkflow instance of a version: the same id every time it is derived."""
+    return "dl-" + hashlib.sha256(f"{account}/{name}@{version}".encode()).hexdigest()[:40]
+
+
+def tarball_key(name: str, version: str) -> str:
+    return f"tarballs/{name}/{version}.tgz"
+
+
+def file_key(name: str, version: str, dest: str) -> str:
+    return f"files/{name}/{version}/{dest}"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _Pipeline:
+    def __init__(self, cv: conveyor.Conveyor, store: CdnStore, settings: CdnSettings) -> None:
+        self.cv = cv
+        self.store = store
+        self.settings = settings
+        self.account = settings.account
+
+    def check_package(self, name: str, registry: str) -> list[str]:
+        """Queue the new versions of ``name`` and start a download for each version still queued."""
+        config = self.store.package(self.account, name)
+        client = RegistryClient(registry)
+        try:
+            dists = client.versions(config.target)
+        except UnknownPackage as exc:  # asking again will not make it exist
+            raise conveyor.NonRetryableError(str(exc)) from None
+        finally:
+            client.close()
+        chosen = new_versions(self.store.known_versions(self.account, name), dists, config.ignore_versions)
+        now = _now_ms()
+        for version in chosen:
+            self.store.queue_version(self.account, name, version, dists[version], now_ms=now)
+        queued = [row for row in self.store.versions(self.account, name) if row.state == "queued"]
+        children = [
+            {
+                "id": download_id(self.account, name, row.version),
+                "params": {"name": name, "version": row.version, "tarball": row.tarball, "integrity": row.integrity},
+            }
+            for row in queued
+        ]
+        workflow = self.cv.workflow(DOWNLOAD_WORKFLOW)
+        for start in range(0, len(children), BATCH):
+            workflow.create_batch(children[start : start + BATCH])  # ids taken by a rerun are refused
+        return chosen
+
+    def stage(self, params: dict[str, Any]) -> int:
+        client = RegistryClient(self.settings.registry)
+        try:
+            data = client.fetch(params["tarball"])
+        finally:
+            client.close()
+        self.cv.bucket(self.settings.staging_bucket).put(tarball_key(params["name"], params["version"]), data)
+        return len(data)
+
+    def select(self, params: dict[str, Any]) -> dict[str, Any]:
+        name, version = params["name"], params["version"]
+        staging = self.cv.bucket(self.settings.staging_bucket)
+        data = staging.get(tarball_key(name, version)).bytes()
+        integrity: str | None = params.get("integrity")
+        sha1 = integrity[5:] if integrity and integrity.startswith("sha1:") else None
+        dist = Dist(params["tarball"], None if sha1 else integrity, sha1)
+        try:
+            tarball.verify(data, dist)
+            files, skipped = tarball.extract(data)
+            config = self.store.package(self.account, name)
+        except (InvalidTarball, IntegrityMismatch, PackageNotFound) as exc:
+            raise conveyor.NonRetryableError(f"{name}@{version}: {exc}") from None
+        for reason in skipped:
+            log.info("cdn %s@%s: skipped %s", name, version, reason)
+        selected = config.file_map.select(files)
+        if not selected:
+            raise conveyor.NonRetryableError(f"{name}@{version}: autoupdate.fileMap selects no file of the tarball")
+        records = []
+        for path, dest in sorted(selected.items(), key=lambda item: item[1]):
+            staging.put(file_key(name, version, dest), files[path])
+            records.append({"path": path, "dest": dest, "size": len(files[path]), "sha512": tarball.sri(files[path])})
+        self.store.record_files(self.account, name, version, records, skipped, now_ms=_now_ms())
+        return {"files": [r["dest"] for r in records], "skipped": len(skipped)}
+
+    def fan_out(self, instance_id: str, name: str, version: str, files: list[str]) -> int:
+        """Count the version's files up, register the fan-in notice, start one ProcessingWorkflow
+        per file (ids derived from the download's, so a rerun starts none twice)."""
+        counter = self.cv.counter(f"cdn-files:{instance_id}")
+        counter.add(len(files), key="fan-out")
+        counter.notify_at_zero(DOWNLOAD_WORKFLOW, instance_id, FILES_PROCESSED)
+        children = [
+            {
+                "id": f"{instance_id}-{i}",
+                "params": {"counter": counter.name, "name": name, "version": version, "dest": dest},
+            }
+            for i, dest in enumerate(files)
+        ]
+        workflow = self.cv.workflow(PROCESSING_WORKFLOW)
+        for start in range(0, len(children), BATCH):
+            workflow.create_batch(children[start : start + BATCH])
+        return len(children)
+
+    def process(self, params: dict[str, Any]) -> str | None:
+        """One file: its SHA-512 and, for ``.js`` and ``.css``, its SRI, recorded."""
+        name, version, dest = params["name"], params["version"], params["dest"]
+        data = self.cv.bucket(self.settings.staging_bucket).get(file_key(name, version, dest)).bytes()
+        integrity = tarball.sri(data) if dest.endswith(SRI_EXTENSIONS) else None
+        self.store.record_file(self.account, name, version, dest, data, integrity, now_ms=_now_ms())
+        return integrity
+
+    def fan_in(self, instance_id: str, name: str, version: str, expected: int) -> int:
+        """After the children: the version is ``processed`` when every file was; the counter goes."""
+        processed = len(self.store.files(self.account, name, version))
+        self.cv.counter(f"cdn-files:{instance_id}").delete()
+        if processed != expected:
+            raise conveyor.NonRetryableError(f"{name}@{version}: {expected - processed} of {expected} files failed")
+        self.store.mark_processed(self.account, name, version, now_ms=_now_ms())
+        return processed
+
+
+def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFAULT_VISIBILITY_TIMEOUT_MS) -> None:
+    """Register the CDN's workflows on ``app`` (the account's CDN must exist: ``conveyor cdn
+    init``); PackageUpdatesWorkflow runs on its cron. ``visibility_timeout_ms``: how long a run of
+    a worker that died holds its instance before another worker goes on with it."""
+    cv = app.conveyor
+    store = CdnStore.open(cv.deployment)
+    pipeline = _Pipeline(cv, store, store.settings(account_of(cv)))
+
+    @app.workflow(UPDATES_WORKFLOW, schedules=[pipeline.settings.cron], visibility_timeout_ms=visibility_timeout_ms)
+    def package_updates(event: conveyor.WorkflowEvent, step: conveyor.WorkflowStep) -> dict[str, Any]:
+        params = event.payload if isinstance(event.payload, dict) else {}
+        registry = params.get("registry") or pipeline.settings.registry
+        names: list[str] = (
+            [params["package"]]
+            if params.get("package")
+            else step.do("list packages", lambda: [c.name for c in store.packages(pipeline.account)])
+        )
+        started: dict[str, list[str]] = {}
+        failed: dict[str, str] = {}
+        for name in names:
+            try:
+                started[name] = step.do(
+                    f"check {name}",
+                    lambda name=name: pipeline.check_package(name, registry),  # type: ignore[misc]
+                    retries=conveyor.Retries(limit=2, delay=2.0),
+                )
+            except conveyor.WorkflowStepError as exc:  # one package's failure does not stop the others
+                failed[name] = exc.message
+        return {"started": started, "failed": failed}
+
+    @app.workflow(DOWNLOAD_WORKFLOW, visibility_timeout_ms=visibility_timeout_ms)
+    def download_package(event: conveyor.WorkflowEvent, step: conveyor.WorkflowStep) -> dict[str, Any]:
+        params: dict[str, Any] = event.payload
+        name, version, me = params["name"], params["version"], event.instance_id
+        try:
+            step.do("stage tarball", lambda: pipeline.stage(params), retries=conveyor.Retries(limit=3, delay=2.0))
+            selected: dict[str, Any] = step.do("verify, extract and select", lambda: pipeline.select(params))
+            files: list[str] = selected["files"]
+            step.do("fan out", lambda: pipeline.fan_out(me, name, version, files))
+            step.wait_for_event("files processed", type=FILES_PROCESSED, timeout="1 hour")
+            processed = step.do("fan in", lambda: pipeline.fan_in(me, name, version, len(files)))
+            return {"files": processed, "skipped": selected["skipped"]}
+        except conveyor.WorkflowStepError as exc:
+            message = exc.message
+            step.do(
+                "record failure",
+                lambda: store.record_failure(pipeline.account, name, version, message, now_ms=_now_ms()),
+            )
+            raise
+
+    @app.workflow(PROCESSING_WORKFLOW, visibility_timeout_ms=visibility_timeout_ms)
+    def process_file(event: conveyor.WorkflowEvent, step: conveyor.WorkflowStep) -> dict[str, Any]:
+        params: dict[str, Any] = event.payload
+        failure: str | None = None
+        try:
+            sri = step.do("process", lambda: pipeline.process(params), retries=conveyor.Retries(limit=3, delay=1.0))
+        except conveyor.WorkflowStepError as exc:  # a failed child still counts down, or its parent waits
+            sri, failure = None, exc.message
+        step.do("count down", lambda: cv.counter(params["counter"]).add(-1, key=event.instance_id))
+        return {"dest": params["dest"], "sri": sri, "error": failure}

@@ -1,0 +1,59 @@
+-- The package CDN's tables in a SQLite deployment's cdn.db (version 1). PostgreSQL has the same
+-- tables in migration 0016_cdn.sql; both run the named queries of queries.sql.
+PRAGMA application_id = 1131376246;  -- 'Conv': marks the file as Conveyor's
+PRAGMA user_version = 1;
+
+-- The CDN of an account (conveyor cdn init).
+CREATE TABLE cdn_settings (
+    account TEXT PRIMARY KEY,
+    primary_bucket TEXT NOT NULL,
+    staging_bucket TEXT NOT NULL,
+    mirror_bucket TEXT,
+    registry TEXT NOT NULL,
+    cron TEXT NOT NULL,
+    public_account TEXT NOT NULL,
+    staging_days INTEGER NOT NULL,
+    created_ms BIGINT NOT NULL
+);
+
+-- A package config as given (JSON), checked when added.
+CREATE TABLE cdn_packages (
+    account TEXT NOT NULL,
+    name TEXT NOT NULL,
+    config TEXT NOT NULL,
+    added_ms BIGINT NOT NULL,
+    PRIMARY KEY (account, name)
+);
+
+-- A version the update check found: state queued -> downloaded -> processed, or failed (error says why).
+-- files: the selected files as JSON [{"path", "dest", "size", "sri"}]; published_ms stays NULL
+-- until the publishing slice writes it, so nothing here is visible to readers yet.
+CREATE TABLE cdn_versions (
+    account TEXT NOT NULL,
+    name TEXT NOT NULL,
+    version TEXT NOT NULL,
+    state TEXT NOT NULL,
+    tarball TEXT NOT NULL,
+    integrity TEXT,
+    error TEXT,
+    files TEXT,
+    skipped TEXT,
+    queued_ms BIGINT NOT NULL,
+    updated_ms BIGINT NOT NULL,
+    published_ms BIGINT,
+    PRIMARY KEY (account, name, version)
+);
+
+-- A selected file of a version as ProcessingWorkflow left it: its size, SHA-512 and (for .js and
+-- .css, as cdnjs) its SRI. One row per file, so the children of a version never write one row.
+CREATE TABLE cdn_files (
+    account TEXT NOT NULL,
+    name TEXT NOT NULL,
+    version TEXT NOT NULL,
+    dest TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    sha512 TEXT NOT NULL,
+    sri TEXT,
+    processed_ms BIGINT NOT NULL,
+    PRIMARY KEY (account, name, version, dest)
+);

@@ -1,0 +1,88 @@
+"""``conveyor cdn ...``: the package CDN (docs/cdn.md) — ``init`` and ``status`` of the account's CDN,
+``add`` package configs, ``update`` (one PackageUpdatesWorkflow now; ``--wait`` runs the pipeline's
+workflows in this process until it and its downloads have ended)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from conveyor.cdn import client
+from conveyor.cdn.config import DEFAULT_CRON, DEFAULT_REGISTRY
+from conveyor.cli.context import CliError, CliState, ConveyorGroup, emit, json_option, pass_state
+
+
+@click.group("cdn", cls=ConveyorGroup, short_help="The package CDN (cdnjs's pipeline).")
+def cdn_group() -> None:
+    """A cdnjs-compatible package CDN on Conveyor's workflows and buckets (docs/cdn.md)."""
+
+
+def _lines(data: dict[str, Any]) -> str:
+    return "\n".join(
+        f"{key}: {json.dumps(value) if isinstance(value, dict | list) else value}" for key, value in data.items()
+    )
+
+
+@cdn_group.command("init")
+@click.option("--primary", default="cdn", show_default=True, help="The primary bucket (made if missing).")
+@click.option("--primary-url", default=None, help="Where a new primary bucket lives (file:// or s3://).")
+@click.option("--staging", default="cdn-staging", show_default=True, help="The staging bucket (made if missing).")
+@click.option("--staging-url", default=None, help="Where a new staging bucket lives.")
+@click.option("--staging-days", default=7, show_default=True, help="Days a staged tarball is kept.")
+@click.option("--mirror", default=None, help="An existing bucket mirroring the primary (e.g. S3-compatible).")
+@click.option("--registry", default=DEFAULT_REGISTRY, show_default=True, help="The npm registry's base URL.")
+@click.option("--cron", default=DEFAULT_CRON, show_default=True, help="When PackageUpdatesWorkflow runs (UTC).")
+@click.option("--public-account", default=None, help="The account `cdn serve` serves (default: this one).")
+@json_option
+@pass_state
+def init(state: CliState, /, as_json: bool, **options: Any) -> None:
+    """Make the account's CDN (again: shows it as it is)."""
+    client.init(state.connect(), **options)
+    shown = client.status(state.connect())
+    emit(as_json, shown, lambda: _lines(shown))
+
+
+@cdn_group.command("status")
+@json_option
+@pass_state
+def status(state: CliState, as_json: bool) -> None:
+    """The account's CDN: buckets, registry, cron, packages and versions by state."""
+    shown = client.status(state.connect())
+    emit(as_json, shown, lambda: _lines(shown))
+
+
+@cdn_group.command("add")
+@click.argument("path", type=click.Path(exists=True))
+@json_option
+@pass_state
+def add(state: CliState, path: str, as_json: bool) -> None:
+    """Add the package configs of FILE or of a DIR's packages/<letter>/<name>.json (all or none)."""
+    names = client.add(state.connect(), path)
+    emit(as_json, {"added": names}, lambda: f"added {len(names)} package(s): {', '.join(names)}")
+
+
+@cdn_group.command("update")
+@click.option("--registry", default=None, help="Ask this registry instead of the CDN's.")
+@click.option("--package", default=None, help="Only this package.")
+@click.option("--wait", is_flag=True, help="Run the workflows here until every new version is downloaded or failed.")
+@click.option("--timeout", default=600.0, show_default=True, help="Seconds --wait waits.")
+@json_option
+@pass_state
+def update(
+    state: CliState, registry: str | None, package: str | None, wait: bool, timeout: float, as_json: bool
+) -> None:
+    """Start one PackageUpdatesWorkflow now."""
+    cv = state.connect()
+    if not wait:
+        instance_id = client.update(cv, registry=registry, package=package)
+        emit(as_json, {"instance": instance_id}, lambda: f"started {instance_id}")
+        return
+    try:
+        result = client.update_and_wait(cv, registry=registry, package=package, timeout=timeout)
+    except TimeoutError as exc:
+        raise CliError(str(exc)) from None
+    emit(as_json, result, lambda: _lines(result))
+    if result.get("failed") or any(s == "failed" for s in result["versions"].values()):
+        raise click.exceptions.Exit(1)

@@ -1,0 +1,143 @@
+"""Fixtures of the package CDN's suite: an npm-registry-shaped HTTP server on 127.0.0.1 serving
+tarballs built here with ``tarfile``, and a deployment on each engine."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import tarfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+import conveyor
+from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
+from tests.engine.postgres.support import fresh_client
+
+
+def build_tarball(files: dict[str, bytes], *, extra: Callable[[tarfile.TarFile], None] | None = None) -> bytes:
+    """A gzip'd npm tarball with ``files`` under ``package/``."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as archive:
+        for path, data in files.items():
+            info = tarfile.TarInfo(f"package/{path}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+        if extra is not None:
+            extra(archive)
+    return out.getvalue()
+
+
+def integrity(data: bytes) -> str:
+    return "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()
+
+
+class Registry:
+    """Packuments and tarballs served at ``url``; ``publish`` adds a version."""
+
+    def __init__(self) -> None:
+        self.packages: dict[str, dict[str, dict[str, Any]]] = {}
+        self.tarballs: dict[str, bytes] = {}
+        self.hold: threading.Event | None = None  # while set and not yet released, tarballs wait
+        self.waiting = False  # a tarball request is waiting on ``hold``
+        registry = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.lstrip("/")
+                if path in registry.tarballs and registry.hold is not None and not registry.hold.is_set():
+                    registry.waiting = True
+                    registry.hold.wait(30)
+                if path in registry.tarballs:
+                    body, kind = registry.tarballs[path], "application/octet-stream"
+                elif path in registry.packages:
+                    body = orjson.dumps({"name": path, "versions": registry.packages[path]})
+                    kind = "application/json"
+                else:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def publish(self, name: str, version: str, data: bytes, *, dist: dict[str, Any] | None = None) -> None:
+        path = f"{name}/-/{name}-{version}.tgz"
+        self.tarballs[path] = data
+        self.packages.setdefault(name, {})[version] = {
+            "name": name,
+            "version": version,
+            "dist": dist if dist is not None else {"tarball": f"{self.url}/{path}", "integrity": integrity(data)},
+        }
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def registry() -> Iterator[Registry]:
+    server = Registry()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def cv(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[conveyor.Conveyor]:
+    monkeypatch.setenv(SHARED_DIRECTORIES_VARIABLE, str(tmp_path / "shared"))
+    client = conveyor.connect(f"sqlite://{tmp_path / 'data'}") if request.param == "sqlite" else fresh_client()
+    yield client
+    client.close()
+
+
+def bucket_urls(cv: conveyor.Conveyor) -> dict[str, str | None]:
+    """Where init's buckets go: the deployment's own directories on SQLite, declared shared ones on
+    PostgreSQL."""
+    if cv.deployment.kind == "sqlite":
+        return {"primary_url": None, "staging_url": None}
+    shared = Path(os.environ[SHARED_DIRECTORIES_VARIABLE])
+    return {"primary_url": (shared / "cdn").as_uri(), "staging_url": (shared / "cdn-staging").as_uri()}
+
+
+def package_config(name: str, files: list[str], **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": f"{name} for tests",
+        "keywords": ["test"],
+        "repository": {"type": "git", "url": f"https://example.com/{name}.git"},
+        "autoupdate": {"source": "npm", "target": name, "fileMap": [{"basePath": "dist", "files": files}]},
+        **extra,
+    }
+
+
+def write_config(root: Path, config: dict[str, Any]) -> Path:
+    name: str = config["name"]
+    path = root / "packages" / name[0].lower() / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(config))
+    return path
+
+
+def eventually(check: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
