@@ -14,6 +14,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 import msgspec
@@ -79,6 +80,43 @@ def error_from(
             cls = errors.InvalidRequest if response.status_code < 500 else ConveyorError
     retry_after = response.headers.get("retry-after", "")
     return cls(message, retry_after=float(retry_after) if retry_after.isdigit() else None)
+
+
+class RouteClient:
+    """A client of one family of a server's account routes (a tool's: ``/slurper``, ``/prober/fleets``):
+    :meth:`call` returns a route's ``result`` decoded as ``kind``, or raises the error the server
+    refused with, found in ``modules`` (see :func:`error_from`).
+
+    >>> routes = RouteClient(cv.deployment, "/slurper", slurper_errors)
+    >>> routes.call(shapes.SlurperJob, "GET", "/jobs/" + job_id)
+    """
+
+    def __init__(
+        self,
+        deployment: Deployment,
+        path: str,
+        *modules: ModuleType,
+        by_status: Mapping[int, type[ConveyorError]] = _BY_STATUS,
+        timeout: float = 120.0,
+    ) -> None:
+        headers = {"authorization": f"Bearer {deployment.token}"} if deployment.token else {}
+        self._http = httpx.Client(base_url=deployment.location.rstrip("/"), headers=headers, timeout=timeout)
+        self.base = f"/client/v4/accounts/{quote(deployment.account, safe='')}{path}"
+        self._modules = modules
+        self._by_status = by_status
+
+    def close(self) -> None:
+        self._http.close()
+
+    def call(self, kind: Any, method: str, path: str, body: Any = None, params: Mapping[str, Any] | None = None) -> Any:
+        """The ``result`` of one route's answer, or the error the server refused with."""
+        try:
+            response = self._http.request(method, self.base + path, json=body, params=params)
+        except httpx.TransportError as exc:
+            raise ConveyorError(f"cannot reach the Conveyor server: {exc}") from exc
+        if response.status_code >= 400:
+            raise error_from(response, *self._modules, by_status=self._by_status)
+        return wire.decode_answer(response.content, wire.Envelope[kind]).result
 
 
 class RemoteEngine(Engine):

@@ -12,12 +12,9 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-import httpx
-
 from conveyor import egress as egress_refusals
-from conveyor import errors, wire
-from conveyor.client.http import error_from
-from conveyor.deployment import Deployment
+from conveyor import errors
+from conveyor.client.http import RouteClient
 from conveyor.egress import EgressPolicy
 from conveyor.errors import ConveyorError, InvalidRequest
 from conveyor.prober import errors as prober_errors
@@ -38,33 +35,17 @@ _BY_STATUS: dict[int, type[ConveyorError]] = {
 }
 
 
-class ProberSession:
+def _session(cv: Conveyor) -> RouteClient:
     """The HTTP client of a server's prober routes, one per client (``cv.component``)."""
-
-    def __init__(self, deployment: Deployment, timeout: float = 120.0) -> None:
-        headers = {"authorization": f"Bearer {deployment.token}"} if deployment.token else {}
-        self._http = httpx.Client(base_url=deployment.location.rstrip("/"), headers=headers, timeout=timeout)
-        self.base = f"/client/v4/accounts/{quote(deployment.account, safe='')}/prober/fleets"
-
-    def close(self) -> None:
-        self._http.close()
-
-    def call(self, kind: Any, method: str, path: str, body: Any = None, params: Mapping[str, Any] | None = None) -> Any:
-        """The ``result`` of one route's answer, or the error the server refused with."""
-        try:
-            response = self._http.request(method, self.base + path, json=body, params=params)
-        except httpx.TransportError as exc:
-            raise ConveyorError(f"cannot reach the Conveyor server: {exc}") from exc
-        if response.status_code >= 400:
-            raise error_from(response, prober_errors, egress_refusals, by_status=_BY_STATUS)
-        return wire.decode_answer(response.content, wire.Envelope[kind]).result
+    return cv.component(
+        "prober-http",
+        lambda deployment, clock: RouteClient(
+            deployment, "/prober/fleets", prober_errors, egress_refusals, by_status=_BY_STATUS
+        ),
+    )
 
 
-def _session(cv: Conveyor) -> ProberSession:
-    return cv.component("prober-http", lambda deployment, clock: ProberSession(deployment))
-
-
-def _fleets(session: ProberSession) -> list[FleetRow]:
+def _fleets(session: RouteClient) -> list[FleetRow]:
     found: list[FleetRow] = session.call(list[FleetRow], "GET", "")
     return found
 

@@ -15,10 +15,8 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-import httpx
-
-from conveyor import errors, wire
-from conveyor.client.http import error_from
+from conveyor import errors
+from conveyor.client.http import RouteClient
 from conveyor.deployment import Deployment
 from conveyor.errors import ConveyorError, InvalidRequest
 from conveyor.slurper import errors as slurper_errors
@@ -48,22 +46,17 @@ class RemoteSlurper:
     """``cv.slurper`` of a client of ``conveyor serve`` (see :class:`conveyor.slurper.Slurper`)."""
 
     def __init__(self, deployment: Deployment, timeout: float = 120.0) -> None:
-        headers = {"authorization": f"Bearer {deployment.token}"} if deployment.token else {}
-        self._http = httpx.Client(base_url=deployment.location.rstrip("/"), headers=headers, timeout=timeout)
-        self._base = f"/client/v4/accounts/{quote(deployment.account, safe='')}/slurper"
+        self._routes = RouteClient(
+            deployment, "/slurper", slurper_errors, storage_errors, by_status=_BY_STATUS, timeout=timeout
+        )
 
     def close(self) -> None:
-        self._http.close()
+        self._routes.close()
 
     def call(self, kind: type[T], method: str, path: str, body: Any = None, params: dict[str, int] | None = None) -> T:
         """The ``result`` of one route's answer, or the error the server refused with."""
-        try:
-            response = self._http.request(method, self._base + path, json=body, params=params)
-        except httpx.TransportError as exc:
-            raise ConveyorError(f"cannot reach the Conveyor server: {exc}") from exc
-        if response.status_code >= 400:
-            raise error_from(response, slurper_errors, storage_errors, by_status=_BY_STATUS)
-        return wire.decode_answer(response.content, wire.Envelope[kind]).result  # type: ignore[valid-type]
+        result: T = self._routes.call(kind, method, path, body, params)
+        return result
 
     def create_job(self, source: Mapping[str, Any], target: Mapping[str, Any], overwrite: bool = True) -> RemoteJob:
         """Create a job on the server (its egress policy checks the endpoints); see
