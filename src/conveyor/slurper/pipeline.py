@@ -61,6 +61,8 @@ DEAD_LETTER_QUEUE = "slurper-transfer-dlq"
 QUEUES = (LIST_QUEUE, TRANSFER_QUEUE, LIFECYCLE_QUEUE, DEAD_LETTER_QUEUE)
 PAGE_SIZE = 1000
 TRANSFER_BATCH = 10
+# Objects copied at once by one worker process, all its transfer batches together.
+TRANSFER_CONCURRENCY = TRANSFER_BATCH * 4
 MAX_RETRIES = 3
 # The throttle: over the last THROTTLE_SECONDS, at least THROTTLE_MINIMUM transfers of which
 # THROTTLE_RATIO failed postpone the next listing by THROTTLE_DELAY seconds.
@@ -191,7 +193,7 @@ class Pipeline:
         self._sources: dict[str, Source] = {}
         self._targets: dict[str, Target] = {}
         self._lock = threading.Lock()
-        self._pool = concurrent.futures.ThreadPoolExecutor(TRANSFER_BATCH * 4, thread_name_prefix="slurper-transfer")
+        self._pool = concurrent.futures.ThreadPoolExecutor(TRANSFER_CONCURRENCY, thread_name_prefix="slurper-transfer")
         fault = os.environ.get(FAULT_VARIABLE, "")
         self._kill_after = int(fault.split(":", 1)[1]) if fault.startswith("after-copy:") else None
         self._copies = 0
