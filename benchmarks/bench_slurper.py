@@ -59,8 +59,8 @@ from botocore.config import Config  # noqa: E402
 import conveyor  # noqa: E402
 from conveyor.slurper.database import JobDatabase, Transaction  # noqa: E402
 from conveyor.slurper.model import Endpoint  # noqa: E402
-from conveyor.slurper.pipeline import QUEUES, TRANSFER_CONCURRENCY  # noqa: E402
-from conveyor.slurper.store import Listed, job_store  # noqa: E402
+from conveyor.slurper.pipeline import QUEUES, TRANSFER_BATCH, TRANSFER_CONCURRENCY  # noqa: E402
+from conveyor.slurper.store import Finished, Listed, job_store  # noqa: E402
 from harness import emit, quiet_logs, ratio, scratch_directory  # noqa: E402
 from tests.storage.s3_server import S3Server, start_s3_server  # noqa: E402
 
@@ -287,7 +287,7 @@ def run_conveyor(cv: conveyor.Conveyor, source: Source, target: S3Server, route:
                     endpoint_spec(route.source, source.server, bucket), endpoint_spec(route.target, target, into)
                 )
                 while job.info().status != "completed":
-                    time.sleep(0.02)
+                    time.sleep(0.05)
             row = store.job(cv.deployment.account, job.id)
             if row.transferred != count:
                 raise RuntimeError(f"the job counted {row.progress()}, not {count} transferred")
@@ -312,16 +312,17 @@ def run_conveyor(cv: conveyor.Conveyor, source: Source, target: S3Server, route:
 
 def accounting_alone(cv: conveyor.Conveyor, count: int) -> float:
     """Seconds per key of what the pipeline asks of the job store for each object, with nothing
-    copied: the job's read, the key's lock, its count; one thread, keys one after another."""
+    copied: per batch of ``TRANSFER_BATCH`` keys, their locks (with the job's read) in one
+    transaction and their counts in another; one thread, batches one after another."""
     store = job_store(cv)
     row = store.create_job("accounting", Endpoint("s3", "a"), Endpoint("s3", "b"), overwrite=True, now_ms=0)
     keys = [Listed(f"bench/{i:06d}", SMALL_BYTES) for i in range(count)]
     store.record_listing(row.id, 0, keys, after=keys[-1].key, done=True)
     started = time.perf_counter()
-    for key in keys:
-        store.find(row.id)
-        store.lock(row.id, key.key, "owner")
-        store.finish(row.id, key.key, "owner", "transferred", size=SMALL_BYTES, now_ms=0)
+    for i in range(0, count, TRANSFER_BATCH):
+        batch = [(k.key, f"owner-{k.key}") for k in keys[i : i + TRANSFER_BATCH]]
+        store.lock_keys(row.id, batch)
+        store.finish_keys(row.id, [Finished(k, o, "transferred", SMALL_BYTES) for k, o in batch], now_ms=0)
     elapsed = time.perf_counter() - started
     store.change_status("accounting", row.id, "abort", now_ms=0)
     return elapsed / count

@@ -11,11 +11,14 @@ message can carry, and custom metadata headers.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import contextlib
 import dataclasses
 import datetime
 import hashlib
 import hmac
+import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -33,6 +36,13 @@ from conveyor.storage.errors import (
 
 UNSIGNED = "UNSIGNED-PAYLOAD"
 TIMEOUT = httpx.Timeout(60.0, connect=5.0)
+# Connections kept per endpoint: a worker's transfer threads and part uploads together, so that
+# none of them opens a new connection per request to a service that keeps them alive.
+MAX_CONNECTIONS = 64
+# Threads uploading the parts of multipart uploads, all this client's uploads together; each upload
+# has at most PARTS_IN_FLIGHT parts (and one being read) in memory.
+PART_THREADS = 16
+PARTS_IN_FLIGHT = 4
 META_PREFIX = "x-amz-meta-"
 _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 
@@ -72,9 +82,16 @@ class S3Client:
         self.endpoint = (endpoint or f"https://s3.{self.region}.amazonaws.com").rstrip("/")
         self._key_id = access_key_id
         self._secret = secret_access_key
-        self._http = httpx.Client(timeout=TIMEOUT, limits=httpx.Limits(max_connections=64))
+        self._host = httpx.URL(self.endpoint).netloc.decode()
+        self._signing_key = ("", b"")  # (day, key): derived once a day, not per request
+        limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
+        self._http = httpx.Client(timeout=TIMEOUT, limits=limits)
+        self._parts: concurrent.futures.ThreadPoolExecutor | None = None
+        self._parts_lock = threading.Lock()
 
     def close(self) -> None:
+        if self._parts is not None:
+            self._parts.shutdown(wait=True)
         self._http.close()
 
     def __repr__(self) -> str:
@@ -84,9 +101,8 @@ class S3Client:
     def _signed(self, method: str, path: str, query: Mapping[str, str], headers: Mapping[str, str]) -> dict[str, str]:
         now = datetime.datetime.now(datetime.UTC)
         stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
-        host = httpx.URL(self.endpoint).netloc.decode()
         signed = {k.lower(): v.strip() for k, v in headers.items()}
-        signed.update({"host": host, "x-amz-date": stamp, "x-amz-content-sha256": UNSIGNED})
+        signed.update({"host": self._host, "x-amz-date": stamp, "x-amz-content-sha256": UNSIGNED})
         names = ";".join(sorted(signed))
         canonical = "\n".join(
             [
@@ -100,15 +116,21 @@ class S3Client:
         )
         scope = f"{day}/{self.region}/s3/aws4_request"
         to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-        key = f"AWS4{self._secret}".encode()
-        for part in (day, self.region, "s3", "aws4_request"):
-            key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-        signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+        signature = hmac.new(self._key_of(day), to_sign.encode(), hashlib.sha256).hexdigest()
         signed["authorization"] = (
             f"AWS4-HMAC-SHA256 Credential={self._key_id}/{scope}, SignedHeaders={names}, Signature={signature}"
         )
         del signed["host"]
         return signed
+
+    def _key_of(self, day: str) -> bytes:
+        known_day, key = self._signing_key
+        if known_day != day:
+            key = f"AWS4{self._secret}".encode()
+            for part in (day, self.region, "s3", "aws4_request"):
+                key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+            self._signing_key = (day, key)
+        return key
 
     def _request(
         self,
@@ -191,19 +213,25 @@ class S3Client:
         content_type: str | None,
         metadata: Mapping[str, str],
     ) -> str:
-        """A multipart upload of ``parts`` (each but the last at least 5 MiB); aborted on failure."""
+        """A multipart upload of ``parts`` (each but the last at least 5 MiB), up to
+        ``PARTS_IN_FLIGHT`` of them uploading at once while the next is read; aborted on failure."""
         created = self._request(
             "POST", bucket, key, query={"uploads": ""}, headers=_write_headers(content_type, metadata)
         )
         root = ET.fromstring(created.content)
         upload = root.findtext(f"{_NS}UploadId") or root.findtext("UploadId") or ""
         done: list[tuple[int, str]] = []
+        uploading: collections.deque[tuple[int, concurrent.futures.Future[str]]] = collections.deque()
+        pool = self._part_pool()
         try:
             for number, part in enumerate(parts, start=1):
-                reply = self._request(
-                    "PUT", bucket, key, query={"partNumber": str(number), "uploadId": upload}, content=part
-                )
-                done.append((number, reply.headers.get("etag", "")))
+                if len(uploading) >= PARTS_IN_FLIGHT:
+                    first, future = uploading.popleft()
+                    done.append((first, future.result()))
+                uploading.append((number, pool.submit(self._put_part, bucket, key, upload, number, part)))
+            while uploading:
+                first, future = uploading.popleft()
+                done.append((first, future.result()))
             body = (
                 "<CompleteMultipartUpload>"
                 + "".join(f"<Part><PartNumber>{n}</PartNumber><ETag>{e}</ETag></Part>" for n, e in done)
@@ -211,10 +239,23 @@ class S3Client:
             )
             reply = self._request("POST", bucket, key, query={"uploadId": upload}, content=body.encode())
         except BaseException:
+            for _, future in uploading:
+                future.cancel()
+            concurrent.futures.wait([future for _, future in uploading])  # none may land after the abort
             with contextlib.suppress(Exception):  # best effort: services expire abandoned uploads
                 self._request("DELETE", bucket, key, query={"uploadId": upload})
             raise
         return (ET.fromstring(reply.content).findtext(f"{_NS}ETag") or "").strip('"')
+
+    def _put_part(self, bucket: str, key: str, upload: str, number: int, data: bytes) -> str:
+        query = {"partNumber": str(number), "uploadId": upload}
+        return str(self._request("PUT", bucket, key, query=query, content=data).headers.get("etag", ""))
+
+    def _part_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._parts_lock:
+            if self._parts is None:
+                self._parts = concurrent.futures.ThreadPoolExecutor(PART_THREADS, thread_name_prefix="s3-parts")
+            return self._parts
 
 
 def _write_headers(content_type: str | None, metadata: Mapping[str, str]) -> dict[str, str]:
