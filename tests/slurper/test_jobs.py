@@ -3,6 +3,7 @@ bucket) as the target, the pipeline's consumers on the deployment's real queues.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import random
 import time
@@ -196,6 +197,21 @@ def test_an_object_above_the_multipart_threshold_reaches_an_s3_target_in_parts_b
     assert got["ContentType"] == "video/mp4" and got["Metadata"] == {"take": "2"}
     assert got["ETag"].strip('"').endswith("-3")  # S3's etag of an object uploaded in three parts
     assert job.progress().transferred_bytes == size
+
+
+def test_an_object_stored_gzip_encoded_is_copied_as_stored_not_decoded(
+    cv: conveyor.Conveyor, s3_server: S3Server
+) -> None:
+    stored = gzip.compress(b"a line of text\n" * 1000)
+    source, target_bucket = s3_server.new_bucket(), s3_server.new_bucket()
+    client: Any = s3_server.client()
+    client.put_object(Bucket=source, Key="log.txt", Body=stored, ContentType="text/plain", ContentEncoding="gzip")
+    job = cv.slurper.create_job(source=s3_source(s3_server, source), target=s3_source(s3_server, target_bucket))
+    with pipeline_running(cv):
+        wait_for(job)
+    assert job.progress().transferred_objects == 1
+    got = client.get_object(Bucket=target_bucket, Key="log.txt")
+    assert got["Body"].read() == stored
 
 
 def test_a_terabyte_object_fits_in_s3s_ten_thousand_parts() -> None:

@@ -109,7 +109,7 @@ class S3Source(Source):
     @contextmanager
     def _open(self, key: str) -> Iterator[tuple[ObjectMeta, Iterator[bytes]]]:
         with self.client.get(self.spec.bucket, key) as (head, reply):
-            yield ObjectMeta(head.size, head.etag, head.content_type, head.metadata), reply.iter_bytes(1024 * 1024)
+            yield ObjectMeta(head.size, head.etag, head.content_type, head.metadata), reply.iter_raw()
 
     def open(self, key: str) -> Opened:
         return self._open(key)

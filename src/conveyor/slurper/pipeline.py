@@ -362,7 +362,8 @@ class Pipeline:
             skip = skip_reason(key, meta.size, "", self.max_object_bytes)
             if skip is not None:
                 return "skipped", 0, skip
-            digest = hashlib.md5(usedforsecurity=False)
+            # The bytes are hashed only where the source's etag is their MD5 (not a multipart etag).
+            digest = hashlib.md5(usedforsecurity=False) if MD5.match(meta.etag) else None
             counted = 0
 
             def counting() -> Iterator[bytes]:
@@ -370,7 +371,8 @@ class Pipeline:
                 for chunk in chunks:
                     if self.rate is not None:
                         self.rate.take(len(chunk))
-                    digest.update(chunk)
+                    if digest is not None:
+                        digest.update(chunk)
                     counted += len(chunk)
                     yield chunk
 
@@ -381,7 +383,7 @@ class Pipeline:
             raise ChecksumMismatch(
                 f"{key!r}: the source said {meta.size} bytes, {counted} were read, {written} written"
             )
-        if MD5.match(meta.etag) and digest.hexdigest() != meta.etag:
+        if digest is not None and digest.hexdigest() != meta.etag:
             raise ChecksumMismatch(f"{key!r}: the bytes read do not match the source's MD5 etag {meta.etag}")
         return "transferred", written, None
 

@@ -6,7 +6,7 @@ message can carry, and custom metadata headers.
 >>> s3 = S3Client("http://127.0.0.1:9000", "us-east-1", "AKID", "secret")
 >>> page = s3.list_page("photos", prefix="2024/", start_after="", max_keys=1000)
 >>> with s3.get("photos", page.objects[0].key) as reply:
-...     for chunk in reply.iter_bytes(): ...
+...     for chunk in reply.iter_raw(): ...
 """
 
 from __future__ import annotations
@@ -192,8 +192,9 @@ class S3Client:
 
     @contextmanager
     def get(self, bucket: str, key: str) -> Iterator[tuple[S3Head, httpx.Response]]:
-        """The object's metadata and its streamed reply (read it with ``iter_bytes``)."""
-        reply = self._request("GET", bucket, key, stream=True)
+        """The object's metadata and its streamed reply: the bytes stored, read with ``iter_raw``
+        (an object stored with a ``Content-Encoding`` such as gzip is copied as stored, not decoded)."""
+        reply = self._request("GET", bucket, key, headers={"accept-encoding": "identity"}, stream=True)
         try:
             yield _head(reply.headers), reply
         finally:
