@@ -57,6 +57,7 @@ import boto3  # noqa: E402
 from botocore.config import Config  # noqa: E402
 
 import conveyor  # noqa: E402
+from conveyor.slurper import endpoints  # noqa: E402
 from conveyor.slurper.database import JobDatabase, Transaction  # noqa: E402
 from conveyor.slurper.model import Endpoint  # noqa: E402
 from conveyor.slurper.pipeline import QUEUES, TRANSFER_BATCH, TRANSFER_CONCURRENCY  # noqa: E402
@@ -116,6 +117,7 @@ class Timing:
     large: Cost
     accounting: dict[str, float] = field(default_factory=dict)
     load: float = 0.0
+    single_put: Cost | None = None  # Conveyor's large bucket again, each object in one PUT
 
 
 def process_cpu(pid: int) -> float:
@@ -268,8 +270,12 @@ def endpoint_spec(endpoint: str, server: S3Server, bucket: str) -> dict[str, Any
     }
 
 
-def run_conveyor(cv: conveyor.Conveyor, source: Source, target: S3Server, route: Route, work: Workload) -> Timing:
-    """Two jobs, the small bucket's and the large one's, through one in-process worker."""
+def run_conveyor(
+    cv: conveyor.Conveyor, source: Source, target: S3Server, route: Route, work: Workload, *, single_put: bool
+) -> Timing:
+    """Two jobs, the small bucket's and the large one's, through one in-process worker; with
+    ``single_put``, a third: the large bucket again with the multipart threshold above its objects
+    (a diagnostic: the peers' defaults write 40 MiB in one PUT, which costs moto less)."""
     store = job_store(cv)
     counting = CountingDatabase(store.db)
     store.db = counting
@@ -277,37 +283,46 @@ def run_conveyor(cv: conveyor.Conveyor, source: Source, target: S3Server, route:
     pipeline = conveyor.slurper.add_consumers(app)
     app.start()
     costs: list[Cost] = []
-    accounting: dict[str, float] = {}
+
+    def copy(bucket: str, count: int, size: int) -> None:
+        into = target.new_bucket()
+        with metered(costs, source.server, target):
+            job = cv.slurper.create_job(
+                endpoint_spec(route.source, source.server, bucket), endpoint_spec(route.target, target, into)
+            )
+            while job.info().status != "completed":
+                time.sleep(0.05)
+        row = store.job(cv.deployment.account, job.id)
+        if row.transferred != count:
+            raise RuntimeError(f"the job counted {row.progress()}, not {count} transferred")
+        verify(target, into, count, size)
+
     try:
-        for bucket, count in ((source.small, work.small), (source.large, work.large)):
-            into = target.new_bucket()
-            commits_before = queue_commits(cv)
-            with metered(costs, source.server, target):
-                job = cv.slurper.create_job(
-                    endpoint_spec(route.source, source.server, bucket), endpoint_spec(route.target, target, into)
-                )
-                while job.info().status != "completed":
-                    time.sleep(0.05)
-            row = store.job(cv.deployment.account, job.id)
-            if row.transferred != count:
-                raise RuntimeError(f"the job counted {row.progress()}, not {count} transferred")
-            verify(target, into, count, SMALL_BYTES if bucket == source.small else LARGE_BYTES)
-            if bucket == source.small:
-                commits, operations = (b - a for a, b in zip(commits_before, queue_commits(cv), strict=True))
-                accounting = {
-                    **{k: v / count for k, v in counting.counts.items()},
-                    **{f"{k} ms": 1000 * v / count for k, v in counting.seconds.items()},
-                    "queue commits": commits / count,
-                    "queue operations": operations / count,
-                    # Seconds in the store per second of the job: its transactions in flight on average.
-                    "store transactions in flight": sum(counting.seconds.values()) / costs[0].seconds,
-                }
+        commits_before = queue_commits(cv)
+        copy(source.small, work.small, SMALL_BYTES)
+        commits, operations = (b - a for a, b in zip(commits_before, queue_commits(cv), strict=True))
+        accounting = {
+            **{k: v / work.small for k, v in counting.counts.items()},
+            **{f"{k} ms": 1000 * v / work.small for k, v in counting.seconds.items()},
+            "queue commits": commits / work.small,
+            "queue operations": operations / work.small,
+            # Seconds in the store per second of the job: its transactions in flight on average.
+            "store transactions in flight": sum(counting.seconds.values()) / costs[0].seconds,
+        }
+        copy(source.large, work.large, LARGE_BYTES)
+        if single_put:
+            threshold = endpoints.MULTIPART_THRESHOLD
+            endpoints.MULTIPART_THRESHOLD = LARGE_BYTES
+            try:
+                copy(source.large, work.large, LARGE_BYTES)
+            finally:
+                endpoints.MULTIPART_THRESHOLD = threshold
     finally:
         app.stop()
         pipeline.close()
         store.db = counting.inner
     accounting["accounting alone ms"] = 1000 * accounting_alone(cv, min(work.small, 1000))
-    return Timing(costs[0], costs[1], accounting)
+    return Timing(costs[0], costs[1], accounting, single_put=costs[2] if single_put else None)
 
 
 def accounting_alone(cv: conveyor.Conveyor, count: int) -> float:
@@ -333,7 +348,7 @@ def conveyor_sqlite(directory: Path) -> Callable[[Source, S3Server, Route, Workl
         where = Path(tempfile.mkdtemp(prefix="deployment-", dir=directory))
         try:
             with conveyor.connect(f"sqlite://{where}") as cv:
-                return run_conveyor(cv, source, target, route, work)
+                return run_conveyor(cv, source, target, route, work, single_put=True)
         finally:
             shutil.rmtree(where, ignore_errors=True)
 
@@ -345,7 +360,7 @@ def conveyor_postgres(source: Source, target: S3Server, route: Route, work: Work
 
     os.environ.setdefault("CONVEYOR_TEST_PG", PG_URL)
     with fresh_client() as cv:
-        return run_conveyor(cv, source, target, route, work)
+        return run_conveyor(cv, source, target, route, work, single_put=False)
 
 
 # -- the raw copy loop ----------------------------------------------------------------------------
@@ -484,7 +499,9 @@ def measure(name: str, contender: Contender, source: Source, scratch: Path, work
     print(
         f"# {name} +{delay_ms} ms: small {timing.small.seconds:.2f} s (cpu {timing.small.client_cpu:.1f} s, "
         f"servers {timing.small.server_cpu:.1f} s), large {timing.large.seconds:.2f} s (cpu "
-        f"{timing.large.client_cpu:.1f} s, servers {timing.large.server_cpu:.1f} s), load {timing.load:.1f}",
+        f"{timing.large.client_cpu:.1f} s, servers {timing.large.server_cpu:.1f} s)"
+        + (f", large in single PUTs {timing.single_put.seconds:.2f} s" if timing.single_put else "")
+        + f", load {timing.load:.1f}",
         file=sys.stderr,
         flush=True,
     )
@@ -496,11 +513,13 @@ def median_cost(costs: list[Cost]) -> Cost:
 
 
 def median_timing(timings: list[Timing]) -> Timing:
+    singles = [t.single_put for t in timings if t.single_put is not None]
     return Timing(
         median_cost([t.small for t in timings]),
         median_cost([t.large for t in timings]),
         {k: statistics.median(t.accounting[k] for t in timings) for k in timings[0].accounting},
         statistics.median(t.load for t in timings),
+        median_cost(singles) if singles else None,
     )
 
 
@@ -573,6 +592,18 @@ def report(results: dict[tuple[str, int], list[Timing]], work: Workload, rounds:
             server_cpu_s_per_GB=round(large.server_cpu / (large_bytes / 1e9), 3),
             **params,
         )
+        if timing.single_put is not None:
+            single = timing.single_put
+            emit(
+                f"{name} +{delay} ms bytes/s, objects in one PUT",
+                large_bytes / single.seconds,
+                "bytes/s",
+                work.large,
+                MB_s_runs=[round(large_bytes / t.single_put.seconds / 1e6, 1) for t in runs if t.single_put],
+                cpu_s_per_GB=round(single.client_cpu / (large_bytes / 1e9), 3),
+                server_cpu_s_per_GB=round(single.server_cpu / (large_bytes / 1e9), 3),
+                **params,
+            )
     for delay, target in ((0, 0.9), (DELAY_MS, 1.0)):
         peers = [n for n in ("s5cmd", "rclone") if (n, delay) in medians]
         if ("conveyor", delay) not in medians or not peers:
@@ -586,6 +617,17 @@ def report(results: dict[tuple[str, int], list[Timing]], work: Workload, rounds:
                 seconds / getattr(medians[fastest, delay], what).seconds,
                 work.small if what == "small" else work.large,
                 target=target,
+                peer=fastest,
+                **common,
+            )
+        single = medians["conveyor", delay].single_put
+        if single is not None:
+            fastest = min(peers, key=lambda n: medians[n, delay].large.seconds)
+            ratio(
+                f"conveyor, objects in one PUT, vs faster peer +{delay} ms, bytes/s (diagnostic)",
+                large_bytes / single.seconds,
+                large_bytes / medians[fastest, delay].large.seconds,
+                work.large,
                 peer=fastest,
                 **common,
             )

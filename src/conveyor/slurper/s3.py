@@ -42,6 +42,7 @@ MAX_CONNECTIONS = 64
 # Threads uploading the parts of multipart uploads, all this client's uploads together; each upload
 # has at most PARTS_IN_FLIGHT parts (and one being read) in memory.
 PART_THREADS = 16
+SEND_CHUNK = 1024 * 1024
 PARTS_IN_FLIGHT = 4
 META_PREFIX = "x-amz-meta-"
 _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
@@ -140,7 +141,7 @@ class S3Client:
         *,
         query: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
-        content: bytes | Iterator[bytes] | None = None,
+        content: bytes | None = None,
         stream: bool = False,
     ) -> httpx.Response:
         path = "/" + _encode(bucket) + ("/" + _encode(key, "/") if key else "")
@@ -151,7 +152,13 @@ class S3Client:
             url += "?" + "&".join(f"{_encode(k)}={_encode(v)}" for k, v in sorted(query.items()))
         what = f"{method} {self.endpoint}/{bucket}/{key}"
         try:
-            request = self._http.build_request(method, url, headers=signed, content=content)
+            if content is not None and len(content) > SEND_CHUNK:
+                # httpcore sends a body by slicing off what each send() took, copying the rest each
+                # time: quadratic in a part's size (0.2 s of CPU per 40 MiB). Slices keep it linear.
+                signed["content-length"] = str(len(content))
+                request = self._http.build_request(method, url, headers=signed, content=_Slices(content))
+            else:
+                request = self._http.build_request(method, url, headers=signed, content=content)
             reply = self._http.send(request, stream=stream)
         except httpx.HTTPError as exc:
             raise BucketUnreachable(f"{what}: cannot reach {self.endpoint}: {type(exc).__name__} {exc}") from None
@@ -257,6 +264,17 @@ class S3Client:
             if self._parts is None:
                 self._parts = concurrent.futures.ThreadPoolExecutor(PART_THREADS, thread_name_prefix="s3-parts")
             return self._parts
+
+
+class _Slices:
+    """A body sent in SEND_CHUNK pieces; iterable again if a request is sent again."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = memoryview(data)
+
+    def __iter__(self) -> Iterator[bytes]:
+        for start in range(0, len(self.data), SEND_CHUNK):
+            yield self.data[start : start + SEND_CHUNK].tobytes()
 
 
 def _write_headers(content_type: str | None, metadata: Mapping[str, str]) -> dict[str, str]:
