@@ -7,10 +7,13 @@
 ``slurper-transfer``
     ``{"job", "key"}``: lock the key (owned by this message's id), copy the object streaming,
     verify its size (and MD5 where the source's etag is one), then unlock and count it in one
-    transaction. A failure retries with backoff; the last failure sends the message to
-    ``slurper-transfer-dlq`` and counts the key as failed with an ``importErrorRetryExhaustion`` log
-    entry. A worker's death is no failure of the object: its message comes back when its lease
-    runs out, takes its own lock again, and finds the object already in the target.
+    transaction. A batch of these (``TRANSFER_BATCH``) locks its keys in one transaction, copies
+    them side by side on the worker's ``TRANSFER_CONCURRENCY`` threads and counts them in one
+    transaction: the job store commits twice per batch, not per object. A failure retries with
+    backoff; the last failure sends the message to ``slurper-transfer-dlq`` and counts the key as
+    failed with an ``importErrorRetryExhaustion`` log entry. A worker's death is no failure of the
+    object: its message comes back when its lease runs out, takes its own lock again, and finds the
+    object already in the target.
 ``slurper-lifecycle``
     ``{"job", "tick"}`` every ``tick_seconds`` while a job runs, and ``{"job", "check": true}`` when a
     transfer may have finished it: complete the job once its listing is finished and every listed
