@@ -328,8 +328,10 @@ def test_the_throttle_postpones_listing_while_transfers_fail_and_the_job_still_c
         client.put_object(Bucket=bucket, Key=f"k{i:02d}", Body=b"x", ContentType="application/" + "x" * 300)
     local_bucket(cv, "refusing")
     job = cv.slurper.create_job(source=s3_source(s3_server, bucket), target={"vendor": "r2", "bucket": "refusing"})
-    window = FailureWindow(seconds=1.5, minimum=4, ratio=0.5)
-    with pipeline_running(cv, page_size=4, max_retries=0, throttle=window) as app:
+    window = FailureWindow(seconds=1.5, minimum=4, ratio=0.5, delay=1)
+    # Twelve pages of two: listing does not wait for transfers, so enough pages must remain to be
+    # listed when the first failures come in, however fast a loaded machine lists.
+    with pipeline_running(cv, page_size=2, max_retries=0, throttle=window) as app:
         wait_for(job)
     pipeline = app.pipeline  # type: ignore[attr-defined]
     assert pipeline.throttled >= 1

@@ -82,10 +82,13 @@ FAULT_VARIABLE = "CONVEYOR_SLURPER_FAULT"
 class FailureWindow:
     """Transfer outcomes of the last ``seconds`` in this process: ``spiking()`` while at least
     ``minimum`` of them happened and ``ratio`` or more of those failed (a source or target down).
-    The list consumer then stops enqueuing transfers, and starts again once the failures pass."""
+    The list consumer then stops enqueuing transfers: it puts each listing back for ``delay``
+    seconds, and lists again once the failures pass."""
 
-    def __init__(self, seconds: float, minimum: int, ratio: float, clock: Any = time.monotonic) -> None:
-        self.seconds, self.minimum, self.ratio = seconds, minimum, ratio
+    def __init__(
+        self, seconds: float, minimum: int, ratio: float, clock: Any = time.monotonic, *, delay: int = THROTTLE_DELAY
+    ) -> None:
+        self.seconds, self.minimum, self.ratio, self.delay = seconds, minimum, ratio, delay
         self._clock = clock
         self._outcomes: collections.deque[tuple[float, bool]] = collections.deque()
         self._failed = 0
@@ -254,8 +257,8 @@ class Pipeline:
             return
         if self.throttle.spiking():  # transfers are failing: list this page later
             self.throttled += 1
-            log.info("job %s: transfers are failing; listing %d postponed %d s", row.id, seq, THROTTLE_DELAY)
-            send(self.cv, LIST_QUEUE, [body], delay=THROTTLE_DELAY)
+            log.info("job %s: transfers are failing; listing %d postponed %d s", row.id, seq, self.throttle.delay)
+            send(self.cv, LIST_QUEUE, [body], delay=self.throttle.delay)
             return
         try:
             page, done = self._source(row).list_page(body["after"], self.page_size)
@@ -466,6 +469,12 @@ def add_consumers(
         "visibility_timeout_ms": visibility_timeout_ms,
     }
     app.consumer(LIST_QUEUE, max_batch_size=1, retry_delay=1, **common)(pipeline.handle_list)
-    app.consumer(TRANSFER_QUEUE, max_batch_size=TRANSFER_BATCH, **common)(pipeline.handle_transfer)
+    # Batches in hand: twice what the copying threads can take, so a batch is ready whenever one
+    # ends, and the rest of the backlog stays in the queue for other workers (a worker that leased
+    # 250 batches held 2,500 keys it could not start, and their locks queued for the store).
+    batches = 2 * TRANSFER_CONCURRENCY // TRANSFER_BATCH
+    app.consumer(TRANSFER_QUEUE, max_batch_size=TRANSFER_BATCH, max_concurrency=batches, **common)(
+        pipeline.handle_transfer
+    )
     app.consumer(LIFECYCLE_QUEUE, max_batch_size=10, **common)(pipeline.handle_lifecycle)
     return pipeline
