@@ -30,6 +30,7 @@ and the queue engine's commits per object (SQLite).
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
 import contextlib
 import logging
@@ -44,7 +45,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -74,6 +75,7 @@ SMALL_BYTES = 4096
 LARGE_BYTES = 40 * 1024 * 1024
 DELAY_MS = 15
 PG_URL = os.environ.get("CONVEYOR_BENCH_PG", "postgresql://127.0.0.1:5432/test")
+SMALL, LARGE = "small", "large"
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,9 @@ class Source:
     server: S3Server
     small: str
     large: str
+
+    def bucket(self, kind: str) -> str:
+        return self.small if kind == SMALL else self.large
 
 
 @dataclass
@@ -110,14 +115,14 @@ class Cost:
 
 
 @dataclass
-class Timing:
-    """One contender's copies of the small and the large bucket."""
+class Run:
+    """One contender's copy of one bucket, with the load average after it; Conveyor's also carry
+    the job store's accounting (small bucket) and the same bucket written in single PUTs (large)."""
 
-    small: Cost
-    large: Cost
+    cost: Cost
     accounting: dict[str, float] = field(default_factory=dict)
+    single_put: Cost | None = None
     load: float = 0.0
-    single_put: Cost | None = None  # Conveyor's large bucket again, each object in one PUT
 
 
 def process_cpu(pid: int) -> float:
@@ -138,9 +143,7 @@ def metered(costs: list[Cost], *servers: S3Server) -> Iterator[None]:
     pids = [s.process.pid for s in servers]
     wall, client, server = time.perf_counter(), own_cpu(), sum(map(process_cpu, pids))
     yield
-    costs.append(
-        Cost(time.perf_counter() - wall, own_cpu() - client, sum(map(process_cpu, pids)) - server),
-    )
+    costs.append(Cost(time.perf_counter() - wall, own_cpu() - client, sum(map(process_cpu, pids)) - server))
 
 
 def s3_client(endpoint: str, server: S3Server, pool: int = 16) -> Any:
@@ -222,7 +225,7 @@ class CountingDatabase(JobDatabase):
     def __init__(self, inner: JobDatabase) -> None:
         self.inner = inner
         self.counts: Counter[str] = Counter()
-        self.seconds: Counter[str] = Counter()
+        self.seconds: dict[str, float] = collections.defaultdict(float)
         self._lock = threading.Lock()
 
     def transaction(self, fn: Callable[[Transaction], T], what: str, *, durable: bool = True) -> T:
@@ -271,11 +274,11 @@ def endpoint_spec(endpoint: str, server: S3Server, bucket: str) -> dict[str, Any
 
 
 def run_conveyor(
-    cv: conveyor.Conveyor, source: Source, target: S3Server, route: Route, work: Workload, *, single_put: bool
-) -> Timing:
-    """Two jobs, the small bucket's and the large one's, through one in-process worker; with
-    ``single_put``, a third: the large bucket again with the multipart threshold above its objects
-    (a diagnostic: the peers' defaults write 40 MiB in one PUT, which costs moto less)."""
+    cv: conveyor.Conveyor, source: Source, target: S3Server, route: Route, work: Workload, kind: str, *, diagnose: bool
+) -> Run:
+    """A job of the bucket through an in-process worker. With ``diagnose``: the small bucket's job
+    store accounting, or the large bucket again with the multipart threshold above its objects
+    (the peers' defaults write 40 MiB in one PUT, which costs moto less than a multipart upload)."""
     store = job_store(cv)
     counting = CountingDatabase(store.db)
     store.db = counting
@@ -283,12 +286,14 @@ def run_conveyor(
     pipeline = conveyor.slurper.add_consumers(app)
     app.start()
     costs: list[Cost] = []
+    count, size = (work.small, SMALL_BYTES) if kind == SMALL else (work.large, LARGE_BYTES)
 
-    def copy(bucket: str, count: int, size: int) -> None:
+    def copy() -> None:
         into = target.new_bucket()
         with metered(costs, source.server, target):
             job = cv.slurper.create_job(
-                endpoint_spec(route.source, source.server, bucket), endpoint_spec(route.target, target, into)
+                endpoint_spec(route.source, source.server, source.bucket(kind)),
+                endpoint_spec(route.target, target, into),
             )
             while job.info().status != "completed":
                 time.sleep(0.05)
@@ -297,32 +302,34 @@ def run_conveyor(
             raise RuntimeError(f"the job counted {row.progress()}, not {count} transferred")
         verify(target, into, count, size)
 
+    accounting: dict[str, float] = {}
     try:
         commits_before = queue_commits(cv)
-        copy(source.small, work.small, SMALL_BYTES)
+        copy()
         commits, operations = (b - a for a, b in zip(commits_before, queue_commits(cv), strict=True))
-        accounting = {
-            **{k: v / work.small for k, v in counting.counts.items()},
-            **{f"{k} ms": 1000 * v / work.small for k, v in counting.seconds.items()},
-            "queue commits": commits / work.small,
-            "queue operations": operations / work.small,
-            # Seconds in the store per second of the job: its transactions in flight on average.
-            "store transactions in flight": sum(counting.seconds.values()) / costs[0].seconds,
-        }
-        copy(source.large, work.large, LARGE_BYTES)
-        if single_put:
+        if kind == SMALL and diagnose:
+            accounting = {
+                **{k: v / count for k, v in counting.counts.items()},
+                **{f"{k} ms": 1000 * v / count for k, v in counting.seconds.items()},
+                "queue commits": commits / count,
+                "queue operations": operations / count,
+                # Seconds in the store per second of the job: its transactions in flight on average.
+                "store transactions in flight": sum(counting.seconds.values()) / costs[0].seconds,
+            }
+        if kind == LARGE and diagnose:
             threshold = endpoints.MULTIPART_THRESHOLD
             endpoints.MULTIPART_THRESHOLD = LARGE_BYTES
             try:
-                copy(source.large, work.large, LARGE_BYTES)
+                copy()
             finally:
                 endpoints.MULTIPART_THRESHOLD = threshold
     finally:
         app.stop()
         pipeline.close()
         store.db = counting.inner
-    accounting["accounting alone ms"] = 1000 * accounting_alone(cv, min(work.small, 1000))
-    return Timing(costs[0], costs[1], accounting, single_put=costs[2] if single_put else None)
+    if accounting:
+        accounting["accounting alone ms"] = 1000 * accounting_alone(cv, min(work.small, 1000))
+    return Run(costs[0], accounting, costs[1] if len(costs) > 1 else None)
 
 
 def accounting_alone(cv: conveyor.Conveyor, count: int) -> float:
@@ -343,43 +350,44 @@ def accounting_alone(cv: conveyor.Conveyor, count: int) -> float:
     return elapsed / count
 
 
-def conveyor_sqlite(directory: Path) -> Callable[[Source, S3Server, Route, Workload], Timing]:
-    def run(source: Source, target: S3Server, route: Route, work: Workload) -> Timing:
+def conveyor_sqlite(directory: Path, *, diagnose: bool) -> Contender:
+    def run(source: Source, target: S3Server, route: Route, work: Workload, kind: str) -> Run:
         where = Path(tempfile.mkdtemp(prefix="deployment-", dir=directory))
         try:
             with conveyor.connect(f"sqlite://{where}") as cv:
-                return run_conveyor(cv, source, target, route, work, single_put=True)
+                return run_conveyor(cv, source, target, route, work, kind, diagnose=diagnose)
         finally:
             shutil.rmtree(where, ignore_errors=True)
 
     return run
 
 
-def conveyor_postgres(source: Source, target: S3Server, route: Route, work: Workload) -> Timing:
+def conveyor_postgres(source: Source, target: S3Server, route: Route, work: Workload, kind: str) -> Run:
     from tests.engine.postgres.support import fresh_client
 
     os.environ.setdefault("CONVEYOR_TEST_PG", PG_URL)
     with fresh_client() as cv:
-        return run_conveyor(cv, source, target, route, work, single_put=False)
+        return run_conveyor(cv, source, target, route, work, kind, diagnose=kind == SMALL)
 
 
 # -- the raw copy loop ----------------------------------------------------------------------------
-def run_raw(source: Source, target: S3Server, route: Route, work: Workload) -> Timing:
+def run_raw(source: Source, target: S3Server, route: Route, work: Workload, kind: str) -> Run:
     get = s3_client(route.source, source.server, TRANSFER_CONCURRENCY)
     put = s3_client(route.target, target, TRANSFER_CONCURRENCY)
+    bucket, into = source.bucket(kind), target.new_bucket()
+    keys = (
+        [f"bench/{i:06d}" for i in range(work.small)]
+        if kind == SMALL
+        else [f"large/{i:02d}" for i in range(work.large)]
+    )
+
+    def copy(key: str) -> None:
+        put.put_object(Bucket=into, Key=key, Body=get.get_object(Bucket=bucket, Key=key)["Body"].read())
+
     costs: list[Cost] = []
-    for bucket, keys in (
-        (source.small, [f"bench/{i:06d}" for i in range(work.small)]),
-        (source.large, [f"large/{i:02d}" for i in range(work.large)]),
-    ):
-        into = target.new_bucket()
-
-        def copy(key: str, into: str = into, bucket: str = bucket) -> None:
-            put.put_object(Bucket=into, Key=key, Body=get.get_object(Bucket=bucket, Key=key)["Body"].read())
-
-        with metered(costs, source.server, target), concurrent.futures.ThreadPoolExecutor(TRANSFER_CONCURRENCY) as pool:
-            list(pool.map(copy, keys))
-    return Timing(costs[0], costs[1])
+    with metered(costs, source.server, target), concurrent.futures.ThreadPoolExecutor(TRANSFER_CONCURRENCY) as pool:
+        list(pool.map(copy, keys))
+    return Run(costs[0])
 
 
 # -- the peers ------------------------------------------------------------------------------------
@@ -424,26 +432,25 @@ def aws_env(server: S3Server) -> dict[str, str]:
     }
 
 
-def run_s5cmd(binary: Path) -> Callable[[Source, S3Server, Route, Workload], Timing]:
-    def run(source: Source, target: S3Server, route: Route, work: Workload) -> Timing:
+def run_s5cmd(binary: Path) -> Contender:
+    def run(source: Source, target: S3Server, route: Route, work: Workload, kind: str) -> Run:
+        into = target.new_bucket()
         costs: list[Cost] = []
-        for bucket in (source.small, source.large):
-            into = target.new_bucket()
-            with (
-                tempfile.TemporaryDirectory(prefix="conveyor-bench-s5cmd-", dir="/dev/shm") as staging,
-                metered(costs, source.server, target),
-            ):
-                run_peer(
-                    [str(binary), "--endpoint-url", route.source, "cp", f"s3://{bucket}/*", f"{staging}/"],
-                    aws_env(source.server),
-                    "s5cmd download",
-                )
-                run_peer(
-                    [str(binary), "--endpoint-url", route.target, "cp", f"{staging}/*", f"s3://{into}/"],
-                    aws_env(target),
-                    "s5cmd upload",
-                )
-        return Timing(costs[0], costs[1])
+        with (
+            tempfile.TemporaryDirectory(prefix="conveyor-bench-s5cmd-", dir="/dev/shm") as staging,
+            metered(costs, source.server, target),
+        ):
+            run_peer(
+                [str(binary), "--endpoint-url", route.source, "cp", f"s3://{source.bucket(kind)}/*", f"{staging}/"],
+                aws_env(source.server),
+                "s5cmd download",
+            )
+            run_peer(
+                [str(binary), "--endpoint-url", route.target, "cp", f"{staging}/*", f"s3://{into}/"],
+                aws_env(target),
+                "s5cmd upload",
+            )
+        return Run(costs[0])
 
     return run
 
@@ -460,67 +467,54 @@ def rclone_env(name: str, endpoint: str, server: S3Server) -> dict[str, str]:
     }
 
 
-def run_rclone(binary: str, scratch: Path) -> Callable[[Source, S3Server, Route, Workload], Timing]:
+def run_rclone(binary: str, scratch: Path) -> Contender:
     config = scratch / "rclone.conf"
     config.touch()  # no remotes of its own: both come from the environment
 
-    def run(source: Source, target: S3Server, route: Route, work: Workload) -> Timing:
+    def run(source: Source, target: S3Server, route: Route, work: Workload, kind: str) -> Run:
+        into = target.new_bucket()
+        env = {
+            "RCLONE_CONFIG": str(config),
+            **rclone_env("src", route.source, source.server),
+            **rclone_env("dst", route.target, target),
+        }
         costs: list[Cost] = []
-        for bucket in (source.small, source.large):
-            into = target.new_bucket()
-            env = {
-                "RCLONE_CONFIG": str(config),
-                **rclone_env("src", route.source, source.server),
-                **rclone_env("dst", route.target, target),
-            }
-            with metered(costs, source.server, target):
-                run_peer([binary, "copy", f"src:{bucket}", f"dst:{into}", *RCLONE_ARGS], env, "rclone copy")
-        return Timing(costs[0], costs[1])
+        with metered(costs, source.server, target):
+            run_peer([binary, "copy", f"src:{source.bucket(kind)}", f"dst:{into}", *RCLONE_ARGS], env, "rclone copy")
+        return Run(costs[0])
 
     return run
 
 
+Contender = Callable[[Source, S3Server, Route, Workload, str], Run]
+
+
 # -- the run --------------------------------------------------------------------------------------
-Contender = Callable[[Source, S3Server, Route, Workload], Timing]
-
-
-def measure(name: str, contender: Contender, source: Source, scratch: Path, work: Workload, delay_ms: int) -> Timing:
-    """One contender in one mode against a fresh target server; its timing, with the load average."""
+def measure(
+    name: str, contender: Contender, source: Source, scratch: Path, work: Workload, delay_ms: int, kind: str
+) -> Run:
+    """One contender's copy of one bucket in one mode, to a fresh target server."""
     target = start_s3_server(scratch)
     try:
         if delay_ms:
             with delaying_proxy(delay_ms, port_of(source.server), port_of(target)) as (src, dst):
-                timing = contender(source, target, Route(f"http://127.0.0.1:{src}", f"http://127.0.0.1:{dst}"), work)
+                route = Route(f"http://127.0.0.1:{src}", f"http://127.0.0.1:{dst}")
+                run = contender(source, target, route, work, kind)
         else:
-            timing = contender(source, target, Route(source.server.endpoint, target.endpoint), work)
+            run = contender(source, target, Route(source.server.endpoint, target.endpoint), work, kind)
     finally:
         target.stop()
-    timing = replace(timing, load=os.getloadavg()[0])
+    run.load = os.getloadavg()[0]
+    cost = run.cost
     print(
-        f"# {name} +{delay_ms} ms: small {timing.small.seconds:.2f} s (cpu {timing.small.client_cpu:.1f} s, "
-        f"servers {timing.small.server_cpu:.1f} s), large {timing.large.seconds:.2f} s (cpu "
-        f"{timing.large.client_cpu:.1f} s, servers {timing.large.server_cpu:.1f} s)"
-        + (f", large in single PUTs {timing.single_put.seconds:.2f} s" if timing.single_put else "")
-        + f", load {timing.load:.1f}",
+        f"# {name} +{delay_ms} ms {kind}: {cost.seconds:.2f} s (cpu {cost.client_cpu:.1f} s, servers "
+        f"{cost.server_cpu:.1f} s)"
+        + (f", in single PUTs {run.single_put.seconds:.2f} s" if run.single_put else "")
+        + f", load {run.load:.1f}",
         file=sys.stderr,
         flush=True,
     )
-    return timing
-
-
-def median_cost(costs: list[Cost]) -> Cost:
-    return Cost(*(statistics.median(getattr(c, f) for c in costs) for f in ("seconds", "client_cpu", "server_cpu")))
-
-
-def median_timing(timings: list[Timing]) -> Timing:
-    singles = [t.single_put for t in timings if t.single_put is not None]
-    return Timing(
-        median_cost([t.small for t in timings]),
-        median_cost([t.large for t in timings]),
-        {k: statistics.median(t.accounting[k] for t in timings) for k in timings[0].accounting},
-        statistics.median(t.load for t in timings),
-        median_cost(singles) if singles else None,
-    )
+    return run
 
 
 def main() -> None:
@@ -534,7 +528,7 @@ def main() -> None:
     work = Workload(300, 2) if args.quick else Workload(5000, 8)
     with scratch_directory("slurper") as scratch:
         contenders: dict[str, Contender] = {
-            "conveyor": conveyor_sqlite(scratch),
+            "conveyor": conveyor_sqlite(scratch, diagnose=True),
             "conveyor-postgres": conveyor_postgres,
             "s5cmd": run_s5cmd(s5cmd_binary()),
             "raw loop": run_raw,
@@ -550,104 +544,103 @@ def main() -> None:
             DELAY_MS: [n for n in contenders if n in wanted and n not in ("conveyor-postgres", "raw loop")],
         }
         server = start_s3_server(scratch)
+        results: dict[tuple[str, int, str], list[Run]] = {}
         try:
             source = fill(server, work)
-            results: dict[tuple[str, int], list[Timing]] = {}
+            # Contenders take turns bucket by bucket, each round in another order: the runs a ratio
+            # compares are minutes apart at most, on a machine whose load changes by the minute.
             for round_ in range(args.rounds):
                 for delay, names in modes.items():
-                    turn = round_ % max(len(names), 1)
-                    for name in names[turn:] + names[:turn]:
-                        timing = measure(name, contenders[name], source, scratch, work, delay)
-                        results.setdefault((name, delay), []).append(timing)
+                    for kind in (LARGE, SMALL):
+                        turn = round_ % max(len(names), 1)
+                        for name in names[turn:] + names[:turn]:
+                            run = measure(name, contenders[name], source, scratch, work, delay, kind)
+                            results.setdefault((name, delay, kind), []).append(run)
         finally:
             server.stop()
     report(results, work, args.rounds)
 
 
-def report(results: dict[tuple[str, int], list[Timing]], work: Workload, rounds: int) -> None:
+def report(results: dict[tuple[str, int, str], list[Run]], work: Workload, rounds: int) -> None:
     large_bytes = work.large * LARGE_BYTES
     common = {"rounds": rounds, "servers": "moto -> moto"}
-    medians = {key: median_timing(timings) for key, timings in results.items()}
-    for (name, delay), timing in medians.items():
-        runs = results[name, delay]
-        params = {**common, "contender": name, "delay_ms": delay, "load1_runs": [round(t.load, 1) for t in runs]}
-        small, large = timing.small, timing.large
-        emit(
-            f"{name} +{delay} ms objects/s",
-            work.small / small.seconds,
-            "objects/s",
-            work.small,
-            runs=[round(work.small / t.small.seconds, 1) for t in runs],
-            cpu_ms_per_object=round(1000 * small.client_cpu / work.small, 3),
-            server_cpu_ms_per_object=round(1000 * small.server_cpu / work.small, 3),
-            **params,
-        )
-        emit(
-            f"{name} +{delay} ms bytes/s",
-            large_bytes / large.seconds,
-            "bytes/s",
-            work.large,
-            MB_s_runs=[round(large_bytes / t.large.seconds / 1e6, 1) for t in runs],
-            cpu_s_per_GB=round(large.client_cpu / (large_bytes / 1e9), 3),
-            server_cpu_s_per_GB=round(large.server_cpu / (large_bytes / 1e9), 3),
-            **params,
-        )
-        if timing.single_put is not None:
-            single = timing.single_put
+
+    def amount(kind: str) -> tuple[int, float]:
+        return (work.small, work.small) if kind == SMALL else (work.large, large_bytes)
+
+    for (name, delay, kind), runs in results.items():
+        n, units = amount(kind)
+        params = {**common, "contender": name, "delay_ms": delay, "load1_runs": [round(r.load, 1) for r in runs]}
+        seconds = statistics.median(r.cost.seconds for r in runs)
+        client = statistics.median(r.cost.client_cpu for r in runs)
+        server = statistics.median(r.cost.server_cpu for r in runs)
+        if kind == SMALL:
             emit(
-                f"{name} +{delay} ms bytes/s, objects in one PUT",
-                large_bytes / single.seconds,
-                "bytes/s",
-                work.large,
-                MB_s_runs=[round(large_bytes / t.single_put.seconds / 1e6, 1) for t in runs if t.single_put],
-                cpu_s_per_GB=round(single.client_cpu / (large_bytes / 1e9), 3),
-                server_cpu_s_per_GB=round(single.server_cpu / (large_bytes / 1e9), 3),
+                f"{name} +{delay} ms objects/s",
+                units / seconds,
+                "objects/s",
+                n,
+                runs=[round(units / r.cost.seconds, 1) for r in runs],
+                cpu_ms_per_object=round(1000 * client / n, 3),
+                server_cpu_ms_per_object=round(1000 * server / n, 3),
                 **params,
             )
+        else:
+            emit(
+                f"{name} +{delay} ms bytes/s",
+                units / seconds,
+                "bytes/s",
+                n,
+                MB_s_runs=[round(units / r.cost.seconds / 1e6, 1) for r in runs],
+                cpu_s_per_GB=round(client / (units / 1e9), 3),
+                server_cpu_s_per_GB=round(server / (units / 1e9), 3),
+                **params,
+            )
+        singles = [r.single_put for r in runs if r.single_put is not None]
+        if singles:
+            emit(
+                f"{name} +{delay} ms bytes/s, objects in one PUT",
+                units / statistics.median(c.seconds for c in singles),
+                "bytes/s",
+                n,
+                MB_s_runs=[round(units / c.seconds / 1e6, 1) for c in singles],
+                cpu_s_per_GB=round(statistics.median(c.client_cpu for c in singles) / (units / 1e9), 3),
+                server_cpu_s_per_GB=round(statistics.median(c.server_cpu for c in singles) / (units / 1e9), 3),
+                **params,
+            )
+
+    def paired(name: str, ours: list[float], theirs: list[float], n: int, **params: Any) -> None:
+        """The median of the rounds' ratios (each compares runs of the same round)."""
+        each = [t / o for o, t in zip(ours, theirs, strict=True)]
+        ratio(name, statistics.median(each), 1.0, n, runs=[round(x, 2) for x in each], **params, **common)
+
     for delay, target in ((0, 0.9), (DELAY_MS, 1.0)):
-        peers = [n for n in ("s5cmd", "rclone") if (n, delay) in medians]
-        if ("conveyor", delay) not in medians or not peers:
-            continue
-        ours = medians["conveyor", delay]
-        for what, unit, seconds in (("small", "objects/s", work.small), ("large", "bytes/s", large_bytes)):
-            fastest = min(peers, key=lambda n: getattr(medians[n, delay], what).seconds)
-            ratio(
-                f"conveyor vs faster peer +{delay} ms, {unit}",
-                seconds / getattr(ours, what).seconds,
-                seconds / getattr(medians[fastest, delay], what).seconds,
-                work.small if what == "small" else work.large,
-                target=target,
-                peer=fastest,
-                **common,
-            )
-        single = medians["conveyor", delay].single_put
-        if single is not None:
-            fastest = min(peers, key=lambda n: medians[n, delay].large.seconds)
-            ratio(
-                f"conveyor, objects in one PUT, vs faster peer +{delay} ms, bytes/s (diagnostic)",
-                large_bytes / single.seconds,
-                large_bytes / medians[fastest, delay].large.seconds,
-                work.large,
-                peer=fastest,
-                **common,
-            )
+        for kind, unit in ((SMALL, "objects/s"), (LARGE, "bytes/s")):
+            peers = [p for p in ("s5cmd", "rclone") if (p, delay, kind) in results]
+            if ("conveyor", delay, kind) not in results or not peers:
+                continue
+            conveyor_runs = results["conveyor", delay, kind]
+            fastest = [
+                min(peers, key=lambda p: results[p, delay, kind][i].cost.seconds) for i in range(len(conveyor_runs))
+            ]
+            theirs = [results[p, delay, kind][i].cost.seconds for i, p in enumerate(fastest)]
+            n, _ = amount(kind)
+            label = f"conveyor vs faster peer +{delay} ms, {unit}"
+            paired(label, [r.cost.seconds for r in conveyor_runs], theirs, n, target=target, peers=fastest)
+            single_puts = [r.single_put.seconds for r in conveyor_runs if r.single_put is not None]
+            if len(single_puts) == len(conveyor_runs):
+                paired(f"{label}, objects in one PUT (diagnostic)", single_puts, theirs, n, peers=fastest)
     for name in ("conveyor", "conveyor-postgres"):
-        if (name, 0) not in medians:
-            continue
-        timing = medians[name, 0]
-        if ("raw loop", 0) in medians:
-            raw = medians["raw loop", 0]
-            for what, unit in (("small", "objects/s"), ("large", "bytes/s")):
-                ratio(
-                    f"{name} vs raw copy loop, {unit}",
-                    getattr(raw, what).seconds,
-                    getattr(timing, what).seconds,
-                    work.small if what == "small" else work.large,
-                    target=0.8,
-                    **common,
-                )
-        for key, value in timing.accounting.items():
-            emit(f"{name} per object: {key}", value, "per object", work.small, **common)
+        for kind, unit in ((SMALL, "objects/s"), (LARGE, "bytes/s")):
+            if (name, 0, kind) in results and ("raw loop", 0, kind) in results:
+                mine = [r.cost.seconds for r in results[name, 0, kind]]
+                raw = [r.cost.seconds for r in results["raw loop", 0, kind]]
+                paired(f"{name} vs raw copy loop, {unit}", mine, raw, amount(kind)[0], target=0.8)
+        if (name, 0, SMALL) in results:
+            runs = results[name, 0, SMALL]
+            for key in runs[0].accounting:
+                value = statistics.median(r.accounting[key] for r in runs)
+                emit(f"{name} per object: {key}", value, "per object", work.small, **common)
 
 
 if __name__ == "__main__":
