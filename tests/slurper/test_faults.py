@@ -164,8 +164,8 @@ def test_a_redelivered_copy_of_an_overwriting_job_writes_over_an_object_the_targ
             row = store.find(job.id)
             assert row is not None
             assert store.record_listing(job.id, row.next_listing, [Listed("k/1", 5)], after="", done=True)
-            assert store.lock(job.id, "k/1", "message-1").result == "locked"
-            again = store.lock(job.id, "k/1", "message-1")  # the same message's second delivery
+            assert store.lock_keys(job.id, [("k/1", "message-1")])[1][0].result == "locked"
+            _, [again] = store.lock_keys(job.id, [("k/1", "message-1")])  # the same message's second delivery
             assert again.again
             pipeline = Pipeline(cv)
             try:

@@ -3,6 +3,7 @@ bucket) as the target, the pipeline's consumers on the deployment's real queues.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import random
 import time
@@ -13,6 +14,7 @@ import pytest
 import conveyor
 from conveyor.egress import EgressPolicy, EgressRefused
 from conveyor.slurper import InvalidJob, InvalidJobState, JobNotFound
+from conveyor.slurper.endpoints import MAX_PARTS, MULTIPART_THRESHOLD, PART_SIZE, part_size
 from conveyor.slurper.pipeline import DEAD_LETTER_QUEUE, LIFECYCLE_QUEUE, LIST_QUEUE, TRANSFER_QUEUE, FailureWindow
 from conveyor.slurper.rules import ByteRate
 from conveyor.slurper.store import job_store
@@ -179,6 +181,46 @@ def test_a_target_bucket_of_s3_gets_the_same_objects(cv: conveyor.Conveyor, s3_s
     assert "secret" not in str(job.info().target)
 
 
+def test_an_object_above_the_multipart_threshold_reaches_an_s3_target_in_parts_byte_identical(
+    cv: conveyor.Conveyor, s3_server: S3Server
+) -> None:
+    size = MULTIPART_THRESHOLD + PART_SIZE // 2 + 1  # three parts: two whole, one short
+    data = random.Random(7).randbytes(size)
+    source, target_bucket = s3_server.new_bucket(), s3_server.new_bucket()
+    client: Any = s3_server.client()
+    client.put_object(Bucket=source, Key="big/one", Body=data, ContentType="video/mp4", Metadata={"take": "2"})
+    job = cv.slurper.create_job(source=s3_source(s3_server, source), target=s3_source(s3_server, target_bucket))
+    with pipeline_running(cv):
+        wait_for(job)
+    got = client.get_object(Bucket=target_bucket, Key="big/one")
+    assert hashlib.sha256(got["Body"].read()).hexdigest() == hashlib.sha256(data).hexdigest()
+    assert got["ContentType"] == "video/mp4" and got["Metadata"] == {"take": "2"}
+    assert got["ETag"].strip('"').endswith("-3")  # S3's etag of an object uploaded in three parts
+    assert job.progress().transferred_bytes == size
+
+
+def test_an_object_stored_gzip_encoded_is_copied_as_stored_not_decoded(
+    cv: conveyor.Conveyor, s3_server: S3Server
+) -> None:
+    stored = gzip.compress(b"a line of text\n" * 1000)
+    source, target_bucket = s3_server.new_bucket(), s3_server.new_bucket()
+    client: Any = s3_server.client()
+    client.put_object(Bucket=source, Key="log.txt", Body=stored, ContentType="text/plain", ContentEncoding="gzip")
+    job = cv.slurper.create_job(source=s3_source(s3_server, source), target=s3_source(s3_server, target_bucket))
+    with pipeline_running(cv):
+        wait_for(job)
+    assert job.progress().transferred_objects == 1
+    got = client.get_object(Bucket=target_bucket, Key="log.txt")
+    assert got["Body"].read() == stored
+
+
+def test_a_terabyte_object_fits_in_s3s_ten_thousand_parts() -> None:
+    assert part_size(100 * 1024 * 1024) == PART_SIZE
+    for size in (10**12, MAX_PARTS * PART_SIZE + 1, 5 * 1024**4):
+        assert -(-size // part_size(size)) <= MAX_PARTS
+        assert part_size(size) % (1024 * 1024) == 0
+
+
 def test_pause_resume_and_abort_change_the_status_and_log_it(cv: conveyor.Conveyor, s3_server: S3Server) -> None:
     source, objects = fill(s3_server, 60)
     local_bucket(cv, "paused")
@@ -287,7 +329,9 @@ def test_the_throttle_postpones_listing_while_transfers_fail_and_the_job_still_c
     local_bucket(cv, "refusing")
     job = cv.slurper.create_job(source=s3_source(s3_server, bucket), target={"vendor": "r2", "bucket": "refusing"})
     window = FailureWindow(seconds=1.5, minimum=4, ratio=0.5, delay=1)
-    with pipeline_running(cv, page_size=4, max_retries=0, throttle=window) as app:
+    # Twelve pages of two: listing does not wait for transfers, so enough pages must remain to be
+    # listed when the first failures come in, however fast a loaded machine lists.
+    with pipeline_running(cv, page_size=2, max_retries=0, throttle=window) as app:
         wait_for(job, timeout=180)
     pipeline = app.pipeline  # type: ignore[attr-defined]
     assert pipeline.throttled >= 1

@@ -41,7 +41,8 @@ How every object is counted exactly once despite duplicate deliveries, retries a
 2. A transfer locks its key (the key's row, owned by the message id) before it copies, and the
    key's final state (``transferred``, ``skipped``, ``failed``) and the job's counts change in one
    transaction with the unlock; a message for a finished or another message's locked key is a
-   duplicate.
+   duplicate. (A batch of transfer messages takes its keys' locks in one transaction and counts
+   its copies in one: each key's unlock and count still commit together.)
 3. Last failsafe: when a transfer message comes back to a key it had locked (its earlier delivery
    died or failed), an object already in the target, written after the job started, is counted
    as transferred without being copied again (a copy whose count a crash lost).

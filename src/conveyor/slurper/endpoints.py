@@ -29,9 +29,12 @@ if TYPE_CHECKING:
     from conveyor.client.sync import Conveyor
     from conveyor.storage import Bucket
 
-# An S3 target takes objects above this in parts of PART_SIZE (S3's minimum part is 5 MiB).
+# An S3 target takes objects above this in parts of PART_SIZE (S3's minimum part is 5 MiB), or
+# larger ones (whole MiB) for an object that would need more than MAX_PARTS of them.
 MULTIPART_THRESHOLD = 16 * 1024 * 1024
 PART_SIZE = 8 * 1024 * 1024
+MAX_PARTS = 10_000
+MIB = 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +109,7 @@ class S3Source(Source):
     @contextmanager
     def _open(self, key: str) -> Iterator[tuple[ObjectMeta, Iterator[bytes]]]:
         with self.client.get(self.spec.bucket, key) as (head, reply):
-            yield ObjectMeta(head.size, head.etag, head.content_type, head.metadata), reply.iter_bytes(1024 * 1024)
+            yield ObjectMeta(head.size, head.etag, head.content_type, head.metadata), reply.iter_raw()
 
     def open(self, key: str) -> Opened:
         return self._open(key)
@@ -181,22 +184,34 @@ class S3Target(Target):
 
         def parts() -> Iterator[bytes]:
             nonlocal written
-            pending = bytearray()
+            pending: list[bytes] = []
+            held = 0
             for chunk in chunks:
-                pending += chunk
-                while len(pending) >= PART_SIZE:
-                    written += PART_SIZE
-                    yield bytes(pending[:PART_SIZE])
-                    del pending[:PART_SIZE]
-            if pending or not written:
-                written += len(pending)
-                yield bytes(pending)
+                pending.append(chunk)
+                held += len(chunk)
+                if held >= part:
+                    data = b"".join(pending)
+                    while len(data) >= part:
+                        written += part
+                        yield data[:part]
+                        data = data[part:]
+                    pending, held = [data], len(data)
+            if held or not written:
+                written += held
+                yield b"".join(pending)
 
+        part = part_size(size)
         self.client.put_multipart(self.spec.bucket, key, parts(), content_type=content_type, metadata=metadata)
         return written
 
     def close(self) -> None:
         self.client.close()
+
+
+def part_size(size: int) -> int:
+    """The part size of a multipart upload of ``size`` bytes: PART_SIZE, or the whole MiB that keeps
+    it within MAX_PARTS parts."""
+    return max(PART_SIZE, -(-size // (MAX_PARTS * MIB)) * MIB)
 
 
 def open_source(cv: Conveyor, spec: Endpoint) -> Source:

@@ -7,10 +7,13 @@
 ``slurper-transfer``
     ``{"job", "key"}``: lock the key (owned by this message's id), copy the object streaming,
     verify its size (and MD5 where the source's etag is one), then unlock and count it in one
-    transaction. A failure retries with backoff; the last failure sends the message to
-    ``slurper-transfer-dlq`` and counts the key as failed with an ``importErrorRetryExhaustion`` log
-    entry. A worker's death is no failure of the object: its message comes back when its lease
-    runs out, takes its own lock again, and finds the object already in the target.
+    transaction. A batch of these (``TRANSFER_BATCH``) locks its keys in one transaction, copies
+    them side by side on the worker's ``TRANSFER_CONCURRENCY`` threads and counts them in one
+    transaction: the job store commits twice per batch, not per object. A failure retries with
+    backoff; the last failure sends the message to ``slurper-transfer-dlq`` and counts the key as
+    failed with an ``importErrorRetryExhaustion`` log entry. A worker's death is no failure of the
+    object: its message comes back when its lease runs out, takes its own lock again, and finds the
+    object already in the target.
 ``slurper-lifecycle``
     ``{"job", "tick"}`` every ``tick_seconds`` while a job runs, and ``{"job", "check": true}`` when a
     transfer may have finished it: complete the job once its listing is finished and every listed
@@ -30,6 +33,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import os
@@ -44,7 +48,7 @@ from conveyor.errors import ConveyorError, InvalidRequest, QueueExists, QueueNot
 from conveyor.slurper.endpoints import Existing, Source, Target, open_source, open_target
 from conveyor.slurper.model import JobRow
 from conveyor.slurper.rules import MAX_OBJECT_BYTES, MD5, ByteRate, changed, skip_reason
-from conveyor.slurper.store import KeyOutcome, LockedKey, job_store
+from conveyor.slurper.store import Finished, KeyOutcome, LockedKey, job_store
 from conveyor.storage.errors import BucketNotFound, BucketUnreachable, ObjectNotFound
 
 if TYPE_CHECKING:
@@ -61,6 +65,8 @@ DEAD_LETTER_QUEUE = "slurper-transfer-dlq"
 QUEUES = (LIST_QUEUE, TRANSFER_QUEUE, LIFECYCLE_QUEUE, DEAD_LETTER_QUEUE)
 PAGE_SIZE = 1000
 TRANSFER_BATCH = 10
+# Objects copied at once by one worker process, all its transfer batches together.
+TRANSFER_CONCURRENCY = TRANSFER_BATCH * 4
 MAX_RETRIES = 3
 # The throttle: over the last THROTTLE_SECONDS, at least THROTTLE_MINIMUM transfers of which
 # THROTTLE_RATIO failed postpone the next listing by THROTTLE_DELAY seconds.
@@ -76,8 +82,8 @@ FAULT_VARIABLE = "CONVEYOR_SLURPER_FAULT"
 class FailureWindow:
     """Transfer outcomes of the last ``seconds`` in this process: ``spiking()`` while at least
     ``minimum`` of them happened and ``ratio`` or more of those failed (a source or target down).
-    The list consumer then stops enqueuing transfers, postponing each listing by ``delay``
-    seconds, and starts again once the failures pass."""
+    The list consumer then stops enqueuing transfers: it puts each listing back for ``delay``
+    seconds, and lists again once the failures pass."""
 
     def __init__(
         self, seconds: float, minimum: int, ratio: float, clock: Any = time.monotonic, *, delay: int = THROTTLE_DELAY
@@ -104,6 +110,16 @@ class FailureWindow:
             self._expire()
             total = len(self._outcomes)
             return total >= self.minimum and self._failed >= self.ratio * total
+
+
+@dataclasses.dataclass(frozen=True)
+class Settled:
+    """A transfer message's outcome: its key's count, and whether the message goes to the dead
+    letter queue first (its retries are exhausted)."""
+
+    message: Message
+    finished: Finished
+    dead_letter: bool = False
 
 
 class SourceObjectGone(ConveyorError):
@@ -194,7 +210,7 @@ class Pipeline:
         self._sources: dict[str, Source] = {}
         self._targets: dict[str, Target] = {}
         self._lock = threading.Lock()
-        self._pool = concurrent.futures.ThreadPoolExecutor(TRANSFER_BATCH * 4, thread_name_prefix="slurper-transfer")
+        self._pool = concurrent.futures.ThreadPoolExecutor(TRANSFER_CONCURRENCY, thread_name_prefix="slurper-transfer")
         fault = os.environ.get(FAULT_VARIABLE, "")
         self._kill_after = int(fault.split(":", 1)[1]) if fault.startswith("after-copy:") else None
         self._copies = 0
@@ -263,50 +279,65 @@ class Pipeline:
 
     # -- transfers ----------------------------------------------------------------------------
     def handle_transfer(self, batch: MessageBatch) -> None:
-        for future in [self._pool.submit(self.transfer, m) for m in batch.messages]:
-            future.result()
+        """The batch's keys locked in one transaction per job, copied in parallel on the transfer
+        pool, then counted in one transaction per job: two commits per batch, not two per object.
+        A message is acked only once its key is counted (or found to need nothing)."""
+        by_job: dict[str, list[Message]] = {}
+        for m in batch.messages:
+            by_job.setdefault(m.body["job"], []).append(m)
+        copies: list[tuple[str, concurrent.futures.Future[Settled | None]]] = []
+        for job_id, messages in by_job.items():
+            row, locked = self.store.lock_keys(job_id, [(m.body["key"], m.id) for m in messages])
+            if row is None or row.status != "running":
+                for m in messages:  # aborted, completed or gone: nothing to do; paused: resume resends
+                    m.ack()
+                continue
+            for m, lock in zip(messages, locked, strict=True):
+                if lock.result != "locked":
+                    m.ack()  # finished, or another copy of this message holds the key
+                else:
+                    copies.append((job_id, self._pool.submit(self._attempt, row, m, lock)))
+        settled: dict[str, list[Settled]] = {}
+        for job_id, future in copies:
+            done = future.result()
+            if done is not None:
+                settled.setdefault(job_id, []).append(done)
+        for job_id, finished in settled.items():
+            self._count(job_id, finished)
 
-    def transfer(self, m: Message) -> None:
-        job_id, key = m.body["job"], m.body["key"]
-        row = self.store.find(job_id)
-        if row is None or row.status in ("aborted", "completed"):
-            return m.ack()
-        locked = self.store.lock(job_id, key, m.id)
-        if locked.result != "locked":
-            return m.ack()  # finished, or another copy of this message holds the key
-        if row.status == "paused":
-            self.store.release(job_id, key, m.id)  # resume sends its transfer again
-            return m.ack()
+    def _count(self, job_id: str, settled: list[Settled]) -> None:
+        # Into the dead letter queue first, then counted: a crash between repeats the send, never
+        # loses it. The queue itself never dead-letters a transfer (its max_retries is the highest),
+        # so a key is never dead-lettered without being counted.
+        dead = [s.message.body for s in settled if s.dead_letter]
+        if dead:
+            send(self.cv, DEAD_LETTER_QUEUE, dead)
+        if self.store.finish_keys(job_id, [s.finished for s in settled], now_ms=self._now_ms()):
+            # This batch counted the last keys: let the lifecycle consumer complete the job now.
+            send(self.cv, LIFECYCLE_QUEUE, [{"job": job_id, "check": True}])
+        for s in settled:
+            s.message.ack()
+
+    def _attempt(self, row: JobRow, m: Message, locked: LockedKey) -> Settled | None:
+        """Copy ``m``'s key (locked by ``m``): its outcome to count, or None when ``m`` is retried
+        (its key stays locked by it)."""
+        key = m.body["key"]
         try:
             outcome, size, note = self._copy(row, key, locked)
         except SourceObjectGone as exc:  # deleted since it was listed (or never there): no retry helps
-            outcome, size, note = "failed", 0, ("importErrorRetryExhaustion", exc.message)
+            return Settled(m, Finished(key, m.id, "failed", 0, ("importErrorRetryExhaustion", exc.message)))
         except Exception as exc:  # every other failure may pass: retry with backoff, then dead-letter
             self.throttle.record(True)
             if m.attempts <= self.max_retries:
-                log.info("job %s: %r failed (attempt %d), retrying: %s", job_id, key, m.attempts, exc)
-                return m.retry(delay_seconds=min(self.retry_delay * 2 ** (m.attempts - 1), 300))
+                log.info("job %s: %r failed (attempt %d), retrying: %s", row.id, key, m.attempts, exc)
+                m.retry(delay_seconds=min(self.retry_delay * 2 ** (m.attempts - 1), 300))
+                return None
             reason = exc.message if isinstance(exc, ConveyorError) else f"{type(exc).__name__}: {exc}"
-            # Into the dead letter queue first, then counted: a crash between repeats the send,
-            # never loses it. The queue itself never dead-letters a transfer (its max_retries is the
-            # highest), so a key is never dead-lettered without being counted.
-            send(self.cv, DEAD_LETTER_QUEUE, [m.body])
-            done = self.store.finish(
-                job_id,
-                key,
-                m.id,
-                "failed",
-                size=0,
-                now_ms=self._now_ms(),
-                log=("importErrorRetryExhaustion", f"failed after {m.attempts} attempts: {reason}"),
-            )
-            self._check_done(job_id, done)
-            return m.ack()
+            note = ("importErrorRetryExhaustion", f"failed after {m.attempts} attempts: {reason}")
+            return Settled(m, Finished(key, m.id, "failed", 0, note), dead_letter=True)
         self._fault_point()
         self.throttle.record(False)
-        done = self.store.finish(job_id, key, m.id, outcome, size=size, now_ms=self._now_ms(), log=note)
-        self._check_done(job_id, done)
-        m.ack()
+        return Settled(m, Finished(key, m.id, outcome, size, note))
 
     def _fault_point(self) -> None:
         if self._kill_after is None:
@@ -315,10 +346,6 @@ class Pipeline:
             self._copies += 1
             if self._copies >= self._kill_after:
                 os.kill(os.getpid(), signal.SIGKILL)
-
-    def _check_done(self, job_id: str, done: bool) -> None:
-        if done:  # this key was the last: let the lifecycle consumer complete the job now
-            send(self.cv, LIFECYCLE_QUEUE, [{"job": job_id, "check": True}])
 
     def _copy(self, row: JobRow, key: str, locked: LockedKey) -> tuple[KeyOutcome, int, tuple[str, str] | None]:
         skip = skip_reason(key, locked.size, locked.storage_class, self.max_object_bytes)
@@ -341,7 +368,8 @@ class Pipeline:
             skip = skip_reason(key, meta.size, "", self.max_object_bytes)
             if skip is not None:
                 return "skipped", 0, skip
-            digest = hashlib.md5(usedforsecurity=False)
+            # The bytes are hashed only where the source's etag is their MD5 (not a multipart etag).
+            digest = hashlib.md5(usedforsecurity=False) if MD5.match(meta.etag) else None
             counted = 0
 
             def counting() -> Iterator[bytes]:
@@ -349,7 +377,8 @@ class Pipeline:
                 for chunk in chunks:
                     if self.rate is not None:
                         self.rate.take(len(chunk))
-                    digest.update(chunk)
+                    if digest is not None:
+                        digest.update(chunk)
                     counted += len(chunk)
                     yield chunk
 
@@ -360,7 +389,7 @@ class Pipeline:
             raise ChecksumMismatch(
                 f"{key!r}: the source said {meta.size} bytes, {counted} were read, {written} written"
             )
-        if MD5.match(meta.etag) and digest.hexdigest() != meta.etag:
+        if digest is not None and digest.hexdigest() != meta.etag:
             raise ChecksumMismatch(f"{key!r}: the bytes read do not match the source's MD5 etag {meta.etag}")
         return "transferred", written, None
 
@@ -440,6 +469,12 @@ def add_consumers(
         "visibility_timeout_ms": visibility_timeout_ms,
     }
     app.consumer(LIST_QUEUE, max_batch_size=1, retry_delay=1, **common)(pipeline.handle_list)
-    app.consumer(TRANSFER_QUEUE, max_batch_size=TRANSFER_BATCH, **common)(pipeline.handle_transfer)
+    # Batches in hand: twice what the copying threads can take, so a batch is ready whenever one
+    # ends, and the rest of the backlog stays in the queue for other workers (a worker that leased
+    # 250 batches held 2,500 keys it could not start, and their locks queued for the store).
+    batches = 2 * TRANSFER_CONCURRENCY // TRANSFER_BATCH
+    app.consumer(TRANSFER_QUEUE, max_batch_size=TRANSFER_BATCH, max_concurrency=batches, **common)(
+        pipeline.handle_transfer
+    )
     app.consumer(LIFECYCLE_QUEUE, max_batch_size=10, **common)(pipeline.handle_lifecycle)
     return pipeline

@@ -30,6 +30,10 @@ UPDATE slurper_jobs SET status = 'completed', finished_ms = :now
 WHERE id = :id AND status = 'running' AND listing_done = 1
   AND transferred + skipped + failed = objects;
 
+-- name: job_done
+SELECT id FROM slurper_jobs
+WHERE id = :id AND listing_done = 1 AND transferred + skipped + failed = objects;
+
 -- name: record_listing
 UPDATE slurper_jobs
 SET next_listing = next_listing + 1, listing_after = :after, listing_done = :done,

@@ -51,6 +51,18 @@ class LockedKey:
     again: bool = False
 
 
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    """A transfer's outcome, to count: its key, the message that holds the key's lock, the bytes
+    transferred, and the log entry (type, message) that goes with it, if any."""
+
+    key: str
+    owner: str
+    outcome: KeyOutcome
+    size: int = 0
+    log: tuple[str, str] | None = None
+
+
 # pause/resume/abort: the status each may start from, the status it leaves, and its log type.
 _TRANSITIONS: dict[str, tuple[tuple[Status, ...], Status, str]] = {
     "pause": (("running",), "paused", "migrationPause"),
@@ -257,65 +269,62 @@ class JobStore:
         return {r[0]: int(r[1]) for r in rows}
 
     # -- keys ---------------------------------------------------------------------------------
-    def lock(self, job_id: str, key: str, owner: str) -> LockedKey:
-        """Lock ``key`` for the transfer message ``owner`` (again, if it already holds it: its
-        earlier delivery died or failed). ``finished``: the key is transferred, skipped or failed;
-        ``held``: another message holds it; ``absent``: no listing recorded it."""
+    def lock_keys(self, job_id: str, keys: Sequence[tuple[str, str]]) -> tuple[JobRow | None, list[LockedKey]]:
+        """The job, and each ``(key, owner)`` locked for its transfer message ``owner`` (again, if
+        it already holds it: its earlier delivery died or failed), all in one transaction.
+        ``finished``: the key is transferred, skipped or failed; ``held``: another message holds
+        it; ``absent``: no listing recorded it. A job that is not running locks nothing (no
+        results): a paused job's keys held by these messages go back to pending (resume sends
+        their transfers again)."""
 
-        def lock(tx: Transaction) -> LockedKey:
-            found = tx.one("key", {"job_id": job_id, "key": key})
+        def lock(tx: Transaction) -> tuple[JobRow | None, list[LockedKey]]:
+            found = tx.one("job", {"id": job_id})
             if found is None:
-                return LockedKey("absent")
-            state, holder, size, etag, storage_class = found
-            if state in ("transferred", "skipped", "failed"):
-                return LockedKey("finished")
-            if state == "locked" and holder != owner:
-                return LockedKey("held")
-            tx.run("lock_key", {"job_id": job_id, "key": key, "owner": owner})
-            return LockedKey("locked", int(size), etag, storage_class, again=state == "locked")
+                return None, []
+            row = _job(found)
+            if row.status != "running":
+                if row.status == "paused":
+                    for key, owner in keys:
+                        tx.run("release_key", {"job_id": job_id, "key": key, "owner": owner})
+                return row, []
+            return row, [_lock_key(tx, job_id, key, owner) for key, owner in keys]
 
         # Not flushed: a lock lost in a power cut only repeats the copy (the count's durable commit
         # after it flushes it too).
-        return self.db.transaction(lock, "locking a key", durable=False)
+        return self.db.transaction(lock, "locking keys", durable=False)
 
-    def release(self, job_id: str, key: str, owner: str) -> None:
-        """Put a locked key back to pending (its job was paused before the copy began)."""
-        self.db.transaction(
-            lambda tx: tx.run("release_key", {"job_id": job_id, "key": key, "owner": owner}),
-            "releasing a key",
-            durable=False,
-        )
-
-    def finish(
-        self,
-        job_id: str,
-        key: str,
-        owner: str,
-        outcome: KeyOutcome,
-        *,
-        size: int,
-        now_ms: int,
-        log: tuple[str, str] | None = None,
-    ) -> bool:
-        """Unlock ``key`` as ``outcome`` and count it, with its log entry, in one transaction.
-        Whether, after it, the job's listing is finished and every listed key counted (nothing
-        changes, and False, if ``owner`` no longer holds the key)."""
+    def finish_keys(self, job_id: str, outcomes: Sequence[Finished], *, now_ms: int) -> bool:
+        """Unlock each key as its outcome and count it, with its log entry, all in one transaction
+        (a key whose owner no longer holds it changes nothing). Whether, after it, the job's
+        listing is finished and every listed key counted."""
 
         def finish(tx: Transaction) -> bool:
-            if tx.run("finish_key", {"job_id": job_id, "key": key, "owner": owner, "state": outcome}) == 0:
-                return False
-            if outcome == "transferred":
-                tx.run("count_transferred", {"id": job_id, "bytes": size})
-            else:
-                tx.run(f"count_{outcome}", {"id": job_id})
-            if log is not None:
-                _log(tx, job_id, now_ms, log[0], log[1], key)
-            found = tx.one("job", {"id": job_id})
-            assert found is not None
-            row = _job(found)
-            return row.listing_done and row.transferred + row.skipped + row.failed == row.objects
+            for item in outcomes:
+                params = {"job_id": job_id, "key": item.key, "owner": item.owner, "state": item.outcome}
+                if tx.run("finish_key", params) == 0:
+                    continue
+                if item.outcome == "transferred":
+                    tx.run("count_transferred", {"id": job_id, "bytes": item.size})
+                else:
+                    tx.run(f"count_{item.outcome}", {"id": job_id})
+                if item.log is not None:
+                    _log(tx, job_id, now_ms, item.log[0], item.log[1], item.key)
+            return tx.one("job_done", {"id": job_id}) is not None
 
-        return self.db.transaction(finish, "counting a key")
+        return self.db.transaction(finish, "counting keys")
+
+
+def _lock_key(tx: Transaction, job_id: str, key: str, owner: str) -> LockedKey:
+    found = tx.one("key", {"job_id": job_id, "key": key})
+    if found is None:
+        return LockedKey("absent")
+    state, holder, size, etag, storage_class = found
+    if state in ("transferred", "skipped", "failed"):
+        return LockedKey("finished")
+    if state == "locked" and holder != owner:
+        return LockedKey("held")
+    tx.run("lock_key", {"job_id": job_id, "key": key, "owner": owner})
+    return LockedKey("locked", int(size), etag, storage_class, again=state == "locked")
 
 
 def job_store(cv: Conveyor) -> JobStore:
