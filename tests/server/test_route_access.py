@@ -75,6 +75,7 @@ def _call(server: RunningServer, route: DeclaredRoute, secret: str, **params: st
     names |= {"job_id": _job_ids.get(server.url, UNKNOWN)}  # the Super Slurper routes
     names |= {"workflow_name": "walked", "instance_id": "i", "event_type": "e"}  # the Workflows routes
     names |= {"version_id": _version_ids.get(server.url, UNKNOWN)}
+    names |= {"fleet": "walked", "round_id": UNKNOWN}  # the prober routes
     path = route.path.replace(":path}", "}").format(**{**names, **params})
     if path.endswith("/instances/i/step"):
         path += "?name=s-1&type=step"
