@@ -17,14 +17,17 @@ Two buckets are copied by each contender, each timed: 5,000 objects of 4 KB (obj
 **direct**, and through a **15 ms** delaying proxy the benchmark owns (``delay_proxy.py``, its own
 process, in front of both servers for every contender). Conveyor runs on a SQLite deployment with
 its worker in this process, and, directly only, on PostgreSQL (``CONVEYOR_BENCH_PG``, by default
-the local server's database ``test``, in a throwaway schema). The target server is started afresh
-for each contender. Targets: Conveyor ≥ 0.9 × the faster peer directly, ≥ 1.0 × through the proxy,
-≥ 0.8 × the raw loop. Also printed: the job store's write transactions per object and their cost,
-and the queue engine's commits per object (SQLite).
+the local server's database ``test``, in a throwaway schema). Every copy goes to a target server
+started afresh; contenders take turns bucket by bucket. Targets: Conveyor ≥ 0.9 × the faster peer
+directly, ≥ 1.0 × through the proxy, ≥ 0.8 × the raw loop. Also printed: CPU seconds of each
+contender and of the servers per object and per GB; the job store's transactions per object and
+their cost, and the queue engine's commits per object (SQLite); and, as a diagnostic, Conveyor's
+large bucket again in single PUTs (the peers' defaults write 40 MiB in one PUT).
 
-    python benchmarks/bench_slurper.py [--quick] [--rounds N]
+    python benchmarks/bench_slurper.py [--quick] [--rounds N] [--only conveyor,rclone,...]
 
-``--rounds N`` repeats every measurement N times, contenders taking turns, and prints medians.
+``--rounds N`` repeats every measurement N times, each round in another order; a ratio is the
+median of the rounds' ratios.
 """
 
 from __future__ import annotations
