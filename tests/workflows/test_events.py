@@ -7,6 +7,7 @@ import time
 import pytest
 
 import conveyor
+from tests.waiting import wait_for
 from tests.workflows.support import advance, running, settled
 
 
@@ -61,9 +62,11 @@ def test_a_wait_times_out_and_a_late_event_is_kept_for_the_next_wait(cv, app, cl
         inst = cv.workflow("timeout").create()
         settled(inst, "waiting")
         advance(app, clock, 30)
-        settled(inst, "waiting")
-        time.sleep(0.2)
-        steps = inst.status().steps
+        # The instance is "waiting" before and after its timeout is handled: wait for the sleep
+        # the run goes on to, which it reaches only once the first wait's timeout is recorded.
+        steps = wait_for(
+            lambda: len(inst.status().steps) == 2 and inst.status().steps, 20, "the first wait to time out"
+        )
         assert steps[0].success is False and steps[0].error["name"] == "WorkflowTimeoutError"
         inst.send_event("t", "late")  # after the first wait timed out, before the second began
         advance(app, clock, 60)
