@@ -9,7 +9,6 @@ import io
 import os
 import tarfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 
 import conveyor
 from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
-from tests.engine.postgres.support import fresh_client
+from tests.storage.deployments import deployment_client
 
 
 def build_tarball(files: dict[str, bytes], *, extra: Callable[[tarfile.TarFile], None] | None = None) -> bytes:
@@ -101,10 +100,8 @@ def registry() -> Iterator[Registry]:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def cv(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[conveyor.Conveyor]:
-    monkeypatch.setenv(SHARED_DIRECTORIES_VARIABLE, str(tmp_path / "shared"))
-    client = conveyor.connect(f"sqlite://{tmp_path / 'data'}") if request.param == "sqlite" else fresh_client()
-    yield client
-    client.close()
+    with deployment_client(request.param, tmp_path, monkeypatch) as client:
+        yield client
 
 
 def bucket_urls(cv: conveyor.Conveyor) -> dict[str, str | None]:
@@ -133,11 +130,3 @@ def write_config(root: Path, config: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(orjson.dumps(config))
     return path
-
-
-def eventually(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)

@@ -15,7 +15,8 @@ import conveyor
 from conveyor import cdn
 from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, account_of, download_id
 from conveyor.cdn.store import CdnStore
-from tests.cdn.conftest import Registry, build_tarball, eventually, package_config, write_config
+from tests.cdn.conftest import Registry, build_tarball, package_config, write_config
+from tests.waiting import wait_for
 
 CONVEYOR = Path(sys.executable).with_name("conveyor")
 APP = """
@@ -57,8 +58,8 @@ def test_workers_killed_mid_pipeline_leave_every_version_processed_with_each_fil
                     return False
                 return True
 
-            eventually(started, timeout=30)
-            eventually(lambda: registry.waiting, timeout=30)  # the worker is staging a tarball
+            wait_for(started, 30, "the worker to start", poll=0.05)
+            wait_for(lambda: registry.waiting, 30, "a staging download", poll=0.05)  # the worker is staging a tarball
             worker.kill()
             worker.wait()
             held.set()
@@ -81,7 +82,7 @@ def test_workers_killed_mid_pipeline_leave_every_version_processed_with_each_fil
                 except conveyor.InstanceNotFound:
                     return False
 
-            eventually(all_ended, timeout=90)
+            wait_for(all_ended, 90, "every version to end", poll=0.05)
         finally:
             worker.kill()
             worker.wait()

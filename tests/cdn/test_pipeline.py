@@ -19,11 +19,11 @@ from tests.cdn.conftest import (
     Registry,
     bucket_urls,
     build_tarball,
-    eventually,
     integrity,
     package_config,
     write_config,
 )
+from tests.waiting import wait_for
 
 
 @contextmanager
@@ -55,7 +55,7 @@ def finished(cv: conveyor.Conveyor, instance_id: str, workflow: str) -> str:
             return False
         return status[0] in ("complete", "errored", "terminated")
 
-    eventually(done, timeout=60)
+    wait_for(done, 60, "every version to end", poll=0.05)
     return status[0]
 
 

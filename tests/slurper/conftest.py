@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ import conveyor
 from conveyor.slurper import Job
 from conveyor.storage import Bucket
 from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
-from tests.engine.postgres.support import fresh_client
+from tests.storage.deployments import deployment_client
 from tests.storage.s3_server import S3Server, start_s3_server
 
 
@@ -29,10 +29,8 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def cv(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[conveyor.Conveyor]:
-    monkeypatch.setenv(SHARED_DIRECTORIES_VARIABLE, str(tmp_path / "shared"))
-    client = conveyor.connect(f"sqlite://{tmp_path / 'data'}") if request.param == "sqlite" else fresh_client()
-    yield client
-    client.close()
+    with deployment_client(request.param, tmp_path, monkeypatch) as client:
+        yield client
 
 
 def local_bucket(cv: conveyor.Conveyor, name: str) -> Bucket:
@@ -74,11 +72,3 @@ def wait_for(job: Job, status: str = "completed", timeout: float = 90.0) -> None
         if time.monotonic() > deadline:
             raise AssertionError(f"job still {job.info().status} after {timeout} s: {job.progress()}")
         time.sleep(0.1)
-
-
-def eventually(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)

@@ -19,8 +19,9 @@ from conveyor.slurper.pipeline import DEAD_LETTER_QUEUE, LIFECYCLE_QUEUE, LIST_Q
 from conveyor.slurper.rules import ByteRate
 from conveyor.slurper.store import job_store
 from conveyor.storage.errors import BucketNotFound, BucketUnauthorized, BucketUnreachable
-from tests.slurper.conftest import eventually, local_bucket, pipeline_running, s3_source, wait_for
+from tests.slurper.conftest import local_bucket, pipeline_running, s3_source, wait_for
 from tests.storage.s3_server import S3Server
+from tests.waiting import wait_for as wait_for_condition
 
 
 def fill(s3: S3Server, count: int = 240) -> tuple[str, dict[str, tuple[bytes, str, dict[str, str]]]]:
@@ -159,7 +160,8 @@ def test_an_object_that_always_fails_is_counted_failed_logged_and_dead_lettered(
         progress = job.progress()
         assert (progress.objects, progress.transferred_objects, progress.failed_objects) == (3, 2, 1)
         # The key is counted failed before its message is settled (then dead-lettered).
-        eventually(lambda: cv.queue(DEAD_LETTER_QUEUE).metrics().backlog_count == 1)
+        dead_letters = cv.queue(DEAD_LETTER_QUEUE)
+        wait_for_condition(lambda: dead_letters.metrics().backlog_count == 1, 30, "the dead letter", poll=0.05)
     (failure,) = [e for e in job.logs() if e.log_type == "importErrorRetryExhaustion"]
     assert failure.object_key == "b" and "after 2 attempts" in failure.message and "content type" in failure.message
     (dead,) = cv.queue(DEAD_LETTER_QUEUE).peek()

@@ -11,8 +11,7 @@ import pytest
 
 import conveyor
 from conveyor.storage import Bucket
-from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
-from tests.engine.postgres.support import fresh_client
+from tests.storage.deployments import deployment_client
 from tests.storage.s3_server import S3Server, start_s3_server
 from tests.storage.s3rver import start_s3rver
 
@@ -33,10 +32,8 @@ def s3rver_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def cv(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[conveyor.Conveyor]:
-    monkeypatch.setenv(SHARED_DIRECTORIES_VARIABLE, str(tmp_path / "shared"))
-    client = conveyor.connect(f"sqlite://{tmp_path / 'data'}") if request.param == "sqlite" else fresh_client()
-    yield client
-    client.close()
+    with deployment_client(request.param, tmp_path, monkeypatch) as client:
+        yield client
 
 
 def make_bucket(cv: conveyor.Conveyor, kind: str, name: str, tmp_path: Path, s3: S3Server | None) -> Bucket:
