@@ -10,16 +10,27 @@ import os
 import tarfile
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import uvicorn
 
 import conveyor
+from conveyor import cdn
+from conveyor.cdn.pipeline import _Pipeline
+from conveyor.cdn.server import CdnApp
+from conveyor.server.serve import uvicorn_config
+from conveyor.server.testing import free_port
 from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
+from tests.cdn.compression_stand_in import StandIn, wrap
 from tests.storage.deployments import deployment_client
+from tests.storage.s3_server import S3Server, start_s3_server
+from tests.waiting import wait_for
 
 
 def build_tarball(files: dict[str, bytes], *, extra: Callable[[tarfile.TarFile], None] | None = None) -> bytes:
@@ -130,3 +141,82 @@ def write_config(root: Path, config: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(orjson.dumps(config))
     return path
+
+
+@pytest.fixture(autouse=True)
+def compression(monkeypatch: pytest.MonkeyPatch) -> StandIn:
+    """The compressor's stand-in for this test's workers (tests/cdn/compression_stand_in.py);
+    ``compression.enabled = False`` leaves processed versions without their .br/.gz."""
+    switch = StandIn()
+    monkeypatch.setattr(_Pipeline, "process", wrap(_Pipeline.process, switch))
+    return switch
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A moto_server process shared by the session: the mirror buckets' S3-compatible service."""
+    server = start_s3_server(tmp_path_factory.mktemp("moto"))
+    yield server
+    server.stop()
+
+
+def s3_bucket(cv: conveyor.Conveyor, s3: S3Server, name: str) -> conveyor.Bucket:
+    """Bucket ``name`` of the deployment on a fresh bucket of ``s3``."""
+    return cv.create_bucket(
+        name,
+        url=f"s3://{s3.new_bucket()}",
+        endpoint=s3.endpoint,
+        region="us-east-1",
+        access_key_id=s3.access_key_id,
+        secret_access_key=s3.secret_access_key,
+    )
+
+
+@contextmanager
+def worker(cv: conveyor.Conveyor) -> Iterator[conveyor.App]:
+    """The CDN's workflows run in this process while the block runs."""
+    app = conveyor.App(cv, grace_period=5)
+    cdn.add_workflows(app)
+    app.start()
+    try:
+        yield app
+    finally:
+        app.stop()
+
+
+def ended(cv: conveyor.Conveyor, workflow: str, instance_id: str, timeout: float = 90) -> str:
+    """The status an instance ended with (complete, errored or terminated)."""
+    status: list[str] = []
+
+    def done() -> bool:
+        try:
+            status[:] = [cv.workflow(workflow).get(instance_id).status().status]
+        except conveyor.InstanceNotFound:  # its parent has not created it yet
+            return False
+        return status[0] in ("complete", "errored", "terminated")
+
+    wait_for(done, timeout, f"{workflow} {instance_id} to end", poll=0.05)
+    return status[0]
+
+
+@dataclass
+class CdnServer:
+    url: str
+    app: CdnApp
+
+
+@contextmanager
+def cdn_server(cv: conveyor.Conveyor, **options: Any) -> Iterator[CdnServer]:
+    """``cdn serve``'s app on a free port of 127.0.0.1 in a thread, under the project's uvicorn set-up."""
+    app = CdnApp(cv, **options)
+    port = free_port()
+    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, 30, "the CDN server to listen", poll=0.02)
+        yield CdnServer(f"http://127.0.0.1:{port}", app)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        app.close()

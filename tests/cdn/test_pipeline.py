@@ -12,7 +12,7 @@ import pytest
 
 import conveyor
 from conveyor import cdn
-from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, account_of, download_id
+from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, PUBLISH_WORKFLOW, account_of, download_id, publish_id
 from conveyor.cdn.store import CdnStore, VersionRow
 from conveyor.cdn.tarball import sri
 from tests.cdn.conftest import (
@@ -86,12 +86,13 @@ def test_an_update_downloads_new_versions_and_records_their_selected_files(
         assert finished(cv, instance, cdn.UPDATES_WORKFLOW) == "complete"
         for version in ("1.0.0", "1.1.0", "2.0.0-beta.1"):
             assert finished(cv, download_id(account_of(cv), "widget", version), DOWNLOAD_WORKFLOW) == "complete"
+            assert finished(cv, publish_id(account_of(cv), "widget", version), PUBLISH_WORKFLOW) == "complete"
         found = versions(cv, "widget")
-        assert {v: r.state for v, r in found.items()} == dict.fromkeys(("1.0.0", "1.1.0", "2.0.0-beta.1"), "processed")
+        assert {v: r.state for v, r in found.items()} == dict.fromkeys(("1.0.0", "1.1.0", "2.0.0-beta.1"), "published")
         assert [f["dest"] for f in found["1.1.0"].files] == ["widget.css", "widget.js"]
         assert found["1.1.0"].skipped == ["dist/.hidden.js: hidden path"]
         assert cv.bucket("cdn-staging").get("files/widget/1.1.0/widget.js").bytes() == b"var v = '1.1.0';"
-        assert all(r.published_ms is None for r in found.values())
+        assert all(r.published_ms is not None for r in found.values())
         store = CdnStore.open(cv.deployment)
         try:  # fanned out per file, fanned in by a counter: SRIs for .js and .css, of the tarball's bytes
             processed = store.files(account_of(cv), "widget", "1.1.0")

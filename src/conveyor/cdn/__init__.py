@@ -55,7 +55,7 @@ Planned (not in this slice), on the same interfaces:
 
 from __future__ import annotations
 
-from conveyor.cdn.client import add, init, status, update
+from conveyor.cdn.client import add, init, publish, status, update
 from conveyor.cdn.config import CdnSettings, FileMap, PackageConfig
 from conveyor.cdn.errors import (
     CdnNotInitialized,
@@ -67,10 +67,11 @@ from conveyor.cdn.errors import (
     RegistryError,
     UnknownPackage,
 )
-from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, UPDATES_WORKFLOW, add_workflows
+from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, PUBLISH_WORKFLOW, UPDATES_WORKFLOW, add_workflows
 
 __all__ = [
     "DOWNLOAD_WORKFLOW",
+    "PUBLISH_WORKFLOW",
     "UPDATES_WORKFLOW",
     "CdnNotInitialized",
     "CdnSettings",
@@ -86,6 +87,7 @@ __all__ = [
     "add",
     "add_workflows",
     "init",
+    "publish",
     "status",
     "update",
 ]

@@ -10,6 +10,9 @@ from the account, package and version, so a step that runs again (after a crash)
 registry's hashes, extracts it, selects its files with the config's ``fileMap``, writes them to the
 staging bucket (``files/{name}/{version}/{dest}``) and records them. A bad tarball is a
 ``NonRetryableError``: the version is recorded ``failed`` with the reason and the instance errors.
+After its files are processed and fanned in, its last step starts the version's
+``cdn-publish-version`` (PublishingWorkflow, :mod:`conveyor.cdn.publish`), with an id derived from
+the account, package and version; a publish that fails records the version ``failed``.
 
 >>> app = conveyor.App(cv); conveyor.cdn.add_workflows(app); app.run()
 """
@@ -26,6 +29,7 @@ from conveyor import limits
 from conveyor.cdn import tarball
 from conveyor.cdn.config import CdnSettings
 from conveyor.cdn.errors import IntegrityMismatch, InvalidTarball, PackageNotFound, UnknownPackage
+from conveyor.cdn.publish import COPY_BATCH, Publisher
 from conveyor.cdn.registry import Dist, RegistryClient, new_versions
 from conveyor.cdn.store import CdnStore
 from conveyor.engine.accounts import LOCAL_ACCOUNT
@@ -33,6 +37,7 @@ from conveyor.engine.accounts import LOCAL_ACCOUNT
 UPDATES_WORKFLOW = "cdn-package-updates"
 DOWNLOAD_WORKFLOW = "cdn-download-package"
 PROCESSING_WORKFLOW = "cdn-process-file"
+PUBLISH_WORKFLOW = "cdn-publish-version"
 FILES_PROCESSED = "files-processed"  # the event the fan-in counter sends the download at zero
 SRI_EXTENSIONS = (".js", ".css")  # cdnjs gives SRIs to these only (not .mjs)
 BATCH = 100  # create_batch's limit
@@ -46,6 +51,11 @@ def account_of(cv: conveyor.Conveyor) -> str:
 def download_id(account: str, name: str, version: str) -> str:
     """The DownloadPackageWorkflow instance of a version: the same id every time it is derived."""
     return "dl-" + hashlib.sha256(f"{account}/{name}@{version}".encode()).hexdigest()[:40]
+
+
+def publish_id(account: str, name: str, version: str) -> str:
+    """The PublishingWorkflow instance a version's download starts: the same id every time."""
+    return "pub-" + hashlib.sha256(f"{account}/{name}@{version}".encode()).hexdigest()[:40]
 
 
 def tarball_key(name: str, version: str) -> str:
@@ -163,6 +173,14 @@ class _Pipeline:
         self.store.mark_processed(self.account, name, version, now_ms=_now_ms())
         return processed
 
+    def start_publishing(self, name: str, version: str) -> str:
+        """Start the version's PublishingWorkflow (its id derived: a rerun starts none twice)."""
+        instance_id = publish_id(self.account, name, version)
+        self.cv.workflow(PUBLISH_WORKFLOW).create_batch(
+            [{"id": instance_id, "params": {"name": name, "version": version}}]
+        )
+        return instance_id
+
 
 def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFAULT_VISIBILITY_TIMEOUT_MS) -> None:
     """Register the CDN's workflows on ``app`` (the account's CDN must exist: ``conveyor cdn
@@ -171,6 +189,7 @@ def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFA
     cv = app.conveyor
     store = CdnStore.open(cv.deployment)
     pipeline = _Pipeline(cv, store, store.settings(account_of(cv)))
+    publisher = Publisher(cv, store, pipeline.settings)
 
     @app.workflow(UPDATES_WORKFLOW, schedules=[pipeline.settings.cron], visibility_timeout_ms=visibility_timeout_ms)
     def package_updates(event: conveyor.WorkflowEvent, step: conveyor.WorkflowStep) -> dict[str, Any]:
@@ -205,7 +224,41 @@ def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFA
             step.do("fan out", lambda: pipeline.fan_out(me, name, version, files))
             step.wait_for_event("files processed", type=FILES_PROCESSED, timeout="1 hour")
             processed = step.do("fan in", lambda: pipeline.fan_in(me, name, version, len(files)))
-            return {"files": processed, "skipped": selected["skipped"]}
+            publishing = step.do("start publishing", lambda: pipeline.start_publishing(name, version))
+            return {"files": processed, "skipped": selected["skipped"], "publishing": publishing}
+        except conveyor.WorkflowStepError as exc:
+            message = exc.message
+            step.do(
+                "record failure",
+                lambda: store.record_failure(pipeline.account, name, version, message, now_ms=_now_ms()),
+            )
+            raise
+
+    @app.workflow(PUBLISH_WORKFLOW, visibility_timeout_ms=visibility_timeout_ms)
+    def publish_version(event: conveyor.WorkflowEvent, step: conveyor.WorkflowStep) -> dict[str, Any]:
+        params: dict[str, Any] = event.payload
+        name, version = params["name"], params["version"]
+        retries = conveyor.Retries(limit=5, delay=2.0)
+        try:
+            files: list[dict[str, Any]] = step.do("plan", lambda: publisher.plan(name, version), retries=retries)
+            hashes: dict[str, list[Any]] = {}
+            for start in range(0, len(files), COPY_BATCH):
+                part = files[start : start + COPY_BATCH]
+                hashes.update(
+                    step.do(
+                        f"copy files {start}",
+                        lambda part=part: publisher.copy(name, version, part),  # type: ignore[misc]
+                        retries=retries,
+                    )
+                )
+            step.do("write metadata", lambda: publisher.write_metadata(name, version, files, hashes), retries=retries)
+            published_ms = step.do("make visible", lambda: publisher.make_visible(name, version), retries=retries)
+            latest = step.do(
+                "write package",
+                lambda: publisher.write_package(name, store.package(pipeline.account, name).raw),
+                retries=retries,
+            )
+            return {"files": len(files), "objects": len(hashes), "published_ms": published_ms, "latest": latest}
         except conveyor.WorkflowStepError as exc:
             message = exc.message
             step.do(

@@ -1,6 +1,7 @@
 """``conveyor cdn ...``: the package CDN (docs/cdn.md) — ``init`` and ``status`` of the account's CDN,
 ``add`` package configs, ``update`` (one PackageUpdatesWorkflow now; ``--wait`` runs the pipeline's
-workflows in this process until it and its downloads have ended)."""
+workflows in this process until it and its downloads and publishes have ended), ``serve`` (the files
+and the libraries API), ``import`` (an existing ``ajax/libs`` tree) and ``audit``."""
 
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ def add(state: CliState, path: str, as_json: bool) -> None:
 @cdn_group.command("update")
 @click.option("--registry", default=None, help="Ask this registry instead of the CDN's.")
 @click.option("--package", default=None, help="Only this package.")
-@click.option("--wait", is_flag=True, help="Run the workflows here until every new version is downloaded or failed.")
+@click.option("--wait", is_flag=True, help="Run the workflows here until every new version is published or failed.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds --wait waits.")
 @json_option
 @pass_state
@@ -86,3 +87,18 @@ def update(
     emit(as_json, result, lambda: _lines(result))
     if result.get("failed") or any(s == "failed" for s in result["versions"].values()):
         raise click.exceptions.Exit(1)
+
+
+@cdn_group.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option("--port", default=8788, show_default=True, help="The port to listen on (0: any free one).")
+@click.option("--cache-mb", default=256, show_default=True, help="MiB of file bodies kept in memory.")
+@pass_state
+def serve(state: CliState, host: str, port: int, cache_mb: int) -> None:
+    """Serve /ajax/libs/{name}/{version}/{path} and the /libraries API of the account's CDN."""
+    from conveyor.cdn.server import serve as run_server
+
+    def ready(bound: int) -> None:
+        click.echo(f"serving the CDN on http://{host}:{bound}", err=True)
+
+    run_server(state.connect(), host=host, port=port, cache_bytes=cache_mb * 1024 * 1024, on_ready=ready)
