@@ -230,12 +230,12 @@ class CdnApp:
     async def serve_file(self, scope: Scope, send: Send) -> None:
         path: str = scope["path"]
         method = scope["method"]
+        if method != "GET" and method != "HEAD":
+            self._count(405)
+            return await _text(send, 405, "method not allowed")
         variant = variant_of(_header(scope, b"accept-encoding"), path)
         entry = self.cache.get((path, variant))
         if entry is None:
-            if method not in ("GET", "HEAD"):
-                self._count(405)
-                return await _text(send, 405, "method not allowed")
             refusal = self._refusal(path, scope.get("query_string", b""))
             if refusal is not None:
                 self._count(refusal[0])
