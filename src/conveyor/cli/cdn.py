@@ -102,3 +102,45 @@ def serve(state: CliState, host: str, port: int, cache_mb: int) -> None:
         click.echo(f"serving the CDN on http://{host}:{bound}", err=True)
 
     run_server(state.connect(), host=host, port=port, cache_bytes=cache_mb * 1024 * 1024, on_ready=ready)
+
+
+@cdn_group.command("import")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option("--timeout", default=3600.0, show_default=True, help="Seconds to wait for every package.")
+@json_option
+@pass_state
+def import_(state: CliState, directory: str, timeout: float, as_json: bool) -> None:
+    """Copy an existing ajax/libs/{name}/{version}/... tree byte for byte into the CDN."""
+    from conveyor.cdn.importer import import_tree
+
+    try:
+        result = import_tree(state.connect(), directory, timeout=timeout)
+    except TimeoutError as exc:
+        raise CliError(str(exc)) from None
+    emit(as_json, result, lambda: _lines(result))
+    if result["failed"]:
+        raise click.exceptions.Exit(1)
+
+
+@cdn_group.command("audit")
+@click.option("--repair", is_flag=True, help="Write the published bytes back where a bucket diverges.")
+@json_option
+@pass_state
+def audit(state: CliState, repair: bool, as_json: bool) -> None:
+    """Check every published file of KV in the primary and the mirror (presence, size, SHA-512)."""
+    from conveyor.cdn.audit import audit as run_audit
+
+    report = run_audit(state.connect(), repair=repair)
+    shown = report.as_dict()
+
+    def text() -> str:
+        lines = [f"objects: {report.objects}"]
+        lines += [f"{bucket} {outcome}: {n}" for (bucket, outcome), n in sorted(report.counts.items())]
+        lines += [
+            f"{d.bucket}/{d.key}: {d.problem}" + (" (repaired)" if d.repaired else "") for d in report.divergences
+        ]
+        return "\n".join(lines)
+
+    emit(as_json, shown, text)
+    if any(not d.repaired for d in report.divergences):
+        raise click.exceptions.Exit(1)
