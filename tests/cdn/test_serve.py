@@ -1,10 +1,12 @@
 """``cdn serve`` on 127.0.0.1: files with cdnjs's headers in each encoding (decompressing to the
 published bytes), its 403/404 rules, the libraries API field for field in api.cdnjs.com's shapes,
-and the mirror answering, with no 5xx, once the primary bucket's S3 server is stopped."""
+and the mirror answering, with no 5xx, once the primary bucket's S3 server is stopped or hangs."""
 
 from __future__ import annotations
 
 import gzip
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -255,3 +257,34 @@ def test_with_the_primary_buckets_server_stopped_the_mirror_serves_with_no_5xx(
     finally:
         if primary_server.process.poll() is None:
             primary_server.stop()
+
+
+@pytest.mark.parametrize("cv", ["sqlite"], indirect=True)
+def test_with_the_primary_hanging_reads_go_to_the_mirror_without_waiting_on_it_each_time(
+    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path, s3_server: S3Server
+) -> None:
+    primary_server = start_s3_server(tmp_path)
+    try:
+        s3_bucket(cv, primary_server, "cdn")
+        s3_bucket(cv, s3_server, "cdn-mirror")
+        published_widget(cv, registry, tmp_path, mirror="cdn-mirror")
+        with cdn_server(cv) as server, httpx.Client(base_url=server.url, timeout=60) as client:
+            os.kill(primary_server.process.pid, signal.SIGSTOP)  # it accepts connections, answers nothing
+            try:
+                asked = 0
+                for version in VERSIONS:
+                    for file, body in (("widget.js", script(version)), ("widget.css", STYLE)):
+                        for encoding, decode in DECODE.items():
+                            answer, sent = fetch(client, f"/ajax/libs/widget/{version}/{file}", encoding)
+                            asked += 1
+                            assert answer.status_code == 200
+                            assert decode(sent) == body
+                source = server.app.source
+                # The breaker opened after its few failures: the other reads never tried the primary.
+                assert source.breaker.opened >= 1
+                assert source.primary_failures < asked // 2
+                assert source.mirror_reads == asked
+            finally:
+                os.kill(primary_server.process.pid, signal.SIGCONT)
+    finally:
+        primary_server.stop()

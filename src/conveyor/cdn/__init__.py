@@ -2,13 +2,14 @@
 
 An account's CDN watches npm for new versions of the packages it is configured with (cdnjs's
 package configs), stages each version's tarball, verifies it, extracts and selects its files, and
-(in the slices to come) minifies, compresses, publishes and serves them as cdnjs does:
+publishes and serves them as cdnjs does (minifying and compressing come in the next slice):
 
 >>> from conveyor import cdn
 >>> cdn.init(cv, registry="https://registry.npmjs.org", cron="*/10 * * * *")
 >>> cdn.add(cv, "packages/j/jquery.json")           # or a directory of them
 >>> app = conveyor.App(cv); cdn.add_workflows(app); app.start()
 >>> cdn.update(cv)                                  # one PackageUpdatesWorkflow now (else the cron)
+>>> conveyor.cdn.server.serve(cv, port=8788)         # or `conveyor cdn serve`
 
 The parts, each behind the narrowest interface that serves it (dependencies flow down this list):
 
@@ -24,10 +25,20 @@ The parts, each behind the narrowest interface that serves it (dependencies flow
   ``extract(data)`` → files (regular files only, ``package/`` stripped, nothing escaping the root,
   hidden paths and files over 25 MiB skipped and reported) — so every rule is tested without I/O.
 - :mod:`.store`: ``CdnStore``, the only code that writes the tool's tables (the account's settings,
-  packages with their configs, versions with their state ``queued → downloaded → processed`` or
-  ``failed``, each version's selected files, and each processed file's SHA-512 and SRI, one row a
-  file so concurrent children never write one row); ``cdn.db`` in a SQLite deployment's
-  directory, migration 0016 in a PostgreSQL one, one ``queries.sql`` for both.
+  packages with their configs, versions with their state ``queued → downloaded → processed →
+  published`` or ``failed``, each version's selected files, each processed file's SHA-512 and SRI,
+  one row a file so concurrent children never write one row, the search index and the last
+  audit's counts); ``cdn.db`` in a SQLite deployment's directory, migrations 0016 and 0018 in a
+  PostgreSQL one, one ``queries.sql`` for both.
+- :mod:`.metadata`: the published catalog in KV (``cdn-metadata``), laid out as cdnjs's metadata
+  backend (package record, one version-list entry per version, per-version file list, SRIs and
+  object hashes), and ``Catalog``, the one way readers get at it: a version without its
+  version-list entry (written last) does not exist for them.
+- :mod:`.publish`: ``Publisher``, the steps of ``cdn-publish-version`` (PublishingWorkflow),
+  started by the download after its fan-in (:mod:`.pipeline`): files and their ``.br``/``.gz`` to
+  the primary and the mirror bucket (an object is written only where absent; other bytes are
+  refused and logged), metadata to KV, the search index (FTS5 on SQLite, full-text search on
+  PostgreSQL, migration 0018).
 - :mod:`.pipeline`: the workflows. ``cdn-package-updates`` (PackageUpdatesWorkflow, on the
   settings' cron) asks the registry per package and starts one ``cdn-download-package``
   (DownloadPackageWorkflow) per new version, with an id derived from the account, name and version
@@ -36,21 +47,25 @@ The parts, each behind the narrowest interface that serves it (dependencies flow
   selects and records the files, then fans out one ``cdn-process-file`` (ProcessingWorkflow) per
   file and fans in with a ``conveyor.Counter`` (docs/workflows.md's recipe): it waits, holding no
   worker, for the counter's event at zero. A bad tarball ends it with a ``NonRetryableError`` and
-  the version ``failed`` with the reason, nothing recorded as published.
+  the version ``failed`` with the reason, nothing recorded as published. After the fan-in it starts
+  the version's PublishingWorkflow (id derived likewise).
 - ProcessingWorkflow, per file: today its SHA-512 and (``.js``, ``.css``) its SRI, recorded; a
   failed child still counts down, and its parent then fails the version.
-- :mod:`.client`: ``init``, ``status``, ``add``, ``update``: what ``conveyor cdn`` calls.
+- :mod:`.sources`, :mod:`.api`, :mod:`.server`: ``cdn serve`` — files from an in-process cache,
+  the primary (behind a circuit breaker) or the mirror, with cdnjs's headers; the ``/libraries``
+  API in api.cdnjs.com's shapes; ``/metrics``.
+- :mod:`.importer`: ``cdn import`` (an ``ajax/libs`` tree, one queue message per package);
+  :mod:`.audit`: ``cdn audit [--repair]``.
+- :mod:`.client`: ``init``, ``status``, ``add``, ``update``, ``publish``: what ``conveyor cdn`` calls.
 
 Planned (not in this slice), on the same interfaces:
 
 - In ProcessingWorkflow: minify into ``.min.js``/``.min.css`` by cdnjs's rules, send a job to the
-  compression queue and ``wait_for_event`` on the bucket's notification.
+  compression queue and ``wait_for_event`` on the bucket's notification (until then publishing
+  refuses a version whose ``.br``/``.gz`` are not staged).
 - The compressor (``conveyor cdn compressor``): a queue consumer writing ``.br`` (quality 11) and
   ``.gz`` (level 9) next to each file.
-- PublishingWorkflow: SRIs, files to the primary and the mirror bucket, metadata to KV, the search
-  index; a version visible only once all of it is published, a published file never rewritten.
-- The server (``conveyor cdn serve``): ``/ajax/libs/...`` from cache → primary → mirror, and the
-  ``/libraries`` API in cdnjs's shapes; ``import`` and ``audit``.
+- ``conveyor cdn run`` and git sources.
 """
 
 from __future__ import annotations
