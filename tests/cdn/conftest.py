@@ -28,8 +28,10 @@ from conveyor.server.serve import uvicorn_config
 from conveyor.server.testing import free_port
 from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
 from tests.cdn.compression_stand_in import StandIn, wrap
+from tests.storage.conftest import make_bucket
+from tests.storage.conftest import s3_server as s3_server  # the moto_server of the mirror buckets
 from tests.storage.deployments import deployment_client
-from tests.storage.s3_server import S3Server, start_s3_server
+from tests.storage.s3_server import S3Server
 from tests.waiting import wait_for
 
 
@@ -152,24 +154,9 @@ def compression(monkeypatch: pytest.MonkeyPatch) -> StandIn:
     return switch
 
 
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    """A moto_server process shared by the session: the mirror buckets' S3-compatible service."""
-    server = start_s3_server(tmp_path_factory.mktemp("moto"))
-    yield server
-    server.stop()
-
-
 def s3_bucket(cv: conveyor.Conveyor, s3: S3Server, name: str) -> conveyor.Bucket:
     """Bucket ``name`` of the deployment on a fresh bucket of ``s3``."""
-    return cv.create_bucket(
-        name,
-        url=f"s3://{s3.new_bucket()}",
-        endpoint=s3.endpoint,
-        region="us-east-1",
-        access_key_id=s3.access_key_id,
-        secret_access_key=s3.secret_access_key,
-    )
+    return make_bucket(cv, "s3", name, Path("unused"), s3)
 
 
 @contextmanager

@@ -119,9 +119,11 @@ def test_audit_finds_and_repairs_a_deleted_and_a_corrupted_mirror_object(
     assert (clean.objects, clean.divergences) == (objects, [])
     assert clean.counts == {("cdn", "ok"): objects, ("cdn-mirror", "ok"): objects}
     s3 = s3_server.client()
-    service_bucket = mirror.info.url.removeprefix("s3://")
-    s3.delete_object(Bucket=service_bucket, Key="alpha/1.0.0/alpha.js")  # type: ignore[attr-defined]
-    s3.put_object(Bucket=service_bucket, Key="beta.js/2.0.0/beta.js.gz", Body=b"not gzip")  # type: ignore[attr-defined]
+    service_bucket, prefix = mirror.info.url.removeprefix("s3://").split("/", 1)
+    s3.delete_object(Bucket=service_bucket, Key=f"{prefix}/alpha/1.0.0/alpha.js")  # type: ignore[attr-defined]
+    s3.put_object(  # type: ignore[attr-defined]
+        Bucket=service_bucket, Key=f"{prefix}/beta.js/2.0.0/beta.js.gz", Body=b"not gzip"
+    )
     found = audit(cv)
     assert sorted((d.bucket, d.key, d.problem, d.repaired) for d in found.divergences) == [
         ("cdn-mirror", "alpha/1.0.0/alpha.js", "missing", False),

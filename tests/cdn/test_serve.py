@@ -7,6 +7,8 @@ from __future__ import annotations
 import gzip
 import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -229,62 +231,70 @@ def test_the_libraries_api_answers_in_cdnjs_shapes(cv: conveyor.Conveyor, regist
         assert client.get("/health").text == "OK"
 
 
+@contextmanager
+def primary_on_its_own_server(
+    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path, mirror: S3Server
+) -> Iterator[S3Server]:
+    """The widget published to a primary bucket on a moto_server of its own (the test may stop or
+    freeze it) and a mirror on the session's."""
+    primary = start_s3_server(tmp_path)
+    try:
+        s3_bucket(cv, primary, "cdn")
+        s3_bucket(cv, mirror, "cdn-mirror")
+        published_widget(cv, registry, tmp_path, mirror="cdn-mirror")
+        yield primary
+    finally:
+        if primary.process.poll() is None:
+            os.kill(primary.process.pid, signal.SIGCONT)
+            primary.stop()
+
+
+def every_file_in_every_encoding(client: httpx.Client) -> int:
+    """Ask for each file of each version in each encoding: each must be 200 and decode to the
+    published bytes. How many were asked."""
+    asked = 0
+    for version in VERSIONS:
+        for file, body in (("widget.js", script(version)), ("widget.css", STYLE)):
+            for encoding, decode in DECODE.items():
+                answer, sent = fetch(client, f"/ajax/libs/widget/{version}/{file}", encoding)
+                assert answer.status_code == 200
+                assert decode(sent) == body
+                asked += 1
+    return asked
+
+
 @pytest.mark.parametrize("cv", ["sqlite"], indirect=True)
 def test_with_the_primary_buckets_server_stopped_the_mirror_serves_with_no_5xx(
     cv: conveyor.Conveyor, registry: Registry, tmp_path: Path, s3_server: S3Server
 ) -> None:
-    primary_server = start_s3_server(tmp_path)
-    try:
-        s3_bucket(cv, primary_server, "cdn")
-        s3_bucket(cv, s3_server, "cdn-mirror")
-        published_widget(cv, registry, tmp_path, mirror="cdn-mirror")
-        with cdn_server(cv) as server, httpx.Client(base_url=server.url) as client:
-            warm = client.get("/ajax/libs/widget/1.0.0/widget.js", headers={"Accept-Encoding": "identity"})
-            assert warm.content == script("1.0.0")  # from the primary, now cached
-            primary_server.stop()
-            statuses = []
-            for version in VERSIONS:
-                for file, body in (("widget.js", script(version)), ("widget.css", STYLE)):
-                    for encoding, decode in DECODE.items():
-                        answer, sent = fetch(client, f"/ajax/libs/widget/{version}/{file}", encoding)
-                        statuses.append(answer.status_code)
-                        assert decode(sent) == body
-            assert set(statuses) == {200}
-            assert client.get("/ajax/libs/widget/1.0.0/nothere.js").status_code == 404
-            assert server.app.source.breaker.opened >= 1
-            assert server.app.source.mirror_reads > 0
-            assert "conveyor_cdn_primary_circuit_open 1" in client.get("/metrics").text
-    finally:
-        if primary_server.process.poll() is None:
-            primary_server.stop()
+    with (
+        primary_on_its_own_server(cv, registry, tmp_path, s3_server) as primary,
+        cdn_server(cv) as server,
+        httpx.Client(base_url=server.url) as client,
+    ):
+        warm = client.get("/ajax/libs/widget/1.0.0/widget.js", headers={"Accept-Encoding": "identity"})
+        assert warm.content == script("1.0.0")  # from the primary, now cached
+        primary.stop()
+        every_file_in_every_encoding(client)
+        assert client.get("/ajax/libs/widget/1.0.0/nothere.js").status_code == 404
+        assert server.app.source.breaker.opened >= 1
+        assert server.app.source.mirror_reads > 0
+        assert "conveyor_cdn_primary_circuit_open 1" in client.get("/metrics").text
 
 
 @pytest.mark.parametrize("cv", ["sqlite"], indirect=True)
 def test_with_the_primary_hanging_reads_go_to_the_mirror_without_waiting_on_it_each_time(
     cv: conveyor.Conveyor, registry: Registry, tmp_path: Path, s3_server: S3Server
 ) -> None:
-    primary_server = start_s3_server(tmp_path)
-    try:
-        s3_bucket(cv, primary_server, "cdn")
-        s3_bucket(cv, s3_server, "cdn-mirror")
-        published_widget(cv, registry, tmp_path, mirror="cdn-mirror")
-        with cdn_server(cv) as server, httpx.Client(base_url=server.url, timeout=60) as client:
-            os.kill(primary_server.process.pid, signal.SIGSTOP)  # it accepts connections, answers nothing
-            try:
-                asked = 0
-                for version in VERSIONS:
-                    for file, body in (("widget.js", script(version)), ("widget.css", STYLE)):
-                        for encoding, decode in DECODE.items():
-                            answer, sent = fetch(client, f"/ajax/libs/widget/{version}/{file}", encoding)
-                            asked += 1
-                            assert answer.status_code == 200
-                            assert decode(sent) == body
-                source = server.app.source
-                # The breaker opened after its few failures: the other reads never tried the primary.
-                assert source.breaker.opened >= 1
-                assert source.primary_failures < asked // 2
-                assert source.mirror_reads == asked
-            finally:
-                os.kill(primary_server.process.pid, signal.SIGCONT)
-    finally:
-        primary_server.stop()
+    with (
+        primary_on_its_own_server(cv, registry, tmp_path, s3_server) as primary,
+        cdn_server(cv) as server,
+        httpx.Client(base_url=server.url, timeout=60) as client,
+    ):
+        os.kill(primary.process.pid, signal.SIGSTOP)  # it accepts connections and answers nothing
+        asked = every_file_in_every_encoding(client)
+        source = server.app.source
+        # The breaker opened after its few failures: the other reads never tried the primary.
+        assert source.breaker.opened >= 1
+        assert source.primary_failures < asked // 2
+        assert source.mirror_reads == asked

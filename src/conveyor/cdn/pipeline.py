@@ -191,6 +191,12 @@ def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFA
     pipeline = _Pipeline(cv, store, store.settings(account_of(cv)))
     publisher = Publisher(cv, store, pipeline.settings)
 
+    def record_failure(step: conveyor.WorkflowStep, name: str, version: str, message: str) -> None:
+        step.do(
+            "record failure",
+            lambda: store.record_failure(pipeline.account, name, version, message, now_ms=_now_ms()),
+        )
+
     @app.workflow(UPDATES_WORKFLOW, schedules=[pipeline.settings.cron], visibility_timeout_ms=visibility_timeout_ms)
     def package_updates(event: conveyor.WorkflowEvent, step: conveyor.WorkflowStep) -> dict[str, Any]:
         params = event.payload if isinstance(event.payload, dict) else {}
@@ -227,11 +233,7 @@ def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFA
             publishing = step.do("start publishing", lambda: pipeline.start_publishing(name, version))
             return {"files": processed, "skipped": selected["skipped"], "publishing": publishing}
         except conveyor.WorkflowStepError as exc:
-            message = exc.message
-            step.do(
-                "record failure",
-                lambda: store.record_failure(pipeline.account, name, version, message, now_ms=_now_ms()),
-            )
+            record_failure(step, name, version, exc.message)
             raise
 
     @app.workflow(PUBLISH_WORKFLOW, visibility_timeout_ms=visibility_timeout_ms)
@@ -260,11 +262,7 @@ def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFA
             )
             return {"files": len(files), "objects": len(hashes), "published_ms": published_ms, "latest": latest}
         except conveyor.WorkflowStepError as exc:
-            message = exc.message
-            step.do(
-                "record failure",
-                lambda: store.record_failure(pipeline.account, name, version, message, now_ms=_now_ms()),
-            )
+            record_failure(step, name, version, exc.message)
             raise
 
     @app.workflow(PROCESSING_WORKFLOW, visibility_timeout_ms=visibility_timeout_ms)
