@@ -1,10 +1,15 @@
 """``cdn import``: an ``ajax/libs`` tree copied byte for byte into the primary and a mirror on
 moto_server, fanned out by package over a queue; ``cdn audit``: a mirror object deleted or
-corrupted behind Conveyor's back is found, repaired from the primary, and counted on /metrics."""
+corrupted behind Conveyor's back is found, repaired from the primary, and counted on /metrics;
+``cdn serve`` as a command."""
 
 from __future__ import annotations
 
 import gzip
+import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import brotli
@@ -22,6 +27,7 @@ from conveyor.cdn.tarball import sri
 from tests.cdn.conftest import bucket_urls, cdn_server, s3_bucket
 from tests.cli.support import Cli
 from tests.storage.s3_server import S3Server
+from tests.waiting import wait_for
 
 TREE = {
     "alpha/1.0.0/alpha.js": b"var alpha = 1;\n" * 30,
@@ -154,3 +160,31 @@ def test_import_and_audit_from_the_command_line(tmp_path: Path) -> None:
 def _bad_tree(root: Path) -> Path:
     (root / "bad" / "ajax" / "libs" / "a b" / "1.0.0").mkdir(parents=True)
     return root / "bad"
+
+
+def test_cdn_serve_runs_as_a_command_until_terminated(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'data'}"
+    run = Cli(url)
+    run.json("cdn", "init")
+    run.json("cdn", "import", str(write_tree(tmp_path / "cdnjs")))
+    conveyor_command = Path(sys.executable).with_name("conveyor")
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [str(conveyor_command), "--url", url, "cdn", "serve", "--port", "0"], stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        found: list[str] = []
+
+        def listening() -> bool:
+            found[:] = re.findall(r"serving the CDN on (http://\S+)", log.read_text())
+            return bool(found) or server.poll() is not None
+
+        wait_for(listening, 60, "cdn serve to listen", poll=0.05)
+        assert found, log.read_text()
+        assert httpx.get(found[0] + "/stats").json() == {"libraries": 2}
+        answer = httpx.get(found[0] + "/ajax/libs/beta.js/2.0.0/beta.js", headers={"Accept-Encoding": "identity"})
+        assert answer.content == TREE["beta.js/2.0.0/beta.js"]
+    finally:
+        server.terminate()
+        assert server.wait(30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it shut down on
