@@ -162,7 +162,7 @@ def _bad_tree(root: Path) -> Path:
     return root / "bad"
 
 
-def test_cdn_serve_runs_as_a_command_until_terminated(tmp_path: Path) -> None:
+def test_cdn_serve_runs_as_a_command_of_two_processes_until_terminated(tmp_path: Path) -> None:
     url = f"sqlite://{tmp_path / 'data'}"
     run = Cli(url)
     run.json("cdn", "init")
@@ -171,7 +171,9 @@ def test_cdn_serve_runs_as_a_command_until_terminated(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         server = subprocess.Popen(
-            [str(conveyor_command), "--url", url, "cdn", "serve", "--port", "0"], stdout=out, stderr=subprocess.STDOUT
+            [str(conveyor_command), "--url", url, "cdn", "serve", "--port", "0", "--processes", "2"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     try:
         found: list[str] = []
@@ -182,9 +184,12 @@ def test_cdn_serve_runs_as_a_command_until_terminated(tmp_path: Path) -> None:
 
         wait_for(listening, 60, "cdn serve to listen", poll=0.05)
         assert found, log.read_text()
-        assert httpx.get(found[0] + "/stats").json() == {"libraries": 2}
-        answer = httpx.get(found[0] + "/ajax/libs/beta.js/2.0.0/beta.js", headers={"Accept-Encoding": "identity"})
-        assert answer.content == TREE["beta.js/2.0.0/beta.js"]
+        for _ in range(20):  # new connections, taken by either process
+            assert httpx.get(found[0] + "/stats").json() == {"libraries": 2}
+            answer = httpx.get(found[0] + "/ajax/libs/beta.js/2.0.0/beta.js", headers={"Accept-Encoding": "identity"})
+            assert answer.content == TREE["beta.js/2.0.0/beta.js"]
     finally:
         server.terminate()
         assert server.wait(30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it shut down on
+    with pytest.raises(httpx.ConnectError):  # its child has stopped too: nothing listens any more
+        httpx.get(found[0] + "/stats")

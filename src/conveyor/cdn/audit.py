@@ -21,7 +21,7 @@ import time
 from collections import Counter
 
 import conveyor
-from conveyor.cdn.metadata import METADATA_NAMESPACE, Catalog
+from conveyor.cdn.metadata import Catalog, metadata_namespace
 from conveyor.cdn.pipeline import account_of
 from conveyor.cdn.publish import content_type, published_key
 from conveyor.cdn.store import CdnStore
@@ -71,7 +71,7 @@ def audit(cv: conveyor.Conveyor, *, repair: bool = False) -> AuditReport:
         settings = store.settings(account_of(cv))
         names = [settings.primary_bucket, *([settings.mirror_bucket] if settings.mirror_bucket else [])]
         buckets = [cv.bucket(name) for name in names]
-        catalog = Catalog(cv.kv(METADATA_NAMESPACE, create=True))
+        catalog = Catalog(metadata_namespace(cv))
         report = AuditReport()
         for name in catalog.package_names():
             for version in catalog.versions(name):

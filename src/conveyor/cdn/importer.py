@@ -32,7 +32,7 @@ import orjson
 import conveyor
 from conveyor.cdn.config import NAME
 from conveyor.cdn.errors import InvalidImportTree
-from conveyor.cdn.metadata import object_names
+from conveyor.cdn.metadata import Catalog, metadata_namespace, object_names
 from conveyor.cdn.pipeline import SRI_EXTENSIONS, account_of
 from conveyor.cdn.publish import Publisher, published_key
 from conveyor.cdn.store import CdnStore
@@ -134,8 +134,6 @@ class Importer:
         return imported
 
     def publisher_versions(self, name: str) -> list[str]:
-        from conveyor.cdn.metadata import Catalog
-
         return Catalog(self.publisher.kv).versions(name)
 
 
@@ -188,9 +186,7 @@ def import_tree(cv: conveyor.Conveyor, directory: str | Path, *, timeout: float 
     finally:
         app.stop()
         counter.delete()
-    from conveyor.cdn.metadata import METADATA_NAMESPACE, Catalog
-
-    catalog = Catalog(cv.kv(METADATA_NAMESPACE, create=True))
+    catalog = Catalog(metadata_namespace(cv))
     found = {record["name"] for record in catalog.packages(names)}
     return {
         "packages": len(names),

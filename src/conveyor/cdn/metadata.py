@@ -18,7 +18,7 @@ One KV namespace per account (``cdn-metadata``) holds, per package ``n`` and ver
 The version list of a package is the listing of ``versions/{n}/``: one key per version, so two
 versions published at once never overwrite each other's entry.
 
->>> catalog = Catalog(cv.kv(METADATA_NAMESPACE))
+>>> catalog = Catalog(metadata_namespace(cv))
 >>> catalog.versions("jquery")                     # newest first, as cdnjs sorts them
 ['3.7.1', '3.7.0']
 """
@@ -29,7 +29,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+import conveyor
 from conveyor.cdn.registry import semver_key
+from conveyor.storage.kv_errors import KVNamespaceExists
 from conveyor.storage.kv_handle import KVNamespace
 
 METADATA_NAMESPACE = "cdn-metadata"
@@ -65,6 +67,14 @@ CATEGORIES = {
     "hpb": "Other",
 }
 UNCOMPRESSED_EXTENSIONS = (".woff2",)  # stored and served as they are: no .br/.gz copies
+
+
+def metadata_namespace(cv: conveyor.Conveyor) -> KVNamespace:
+    """The account's ``cdn-metadata`` namespace, made if missing (by whichever process comes first)."""
+    try:
+        return cv.kv(METADATA_NAMESPACE, create=True)
+    except KVNamespaceExists:  # another process made it between our look and our create
+        return cv.kv(METADATA_NAMESPACE)
 
 
 def files_key(name: str, version: str) -> str:

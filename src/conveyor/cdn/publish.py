@@ -33,9 +33,9 @@ from typing import Any
 import conveyor
 from conveyor.cdn.config import CdnSettings
 from conveyor.cdn.metadata import (
-    METADATA_NAMESPACE,
     Catalog,
     files_key,
+    metadata_namespace,
     newest_stable,
     object_names,
     objects_key,
@@ -147,7 +147,7 @@ class Publisher:
     @property
     def kv(self) -> KVNamespace:
         if self._kv is None:
-            self._kv = self.cv.kv(METADATA_NAMESPACE, create=True)
+            self._kv = metadata_namespace(self.cv)
         return self._kv
 
     def targets(self) -> list[conveyor.Bucket]:

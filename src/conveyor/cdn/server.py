@@ -32,10 +32,17 @@ import asyncio
 import email.utils
 import hashlib
 import logging
+import os
 import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, MutableMapping
+from types import FrameType
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -43,7 +50,7 @@ import orjson
 
 import conveyor
 from conveyor.cdn import api
-from conveyor.cdn.metadata import CATEGORIES, METADATA_NAMESPACE, UNCOMPRESSED_EXTENSIONS, Catalog
+from conveyor.cdn.metadata import CATEGORIES, UNCOMPRESSED_EXTENSIONS, Catalog, metadata_namespace
 from conveyor.cdn.pipeline import account_of
 from conveyor.cdn.sources import ObjectSource
 from conveyor.cdn.store import CdnStore
@@ -192,7 +199,7 @@ class CdnApp:
         self.cv = cv
         self.store = CdnStore.open(cv.deployment)
         self.settings = self.store.settings(account_of(cv))
-        self.catalog = Catalog(cv.kv(METADATA_NAMESPACE, create=True))
+        self.catalog = Catalog(metadata_namespace(cv))
         mirror = cv.bucket(self.settings.mirror_bucket) if self.settings.mirror_bucket else None
         self.source = source or ObjectSource(cv.bucket(self.settings.primary_bucket), mirror)
         self.cache = FileCache(cache_bytes)
@@ -417,29 +424,101 @@ def serve(
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     cache_bytes: int = CACHE_BYTES,
+    processes: int = 1,
     on_ready: Callable[[int], None] | None = None,
 ) -> None:
-    """Serve the account's CDN until SIGINT/SIGTERM; ``on_ready(port)`` once it listens."""
-    import threading
+    """Serve the account's CDN until SIGINT/SIGTERM; ``on_ready(port)`` once it listens.
+    ``processes``: how many processes answer on the one listening socket (this one and
+    ``processes - 1`` children, each with its own cache), for more than one core."""
+    if not 1 <= processes <= 64:
+        raise conveyor.InvalidRequest(f"processes: {processes} is not within 1..64")
+    listener = socket.create_server((host, port), backlog=4096)
+    listener.set_inheritable(True)
+    command = [sys.executable, "-m", "conveyor.cdn.server", "--fd", str(listener.fileno())]
+    command += ["--cache-bytes", str(cache_bytes), "--parent", str(os.getpid())]
+    if cv.url:
+        command += ["--url", cv.url]
+    children = [subprocess.Popen(command, pass_fds=[listener.fileno()]) for _ in range(processes - 1)]
 
+    def stop_children() -> None:
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+
+    try:
+        _run(cv, listener, cache_bytes, on_ready, on_exit=stop_children)
+    finally:
+        for child in children:
+            child.terminate()
+        for child in children:
+            try:
+                child.wait(30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        listener.close()
+
+
+def _run(
+    cv: conveyor.Conveyor,
+    listener: socket.socket,
+    cache_bytes: int,
+    on_ready: Callable[[int], None] | None,
+    on_exit: Callable[[], None] | None = None,
+) -> None:
     import uvicorn
 
     from conveyor.server.http_protocol import ConnectionLimits, fit_open_files
     from conveyor.server.serve import uvicorn_config
 
+    host, port = listener.getsockname()[:2]
     app = CdnApp(cv, cache_bytes=cache_bytes)
     server = uvicorn.Server(uvicorn_config(app, host, port, fit_open_files(ConnectionLimits())))
+    if on_exit is not None:  # at the signal: uvicorn re-raises it once shut down, ending this process
+        stop_serving = server.handle_exit
+
+        def handle_exit(sig: int, frame: FrameType | None) -> None:
+            on_exit()
+            stop_serving(sig, frame)
+
+        server.handle_exit = handle_exit  # type: ignore[method-assign]
     if on_ready is not None:
 
         def announce() -> None:
             while not server.started and not server.should_exit:
                 time.sleep(0.02)
             if server.started:
-                sockets = [s for srv in server.servers for s in srv.sockets]
-                on_ready(int(sockets[0].getsockname()[1]) if sockets else port)
+                on_ready(int(port))
 
         threading.Thread(target=announce, daemon=True).start()
     try:
-        server.run()
+        server.run(sockets=[listener])
     finally:
         app.close()
+
+
+def _child() -> None:
+    """A serving process of :func:`serve`'s listening socket (``python -m conveyor.cdn.server``);
+    it stops when its parent is gone."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--cache-bytes", type=int, required=True)
+    parser.add_argument("--parent", type=int, required=True)
+    parser.add_argument("--url", default=None)
+    options = parser.parse_args()
+    listener = socket.socket(fileno=options.fd)
+
+    def orphaned() -> None:
+        while os.getppid() == options.parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=orphaned, daemon=True).start()
+    with conveyor.connect(options.url) as cv:
+        _run(cv, listener, options.cache_bytes, None)
+
+
+if __name__ == "__main__":
+    _child()

@@ -92,16 +92,18 @@ def update(
 @cdn_group.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
 @click.option("--port", default=8788, show_default=True, help="The port to listen on (0: any free one).")
-@click.option("--cache-mb", default=256, show_default=True, help="MiB of file bodies kept in memory.")
+@click.option("--cache-mb", default=256, show_default=True, help="MiB of file bodies kept in memory (per process).")
+@click.option("--processes", default=1, show_default=True, help="Processes answering on the port (one per core).")
 @pass_state
-def serve(state: CliState, host: str, port: int, cache_mb: int) -> None:
+def serve(state: CliState, host: str, port: int, cache_mb: int, processes: int) -> None:
     """Serve /ajax/libs/{name}/{version}/{path} and the /libraries API of the account's CDN."""
     from conveyor.cdn.server import serve as run_server
 
     def ready(bound: int) -> None:
         click.echo(f"serving the CDN on http://{host}:{bound}", err=True)
 
-    run_server(state.connect(), host=host, port=port, cache_bytes=cache_mb * 1024 * 1024, on_ready=ready)
+    cache_bytes = cache_mb * 1024 * 1024
+    run_server(state.connect(), host=host, port=port, cache_bytes=cache_bytes, processes=processes, on_ready=ready)
 
 
 @cdn_group.command("import")
