@@ -127,7 +127,7 @@ class Importer:
                         self.publisher.put_once(bucket, published_key(name, version, obj), body)
                     hashes[obj] = [len(body), hashlib.sha512(body).hexdigest()]
                 records.append({"dest": path, "sri": sri(data) if path.endswith(SRI_EXTENSIONS) else None})
-            self.publisher.write_metadata(name, version, records, hashes)
+            self.publisher.write_metadata(name, version, hashes, records)
             self.publisher.make_visible(name, version, record=False)
             imported.append(version)
         self.publisher.write_package(name, _package_config(root, name))

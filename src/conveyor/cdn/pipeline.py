@@ -242,25 +242,24 @@ def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFA
         name, version = params["name"], params["version"]
         retries = conveyor.Retries(limit=5, delay=2.0)
         try:
-            files: list[dict[str, Any]] = step.do("plan", lambda: publisher.plan(name, version), retries=retries)
+            count: int = step.do("plan", lambda: publisher.plan(name, version), retries=retries)
             hashes: dict[str, list[Any]] = {}
-            for start in range(0, len(files), COPY_BATCH):
-                part = files[start : start + COPY_BATCH]
+            for start in range(0, count, COPY_BATCH):
                 hashes.update(
                     step.do(
                         f"copy files {start}",
-                        lambda part=part: publisher.copy(name, version, part),  # type: ignore[misc]
+                        lambda start=start: publisher.copy(name, version, start, COPY_BATCH),  # type: ignore[misc]
                         retries=retries,
                     )
                 )
-            step.do("write metadata", lambda: publisher.write_metadata(name, version, files, hashes), retries=retries)
+            step.do("write metadata", lambda: publisher.write_metadata(name, version, hashes), retries=retries)
             published_ms = step.do("make visible", lambda: publisher.make_visible(name, version), retries=retries)
             latest = step.do(
                 "write package",
                 lambda: publisher.write_package(name, store.package(pipeline.account, name).raw),
                 retries=retries,
             )
-            return {"files": len(files), "objects": len(hashes), "published_ms": published_ms, "latest": latest}
+            return {"files": count, "objects": len(hashes), "published_ms": published_ms, "latest": latest}
         except conveyor.WorkflowStepError as exc:
             record_failure(step, name, version, exc.message)
             raise

@@ -18,7 +18,7 @@ its package to the search index — each step idempotent, the version visible on
    from, so versions published at once leave the newest in it.
 
 >>> publisher = Publisher(cv, store, settings)
->>> files = publisher.plan("jquery", "3.7.1"); objects = publisher.copy("jquery", "3.7.1", files)
+>>> count = publisher.plan("jquery", "3.7.1"); objects = publisher.copy("jquery", "3.7.1", 0, count)
 """
 
 from __future__ import annotations
@@ -157,9 +157,9 @@ class Publisher:
         return [self.cv.bucket(name) for name in names]
 
     # -- 1 -----------------------------------------------------------------------------------------
-    def plan(self, name: str, version: str) -> list[dict[str, Any]]:
-        """The version's files (``dest``, ``size``, ``sha512``, ``sri``), once it is processed and
-        every compressed copy is staged."""
+    def plan(self, name: str, version: str) -> int:
+        """How many files the version has, once it is processed and every compressed copy is
+        staged (the steps' outputs stay small: each later step reads its files from the store)."""
         row = self.store.version(self.account, name, version)
         if row is None:
             raise _refuse(f"{name}@{version}: no such version in the CDN")
@@ -181,12 +181,17 @@ class Publisher:
                 f"{name}@{version}: is processed but {len(missing)} compressed copies are missing from the "
                 f"staging bucket {self.settings.staging_bucket!r} ({shown}); nothing was published"
             )
+        return len(files)
+
+    def _files(self, name: str, version: str) -> list[dict[str, Any]]:
+        files = self.store.files(self.account, name, version)
         return [{"dest": f.dest, "size": f.size, "sha512": f.sha512, "sri": f.sri} for f in files]
 
     # -- 2 -----------------------------------------------------------------------------------------
-    def copy(self, name: str, version: str, files: list[dict[str, Any]]) -> dict[str, list[Any]]:
-        """Copy ``files`` and their compressed copies from staging to every target bucket; their
-        ``{object: [size, sha512 hex]}``."""
+    def copy(self, name: str, version: str, start: int, count: int) -> dict[str, list[Any]]:
+        """Copy ``count`` of the version's files from the ``start``-th (in name order) and their
+        compressed copies from staging to every target bucket; their ``{object: [size, sha512 hex]}``."""
+        files = self._files(name, version)[start : start + count]
         staging = self.cv.bucket(self.settings.staging_bucket)
         targets = self.targets()
         hashes: dict[str, list[Any]] = {}
@@ -222,9 +227,12 @@ class Publisher:
 
     # -- 3 -----------------------------------------------------------------------------------------
     def write_metadata(
-        self, name: str, version: str, files: list[dict[str, Any]], hashes: Mapping[str, list[Any]]
+        self, name: str, version: str, hashes: Mapping[str, list[Any]], files: list[dict[str, Any]] | None = None
     ) -> None:
-        """The version's file list, SRIs and object hashes, in one KV write."""
+        """The version's file list, SRIs and object hashes, in one KV write; ``files`` (``dest``,
+        ``sri``) are the recorded ones unless given."""
+        if files is None:
+            files = self._files(name, version)
         before = self.kv.get(objects_key(name, version), type="json")
         if before is not None and before != dict(hashes):
             raise _refuse(f"{name}@{version}: is published with other files or bytes; its metadata stays as it was")
