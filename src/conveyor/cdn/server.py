@@ -23,7 +23,9 @@ the primary bucket, else the mirror (:class:`~conveyor.cdn.sources.ObjectSource`
 breaker, so a primary that is down costs no request a timeout). A cached answer is a dictionary
 look-up and two ``send`` calls: its headers are built once.
 
-``/metrics`` shows the server's counters and the last audit's counts in Prometheus' text format.
+A successful API answer is reused for 5 s by the process that made it (a missing library or
+version is asked for again at once). ``/metrics`` shows the server's counters and the last audit's
+counts in Prometheus' text format.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ DEFAULT_PORT = 8788
 CACHE_BYTES = 256 * 1024 * 1024
 MAX_KEY_CHARS = 512
 NEGATIVE_SECONDS = 1.0  # a version not (yet) published is asked for again after this long
+ANSWER_SECONDS = 5.0  # a successful API answer is reused this long
+MAX_ANSWERS = 10_000
 FILE_PATH = re.compile(r"^/ajax/libs/(?P<name>[a-zA-Z0-9._-]+)/(?P<version>[^/]+)/(?P<path>.+)$")
 LIBRARY_PATH = re.compile(r"^/libraries/(?P<name>[^/]+)(?:/(?P<version>[^/]+))?/?$")
 EXTENSIONS = frozenset([*CATEGORIES, "avif"])
@@ -207,6 +211,9 @@ class CdnApp:
         self._unpublished: dict[tuple[str, str], float] = {}  # version → when it was found missing
         self.responses: dict[int, int] = {}
         self.cache_hits = 0
+        # Successful API answers by path and query, reused for ANSWER_SECONDS (the catalog changes
+        # only when a version is published): (answered at, answer).
+        self._answers: dict[tuple[str, bytes], tuple[float, api.Answer]] = {}
 
     def close(self) -> None:
         self.source.close()
@@ -336,12 +343,7 @@ class CdnApp:
             self._count(200)
             return await _send(send, 200, [(b"content-type", b"text/plain"), (b"content-length", b"2")], b"OK")
         else:
-            query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-            try:
-                answer = await asyncio.get_running_loop().run_in_executor(None, self._answer, path, query)
-            except conveyor.ConveyorError as exc:
-                log.warning("cdn api %s: %s", path, exc)
-                answer = api.Answer(500, {"error": True, "status": 500, "message": "An unexpected error occurred"}, -1)
+            answer = await self._cached_answer(path, scope.get("query_string", b""))
         body = orjson.dumps(answer.body)
         headers = [
             (b"content-type", b"application/json; charset=utf-8"),
@@ -351,6 +353,23 @@ class CdnApp:
         ]
         self._count(answer.status)
         await _send(send, answer.status, headers, b"" if method == "HEAD" else body)
+
+    async def _cached_answer(self, path: str, query_string: bytes) -> api.Answer:
+        key = (path, query_string)
+        found = self._answers.get(key)
+        if found is not None and time.monotonic() - found[0] < ANSWER_SECONDS:
+            return found[1]
+        query = parse_qs(query_string.decode("latin-1"), keep_blank_values=True)
+        try:
+            answer = await asyncio.get_running_loop().run_in_executor(None, self._answer, path, query)
+        except conveyor.ConveyorError as exc:
+            log.warning("cdn api %s: %s", path, exc)
+            return api.Answer(500, {"error": True, "status": 500, "message": "An unexpected error occurred"}, -1)
+        if answer.status == 200:  # a missing library or version may be published any moment
+            if len(self._answers) >= MAX_ANSWERS:
+                self._answers.clear()
+            self._answers[key] = (time.monotonic(), answer)
+        return answer
 
     def _answer(self, path: str, query: dict[str, list[str]]) -> api.Answer:
         if path in ("/libraries", "/libraries/"):
