@@ -56,6 +56,7 @@ Planned (not in this slice), on the same interfaces:
 from __future__ import annotations
 
 from conveyor.cdn.client import add, init, status, update
+from conveyor.cdn.compression import add_compressor
 from conveyor.cdn.config import CdnSettings, FileMap, PackageConfig
 from conveyor.cdn.errors import (
     CdnNotInitialized,
@@ -84,6 +85,7 @@ __all__ = [
     "RegistryError",
     "UnknownPackage",
     "add",
+    "add_compressor",
     "add_workflows",
     "init",
     "status",
