@@ -10,7 +10,8 @@ The round trip of one file (ProcessingWorkflow, :mod:`conveyor.cdn.pipeline`):
    :func:`compressed_event` of that key (``step.wait_for_event``: it hibernates, nothing polls);
 2. a compressor (:func:`add_compressor`, any number of processes, on any machine of a PostgreSQL
    deployment) takes the job, reads the file and writes ``{key}.br`` then ``{key}.gz``, each
-   carrying the instance's id in its custom metadata (``cdn-instance``);
+   carrying the instance's id in its custom metadata (``cdn-instance``, and ``cdn-compressor``:
+   the host and pid of the process);
 3. the staging bucket's notification rule (``PutObject`` under ``files/`` ending in ``.gz``, to the
    queue ``cdn-compressed``) reports the ``.gz``: it is written last, so both outputs exist;
 4. the relay (:func:`add_notification_relay`, registered by ``add_workflows`` on the workers that
@@ -28,6 +29,8 @@ import contextlib
 import gzip
 import hashlib
 import logging
+import os
+import socket
 from typing import Any
 
 import conveyor
@@ -40,6 +43,7 @@ from conveyor.storage.errors import InvalidNotificationRule
 COMPRESSION_QUEUE = "cdn-compress"
 NOTIFICATION_QUEUE = "cdn-compressed"
 INSTANCE_METADATA = "cdn-instance"
+COMPRESSOR_METADATA = "cdn-compressor"  # host:pid of the process that wrote it (for operators, benchmarks)
 FILES_PREFIX = "files/"
 UNCOMPRESSED_EXTENSIONS = (".woff2",)  # already compressed: copied raw, as cdnjs
 SUFFIXES = (".br", ".gz")  # written in this order: the .gz's notification means both exist
@@ -112,6 +116,7 @@ class Compressor:
 
     def __init__(self, cv: conveyor.Conveyor, staging_bucket: str) -> None:
         self.bucket = cv.bucket(staging_bucket)
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
 
     def handle(self, batch: conveyor.MessageBatch) -> None:
         for message in batch.messages:
@@ -129,7 +134,9 @@ class Compressor:
             log.error("cdn compressor: %s is gone; nothing compressed for %s", key, instance)
             return
         for suffix, output in compress(data).items():
-            self.bucket.put(key + suffix, output, metadata={INSTANCE_METADATA: instance})
+            self.bucket.put(
+                key + suffix, output, metadata={INSTANCE_METADATA: instance, COMPRESSOR_METADATA: self.name}
+            )
 
 
 class NotificationRelay:
