@@ -13,7 +13,11 @@ minifier (:func:`conveyor.cdn.minify.minify`) and compressors (:func:`conveyor.c
   ≤ 1.15, CPU measured from /proc after the processes started), the share of jobs each did
   (target 40–60 %), and the wall clock of both runs.
 
-    python benchmarks/bench_cdn.py [--quick] [--only processing]
+Each part runs ``--rounds`` rounds (3), the contenders in another order each round; a ratio is
+the median of the rounds' ratios, each round's printed with it, and each figure carries the load
+average around it (``load1``).
+
+    python benchmarks/bench_cdn.py [--quick] [--rounds N] [--only processing]
 """
 
 from __future__ import annotations
@@ -21,29 +25,29 @@ from __future__ import annotations
 import argparse
 import collections
 import hashlib
-import io
 import os
 import random
+import statistics
 import subprocess
 import sys
-import tarfile
-import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import conveyor
-from conveyor import cdn
-from conveyor.cdn.compression import COMPRESSOR_METADATA, compress
-from conveyor.cdn.minify import minify
-from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, account_of, download_id
-from conveyor.cdn.tarball import sri
-from harness import emit, quiet_logs, ratio, scratch_directory
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+import conveyor  # noqa: E402
+from conveyor import cdn  # noqa: E402
+from conveyor.cdn.compression import COMPRESSOR_METADATA, compress  # noqa: E402
+from conveyor.cdn.minify import minify  # noqa: E402
+from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, account_of, download_id  # noqa: E402
+from harness import emit, quiet_logs, ratio, scratch_directory  # noqa: E402
+from tests.cdn.conftest import Registry, build_tarball, package_config  # noqa: E402
 
 CONVEYOR = Path(sys.executable).with_name("conveyor")
 WORDS = [f"{a}{b}" for a in ("get", "set", "make", "find", "load", "draw", "read") for b in ("Item", "Node", "Value")]
@@ -95,48 +99,6 @@ def generated_files(count: int) -> dict[str, bytes]:
     return files
 
 
-def tarball(files: dict[str, bytes]) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w:gz") as archive:
-        for path, data in files.items():
-            info = tarfile.TarInfo(f"package/{path}")
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return out.getvalue()
-
-
-class Registry:
-    """One package, one version, on 127.0.0.1: npm's packument and tarball."""
-
-    def __init__(self, name: str, version: str, data: bytes) -> None:
-        paths: dict[str, tuple[bytes, str]] = {}
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body, kind = paths.get(self.path.lstrip("/"), (b"", ""))
-                self.send_response(200 if kind else 404)
-                self.send_header("Content-Type", kind or "text/plain")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        tgz = f"{name}/-/{name}-{version}.tgz"
-        dist = {"tarball": f"{self.url}/{tgz}", "integrity": sri(data)}
-        packument = {"name": name, "versions": {version: {"name": name, "version": version, "dist": dist}}}
-        paths[tgz] = (data, "application/octet-stream")
-        paths[name] = (orjson.dumps(packument), "application/json")
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 # -- measuring ------------------------------------------------------------------------------------
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -169,19 +131,13 @@ def pipeline(files: dict[str, bytes], compressors: int) -> dict[str, Any]:
     """The whole pipeline on a fresh deployment with ``compressors`` compressor processes."""
     with scratch_directory("cdn") as root:
         url = f"sqlite://{root / 'data'}"
-        registry = Registry("bench", "1.0.0", tarball(files))
+        registry = Registry()
+        registry.publish("bench", "1.0.0", build_tarball(files))
         cv = conveyor.connect(url)
         processes: list[subprocess.Popen[bytes]] = []
         try:
             cdn.init(cv, registry=registry.url)
-            config = {
-                "name": "bench",
-                "description": "benchmark package",
-                "keywords": ["bench"],
-                "repository": {"type": "git", "url": "https://example.com/bench.git"},
-                "autoupdate": {"source": "npm", "target": "bench", "fileMap": [{"basePath": "dist", "files": ["*"]}]},
-            }
-            (root / "bench.json").write_bytes(orjson.dumps(config))
+            (root / "bench.json").write_bytes(orjson.dumps(package_config("bench", ["*"])))
             cdn.add(cv, root / "bench.json")
             for _ in range(compressors):
                 log = (root / "compressor.log").open("ab")
@@ -226,61 +182,96 @@ def pipeline(files: dict[str, bytes], compressors: int) -> dict[str, Any]:
             registry.stop()
 
 
-def processing(quick: bool) -> None:
+def processing(quick: bool, rounds: int) -> None:
     files = generated_files(6 if quick else 60)
     n = len(files)
-    loop = plain_loop(files)
-    one = pipeline(files, 1)
-    two = pipeline(files, 2)
-    emit("cdn_processing_plain_loop_files_per_s", n / loop, "files/s", n, wall_s=round(loop, 2))
-    emit(
-        "cdn_processing_pipeline_files_per_s",
-        n / one["wall"],
-        "files/s",
+    runs: dict[str, list[Any]] = {"loop": [], "one": [], "two": []}
+    for r in range(rounds):  # each round in another order, so no contender always goes first
+        order = ["loop", "one", "two"]
+        order = order[r % 3 :] + order[: r % 3]
+        for which in order:
+            load = os.getloadavg()[0]
+            if which == "loop":
+                result: Any = {"wall": plain_loop(files)}
+            else:
+                result = pipeline(files, 1 if which == "one" else 2)
+            result["load1"] = round(max(load, os.getloadavg()[0]), 2)
+            runs[which].append(result)
+            emit(
+                "cdn_processing_files_per_s",
+                n / result["wall"],
+                "files/s",
+                n,
+                contender={"loop": "plain loop", "one": "pipeline, 1 compressor", "two": "pipeline, 2 compressors"}[
+                    which
+                ],
+                round=r,
+                wall_s=round(result["wall"], 2),
+                load1=result["load1"],
+            )
+    loads = [run["load1"] for runs_of in runs.values() for run in runs_of]
+    load_range = f"{min(loads)}-{max(loads)}"
+    speed = [loop["wall"] / one["wall"] for loop, one in zip(runs["loop"], runs["one"], strict=True)]
+    ratio(
+        "cdn_processing_pipeline_vs_plain_loop",
+        statistics.median(speed),
+        1.0,
         n,
-        compressors=1,
-        wall_s=round(one["wall"], 2),
+        target=0.7,
+        rounds=[round(x, 3) for x in speed],
+        load1=load_range,
     )
-    emit(
-        "cdn_processing_pipeline_files_per_s",
-        n / two["wall"],
-        "files/s",
-        n,
-        compressors=2,
-        wall_s=round(two["wall"], 2),
-    )
-    ratio("cdn_processing_pipeline_vs_plain_loop", loop, one["wall"], n, target=0.7)
-    cpu_one = sum(one["cpu"].values()) / n
-    cpu_two = sum(two["cpu"].values()) / n
-    emit("cdn_compressor_cpu_s_per_file", cpu_one, "s", n, compressors=1)
-    emit("cdn_compressor_cpu_s_per_file", cpu_two, "s", n, compressors=2)
+    cpu = [
+        (sum(two["cpu"].values()) / n) / (sum(one["cpu"].values()) / n)
+        for one, two in zip(runs["one"], runs["two"], strict=True)
+    ]
+    for which, count in (("one", 1), ("two", 2)):
+        per_file = statistics.median(sum(run["cpu"].values()) / n for run in runs[which])
+        emit("cdn_compressor_cpu_s_per_file", per_file, "s", n, compressors=count, load1=load_range)
     emit(
         "cdn_compressor_cpu_two_vs_one",
-        cpu_two / cpu_one,
+        statistics.median(cpu),
         "ratio",
         n,
+        rounds=[round(x, 3) for x in cpu],
         target_at_most=1.15,
-        met=cpu_two / cpu_one <= 1.15,
+        met=statistics.median(cpu) <= 1.15,
+        load1=load_range,
     )
-    shares = sorted(two["jobs"].get(pid, 0) / sum(two["jobs"].values()) for pid in two["cpu"])
+    shares = []
+    for two in runs["two"]:
+        total = sum(two["jobs"].values())
+        shares.append(min(two["jobs"].get(pid, 0) for pid in two["cpu"]) / total)
     emit(
-        "cdn_compressor_job_share_two_processes",
-        shares[0],
+        "cdn_compressor_smaller_job_share_two_processes",
+        statistics.median(shares),
         "fraction",
-        sum(two["jobs"].values()),
-        shares=[round(s, 3) for s in shares],
+        n,
+        rounds=[round(x, 3) for x in shares],
         target="0.4-0.6",
-        met=all(0.4 <= s <= 0.6 for s in shares),
+        met=all(share >= 0.4 for share in shares),
+        load1=load_range,
+    )
+    emit(
+        "cdn_processing_wall_s",
+        statistics.median(two["wall"] for two in runs["two"]),
+        "s",
+        n,
+        compressors=2,
+        one_compressor_s=round(statistics.median(one["wall"] for one in runs["one"]), 2),
+        plain_loop_s=round(statistics.median(loop["wall"] for loop in runs["loop"]), 2),
+        load1=load_range,
     )
 
 
-PARTS: dict[str, Callable[[bool], None]] = {"processing": processing}
+PARTS: dict[str, Callable[[bool, int], None]] = {"processing": processing}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="a smoke run: small counts")
     parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts: {', '.join(PARTS)}")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds per part (default 3; 1 with --quick)")
     args = parser.parse_args()
     chosen = [part.strip() for part in args.only.split(",") if part.strip()]
     unknown = [part for part in chosen if part not in PARTS]
@@ -288,7 +279,7 @@ def main() -> None:
         parser.error(f"--only: unknown part(s) {', '.join(unknown)}; choose from {', '.join(PARTS)}")
     quiet_logs()
     for part in chosen:
-        PARTS[part](args.quick)
+        PARTS[part](args.quick, args.rounds or (1 if args.quick else 3))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import tarfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,21 +19,10 @@ from tests.cdn.conftest import (
     build_tarball,
     integrity,
     package_config,
+    worker,
     write_config,
 )
 from tests.waiting import wait_for
-
-
-@contextmanager
-def worker(cv: conveyor.Conveyor) -> Iterator[conveyor.App]:
-    app = conveyor.App(cv, grace_period=5)
-    cdn.add_workflows(app)
-    cdn.add_compressor(app)
-    app.start()
-    try:
-        yield app
-    finally:
-        app.stop()
 
 
 def versions(cv: conveyor.Conveyor, name: str) -> dict[str, VersionRow]:

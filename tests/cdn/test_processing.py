@@ -12,8 +12,6 @@ import os
 import random
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import brotli
@@ -27,7 +25,8 @@ from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, account_of, download_id
 from conveyor.cdn.store import CdnStore, ProcessedFile
 from conveyor.cdn.tarball import sri
 from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
-from tests.cdn.conftest import Registry, bucket_urls, build_tarball, package_config, write_config
+from tests.cdn.conftest import Registry, bucket_urls, build_tarball, package_config, worker, write_config
+from tests.cli.support import Cli
 from tests.engine.postgres.support import ThrowawayEngine
 from tests.waiting import wait_for
 
@@ -83,19 +82,6 @@ def test_compression_is_brotli_11_and_gzip_9_and_the_same_bytes_every_time() -> 
     assert brotli.decompress(outputs[".br"]) == data
     assert gzip.decompress(outputs[".gz"]) == data
     assert outputs[".br"] == brotli.compress(data, quality=11)
-
-
-@contextmanager
-def worker(cv: conveyor.Conveyor, *, compressor: bool = True) -> Iterator[conveyor.App]:
-    app = conveyor.App(cv, grace_period=5)
-    cdn.add_workflows(app, visibility_timeout_ms=2000)
-    if compressor:
-        cdn.add_compressor(app)
-    app.start()
-    try:
-        yield app
-    finally:
-        app.stop()
 
 
 def compressor_process(url: str, log: Path) -> subprocess.Popen[bytes]:
@@ -268,3 +254,30 @@ def sigkilled_compressor(cv: conveyor.Conveyor, registry: Registry, tmp_path: Pa
     check_staging(cv, "1.0.0", found)
     assert jobs.metrics().backlog_count == 0
     assert jobs.counters().sent == 4  # one job per output, none sent twice
+
+
+def test_a_minifier_past_its_time_limit_is_a_failure_not_a_hang() -> None:
+    with pytest.raises(MinifyFailed, match=r"big\.js: the minifier ran out of its 0\.001 s"):
+        minify("big.js", b"var a = 1;\n" * 100_000, timeout=0.001)
+
+
+def test_a_malformed_compression_job_is_dropped_and_a_foreign_gz_wakes_nobody(
+    cv: conveyor.Conveyor, registry: Registry
+) -> None:
+    cdn.init(cv, registry=registry.url, **bucket_urls(cv))  # type: ignore[arg-type]
+    staging = cv.bucket("cdn-staging")
+    staging.put("files/widget/1.0.0/own.js.gz", b"a package's own .gz file")  # no instance in its metadata
+    jobs = cv.queue(COMPRESSION_QUEUE)
+    for body in ({"key": "../../etc/passwd", "instance": "x"}, {"key": "files/a.js"}, "files/a.js"):
+        jobs.send(body)
+    with worker(cv):
+        wait_for(lambda: jobs.counters().acked == 3, 60, "the three jobs to be settled", poll=0.05)
+        wait_for(lambda: cv.queue("cdn-compressed").counters().acked >= 1, 60, "the .gz notification", poll=0.05)
+    assert [o.key for o in staging.list()] == ["files/widget/1.0.0/own.js.gz"]
+    assert jobs.counters().dead_lettered == 0
+
+
+def test_the_compressor_command_refuses_a_bad_visibility_timeout(tmp_path: Path) -> None:
+    result = Cli(f"sqlite://{tmp_path / 'data'}")("cdn", "compressor", "--visibility-timeout", "0")
+    assert result.exit_code == 2
+    assert "--visibility-timeout" in result.output

@@ -10,7 +10,6 @@ True
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from typing import Any
 
 import orjson
@@ -203,13 +202,6 @@ class CdnStore:
         return self.tables.transaction(read, "counting the CDN's versions")
 
     # -- files ----------------------------------------------------------------------------------
-    def record_file(
-        self, account: str, name: str, version: str, dest: str, data: bytes, sri: str | None, *, now_ms: int
-    ) -> None:
-        """Record a processed original file once (a retried child records nothing new)."""
-        output = ProcessedFile(dest, len(data), hashlib.sha512(data).hexdigest(), sri)
-        self.record_outputs(account, name, version, [output], now_ms=now_ms)
-
     def record_outputs(self, account: str, name: str, version: str, files: list[ProcessedFile], *, now_ms: int) -> None:
         """Record the output files of one ProcessingWorkflow (an original and its minified twin)
         together, each once (a retried step records nothing new)."""

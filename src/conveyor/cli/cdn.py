@@ -94,17 +94,22 @@ def update(
 @cdn_group.command("compressor")
 @click.option(
     "--visibility-timeout",
+    type=click.FloatRange(1, 43_200),
     default=30.0,
     show_default=True,
     help="Seconds the job of a compressor that died stays held before another compressor takes it.",
 )
-@click.option("--grace", default=30.0, show_default=True, help="Seconds a job may take to finish on SIGTERM.")
+@click.option(
+    "--grace",
+    type=click.FloatRange(0, 3_600),
+    default=30.0,
+    show_default=True,
+    help="Seconds a job may take to finish on SIGTERM.",
+)
 @pass_state
 def compressor(state: CliState, visibility_timeout: float, grace: float) -> None:
     """Run a compression worker until SIGINT/SIGTERM: brotli 11 and gzip 9 next to each staged file,
     one file at a time (run more processes for more cores, on any machine of the deployment)."""
-    if not 1 <= visibility_timeout <= 43_200:
-        raise CliError(f"--visibility-timeout: {visibility_timeout:g} is not within 1..43200 seconds")
     app = conveyor.App(state.connect(), grace_period=grace)
     add_compressor(app, visibility_timeout_ms=int(visibility_timeout * 1000))
     app.run()
