@@ -10,6 +10,7 @@ import hashlib
 import importlib.metadata
 import os
 import random
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 
 import conveyor
 from conveyor import cdn
-from conveyor.cdn.compression import COMPRESSION_QUEUE, compress
+from conveyor.cdn.compression import COMPRESSION_QUEUE, COMPRESSOR_METADATA, compress
 from conveyor.cdn.minify import TOOL, MinifyFailed, minify, plan_minified
 from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, account_of, download_id
 from conveyor.cdn.store import CdnStore, ProcessedFile
@@ -228,9 +229,8 @@ def sigkilled_compressor(cv: conveyor.Conveyor, registry: Registry, tmp_path: Pa
     try:
         with worker(cv, compressor=False):  # the workflows here; every compression in the processes
             cdn.update(cv)
-            # The big file's job leased by the first compressor (one job at a time): kill it mid-job.
-            # Mid-job: a second of the first compressor's CPU after its first lease can only be the
-            # big file's brotli, which has not been written yet.
+            # Kill the first compressor mid-job: a second of its CPU after its first lease can only be
+            # the big file's brotli (some seconds; the other jobs take milliseconds), not yet written.
             wait_for(lambda: jobs.counters().in_flight >= 1, 120, "the first compressor's first job", poll=0.02)
             leased_at = cpu_seconds(first.pid)
             wait_for(
@@ -244,9 +244,12 @@ def sigkilled_compressor(cv: conveyor.Conveyor, registry: Registry, tmp_path: Pa
             first.wait()
             second = compressor_process(cv.url, tmp_path / "compressor.log")
             assert ended(cv, "1.0.0") == "complete"
+        assert second is not None
+        second.terminate()  # SIGTERM: a graceful stop
+        assert second.wait(60) == 0
     finally:
         for process in (first, second):
-            if process is not None:
+            if process is not None and process.poll() is None:
                 process.kill()
                 process.wait()
     found = outputs(cv, "1.0.0")
@@ -254,6 +257,8 @@ def sigkilled_compressor(cv: conveyor.Conveyor, registry: Registry, tmp_path: Pa
     check_staging(cv, "1.0.0", found)
     assert jobs.metrics().backlog_count == 0
     assert jobs.counters().sent == 4  # one job per output, none sent twice
+    big_gz = cv.bucket("cdn-staging").head("files/widget/1.0.0/big.txt.gz")
+    assert big_gz.metadata[COMPRESSOR_METADATA].endswith(f":{second.pid}")  # redone by the second
 
 
 def test_a_minifier_past_its_time_limit_is_a_failure_not_a_hang() -> None:
@@ -281,3 +286,25 @@ def test_the_compressor_command_refuses_a_bad_visibility_timeout(tmp_path: Path)
     result = Cli(f"sqlite://{tmp_path / 'data'}")("cdn", "compressor", "--visibility-timeout", "0")
     assert result.exit_code == 2
     assert "--visibility-timeout" in result.output
+
+
+def test_a_version_1_cdn_db_gains_the_twin_columns_and_keeps_its_rows(tmp_path: Path) -> None:
+    directory = tmp_path / "data"
+    with conveyor.connect(f"sqlite://{directory}"):
+        pass
+    with sqlite3.connect(directory / "cdn.db") as db:  # cdn_files as version 1 made it
+        db.executescript(
+            "PRAGMA application_id = 1131376246; PRAGMA user_version = 1;"
+            "CREATE TABLE cdn_files (account TEXT NOT NULL, name TEXT NOT NULL, version TEXT NOT NULL,"
+            " dest TEXT NOT NULL, size BIGINT NOT NULL, sha512 TEXT NOT NULL, sri TEXT,"
+            " processed_ms BIGINT NOT NULL, PRIMARY KEY (account, name, version, dest));"
+            "INSERT INTO cdn_files VALUES ('local', 'w', '1.0.0', 'a.js', 1, 'ab', 'sha512-x', 5);"
+        )
+    with conveyor.connect(f"sqlite://{directory}") as cv:
+        store = CdnStore.open(cv.deployment)
+        try:
+            twin = ProcessedFile("a.min.js", 1, "cd", "sha512-y", "a.js", TOOL, "1.2.3")
+            store.record_outputs("local", "w", "1.0.0", [twin], now_ms=6)
+            assert store.files("local", "w", "1.0.0") == [ProcessedFile("a.js", 1, "ab", "sha512-x"), twin]
+        finally:
+            store.close()
