@@ -39,6 +39,7 @@ from conveyor.cdn.store import CdnStore
 from conveyor.engine.accounts import LOCAL_ACCOUNT
 from conveyor.extras import require_extra
 from conveyor.storage.errors import InvalidNotificationRule
+from conveyor.workflows import Workflow
 
 COMPRESSION_QUEUE = "cdn-compress"
 NOTIFICATION_QUEUE = "cdn-compressed"
@@ -147,6 +148,7 @@ class NotificationRelay:
         self.bucket = cv.bucket(staging_bucket)
         self.cv = cv
         self.workflow = workflow
+        self._workflow: Workflow | None = None  # looked up once it exists (the app registers it)
 
     def handle(self, batch: conveyor.MessageBatch) -> None:
         for message in batch.messages:
@@ -165,8 +167,10 @@ class NotificationRelay:
         if not instance:
             return
         source = key.removesuffix(SUFFIXES[-1])
+        if self._workflow is None:
+            self._workflow = self.cv.workflow(self.workflow)
         try:
-            self.cv.workflow(self.workflow).get(instance).send_event(compressed_event(source), {"key": source})
+            self._workflow.get(instance).send_event(compressed_event(source), {"key": source})
         except conveyor.InstanceNotFound:  # it ended and was removed: nothing waits any more
             log.info("cdn: %s was compressed for %s, which no longer exists", source, instance)
 
@@ -190,7 +194,6 @@ def add_compressor(
         max_batch_size=1,
         max_batch_timeout=0,
         max_concurrency=1,
-        max_retries=limits.DEFAULT_MAX_RETRIES,
         visibility_timeout_ms=visibility_timeout_ms,
         handler_timeout=JOB_SECONDS,
     )(compressor.handle)
