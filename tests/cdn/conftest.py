@@ -10,6 +10,7 @@ import os
 import tarfile
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import orjson
 import pytest
 
 import conveyor
+from conveyor import cdn
 from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
 from tests.storage.deployments import deployment_client
 
@@ -130,3 +132,17 @@ def write_config(root: Path, config: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(orjson.dumps(config))
     return path
+
+
+@contextmanager
+def worker(cv: conveyor.Conveyor, *, compressor: bool = True) -> Iterator[conveyor.App]:
+    """The CDN's workflows (and, unless ``compressor`` is False, a compressor) running in this process."""
+    app = conveyor.App(cv, grace_period=5)
+    cdn.add_workflows(app, visibility_timeout_ms=2000)
+    if compressor:
+        cdn.add_compressor(app)
+    app.start()
+    try:
+        yield app
+    finally:
+        app.stop()

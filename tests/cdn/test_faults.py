@@ -24,6 +24,7 @@ import conveyor
 cv = conveyor.connect({url!r})
 app = conveyor.App(cv, grace_period=1)
 conveyor.cdn.add_workflows(app, visibility_timeout_ms=1500)
+conveyor.cdn.add_compressor(app, visibility_timeout_ms=1500)
 """
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import tarfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,20 +19,10 @@ from tests.cdn.conftest import (
     build_tarball,
     integrity,
     package_config,
+    worker,
     write_config,
 )
 from tests.waiting import wait_for
-
-
-@contextmanager
-def worker(cv: conveyor.Conveyor) -> Iterator[conveyor.App]:
-    app = conveyor.App(cv, grace_period=5)
-    cdn.add_workflows(app)
-    app.start()
-    try:
-        yield app
-    finally:
-        app.stop()
 
 
 def versions(cv: conveyor.Conveyor, name: str) -> dict[str, VersionRow]:
@@ -97,9 +85,13 @@ def test_an_update_downloads_new_versions_and_records_their_selected_files(
             processed = store.files(account_of(cv), "widget", "1.1.0")
         finally:
             store.close()
-        assert [(f.dest, f.size, f.sri) for f in processed] == [
+        assert [(f.dest, f.size, f.sri) for f in processed if f.source is None] == [
             ("widget.css", 3, sri(b"a{}")),
             ("widget.js", 16, sri(b"var v = '1.1.0';")),
+        ]
+        assert [(f.dest, f.source) for f in processed if f.source] == [  # the minified twins
+            ("widget.min.css", "widget.css"),
+            ("widget.min.js", "widget.js"),
         ]
 
         # Only versions newer than the newest known are taken; ignoreVersions is obeyed.

@@ -1,13 +1,15 @@
 """The package CDN: cdnjs's publishing pipeline on Conveyor's workflows, queues and buckets.
 
 An account's CDN watches npm for new versions of the packages it is configured with (cdnjs's
-package configs), stages each version's tarball, verifies it, extracts and selects its files, and
-(in the slices to come) minifies, compresses, publishes and serves them as cdnjs does:
+package configs), stages each version's tarball, verifies it, extracts and selects its files,
+minifies and compresses them, and (in the slices to come) publishes and serves them as cdnjs does:
 
 >>> from conveyor import cdn
 >>> cdn.init(cv, registry="https://registry.npmjs.org", cron="*/10 * * * *")
 >>> cdn.add(cv, "packages/j/jquery.json")           # or a directory of them
 >>> app = conveyor.App(cv); cdn.add_workflows(app); app.start()
+>>> compressors = conveyor.App(cv); cdn.add_compressor(compressors); compressors.run()  # or
+>>> # `conveyor cdn compressor` processes, one per core
 >>> cdn.update(cv)                                  # one PackageUpdatesWorkflow now (else the cron)
 
 The parts, each behind the narrowest interface that serves it (dependencies flow down this list):
@@ -27,7 +29,14 @@ The parts, each behind the narrowest interface that serves it (dependencies flow
   packages with their configs, versions with their state ``queued → downloaded → processed`` or
   ``failed``, each version's selected files, and each processed file's SHA-512 and SRI, one row a
   file so concurrent children never write one row); ``cdn.db`` in a SQLite deployment's
-  directory, migration 0016 in a PostgreSQL one, one ``queries.sql`` for both.
+  directory, migrations 0016-0017 in a PostgreSQL one, one ``queries.sql`` for both.
+- :mod:`.minify`: ``plan_minified(selected, tarball paths, optimization)`` — cdnjs's rules of
+  which files get a ``.min`` twin — and ``minify(dest, data)``, tdewolff/minify in a time-limited
+  child process fed on stdin (deterministic; its version recorded with each twin).
+- :mod:`.compression`: the compression service — ``add_compressor(app)`` (what ``conveyor cdn
+  compressor`` runs: the queue ``cdn-compress``, brotli 11 + gzip 9 next to each file) and the
+  relay that turns the staging bucket's ``.gz`` notification (queue ``cdn-compressed``) into the
+  waiting ProcessingWorkflow's event.
 - :mod:`.pipeline`: the workflows. ``cdn-package-updates`` (PackageUpdatesWorkflow, on the
   settings' cron) asks the registry per package and starts one ``cdn-download-package``
   (DownloadPackageWorkflow) per new version, with an id derived from the account, name and version
@@ -37,16 +46,26 @@ The parts, each behind the narrowest interface that serves it (dependencies flow
   file and fans in with a ``conveyor.Counter`` (docs/workflows.md's recipe): it waits, holding no
   worker, for the counter's event at zero. A bad tarball ends it with a ``NonRetryableError`` and
   the version ``failed`` with the reason, nothing recorded as published.
-- ProcessingWorkflow, per file: today its SHA-512 and (``.js``, ``.css``) its SRI, recorded; a
-  failed child still counts down, and its parent then fails the version.
+- ProcessingWorkflow, per file: its SHA-512 and SRI; its minified twin (written to staging); one
+  compression job per output and a wait (hibernating) for each output's event; both outputs
+  recorded together; then the count down. A failed child still counts down, and its parent then
+  fails the version.
 - :mod:`.client`: ``init``, ``status``, ``add``, ``update``: what ``conveyor cdn`` calls.
+
+The contract between processing and publishing. After a version's ProcessingWorkflows finish and
+the DownloadPackageWorkflow's fan-in marks it ``processed``:
+
+- the staging bucket holds, for every output file ``dest`` (each selected original and each
+  minified twin), ``files/{name}/{version}/{dest}`` (the uncompressed bytes) and, for every
+  extension except ``.woff2``, ``files/{name}/{version}/{dest}.br`` (brotli quality 11) and
+  ``files/{name}/{version}/{dest}.gz`` (gzip level 9);
+- ``CdnStore.files(account, name, version)`` lists every output file, originals and twins, with
+  its ``size``, ``sha512`` (hex) and ``sri`` (``.js``/``.css`` only, originals and ``.min`` alike);
+  a twin also names its original (``source``) and the minifier that made it (``tool``,
+  ``tool_version``), which are None for an original.
 
 Planned (not in this slice), on the same interfaces:
 
-- In ProcessingWorkflow: minify into ``.min.js``/``.min.css`` by cdnjs's rules, send a job to the
-  compression queue and ``wait_for_event`` on the bucket's notification.
-- The compressor (``conveyor cdn compressor``): a queue consumer writing ``.br`` (quality 11) and
-  ``.gz`` (level 9) next to each file.
 - PublishingWorkflow: SRIs, files to the primary and the mirror bucket, metadata to KV, the search
   index; a version visible only once all of it is published, a published file never rewritten.
 - The server (``conveyor cdn serve``): ``/ajax/libs/...`` from cache → primary → mirror, and the
@@ -56,6 +75,7 @@ Planned (not in this slice), on the same interfaces:
 from __future__ import annotations
 
 from conveyor.cdn.client import add, init, status, update
+from conveyor.cdn.compression import add_compressor
 from conveyor.cdn.config import CdnSettings, FileMap, PackageConfig
 from conveyor.cdn.errors import (
     CdnNotInitialized,
@@ -84,6 +104,7 @@ __all__ = [
     "RegistryError",
     "UnknownPackage",
     "add",
+    "add_compressor",
     "add_workflows",
     "init",
     "status",

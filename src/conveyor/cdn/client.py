@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 import conveyor
+from conveyor.cdn.compression import add_compressor, ensure_compression
 from conveyor.cdn.config import DEFAULT_CRON, DEFAULT_REGISTRY, CdnSettings, PackageConfig
 from conveyor.cdn.errors import InvalidPackageConfig
 from conveyor.cdn.pipeline import UPDATES_WORKFLOW, account_of
@@ -77,6 +78,7 @@ def init(
         staging_bucket = _bucket(cv, staging, staging_url)
         if not staging_bucket.lifecycle_rules():
             staging_bucket.add_lifecycle_rule(max_age_seconds=staging_days * DAY_SECONDS)
+        ensure_compression(cv, staging)
         store.create_settings(settings)
         return store.settings(account)
     finally:
@@ -155,7 +157,7 @@ def update(
 def update_and_wait(
     cv: conveyor.Conveyor, *, registry: str | None = None, package: str | None = None, timeout: float = 600.0
 ) -> dict[str, Any]:
-    """:func:`update`, running the CDN's workflows in this process until the update and every
+    """:func:`update`, running the CDN's workflows and a compressor in this process until the update and every
     download it started have ended: ``{"instance": id, "started": {name: [versions]}, "failed":
     {name: why}, "versions": {"name@version": "processed" | "failed"}}``. ``TimeoutError`` past
     ``timeout`` seconds (the workflows go on with the next worker)."""
@@ -163,6 +165,7 @@ def update_and_wait(
 
     app = conveyor.App(cv, grace_period=5)
     add_workflows(app)
+    add_compressor(app)
     app.start()
     try:
         instance_id = update(cv, registry=registry, package=package)
