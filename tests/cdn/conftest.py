@@ -22,12 +22,10 @@ import uvicorn
 
 import conveyor
 from conveyor import cdn
-from conveyor.cdn.pipeline import _Pipeline
 from conveyor.cdn.server import CdnApp
 from conveyor.server.serve import uvicorn_config
 from conveyor.server.testing import free_port
 from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
-from tests.cdn.compression_stand_in import StandIn, wrap
 from tests.storage.conftest import make_bucket
 from tests.storage.conftest import s3_server as s3_server  # the moto_server of the mirror buckets
 from tests.storage.deployments import deployment_client
@@ -145,25 +143,18 @@ def write_config(root: Path, config: dict[str, Any]) -> Path:
     return path
 
 
-@pytest.fixture(autouse=True)
-def compression(monkeypatch: pytest.MonkeyPatch) -> StandIn:
-    """The compressor's stand-in for this test's workers (tests/cdn/compression_stand_in.py);
-    ``compression.enabled = False`` leaves processed versions without their .br/.gz."""
-    switch = StandIn()
-    monkeypatch.setattr(_Pipeline, "process", wrap(_Pipeline.process, switch))
-    return switch
-
-
 def s3_bucket(cv: conveyor.Conveyor, s3: S3Server, name: str) -> conveyor.Bucket:
     """Bucket ``name`` of the deployment on a fresh bucket of ``s3``."""
     return make_bucket(cv, "s3", name, Path("unused"), s3)
 
 
 @contextmanager
-def worker(cv: conveyor.Conveyor) -> Iterator[conveyor.App]:
-    """The CDN's workflows run in this process while the block runs."""
+def worker(cv: conveyor.Conveyor, *, compressor: bool = True) -> Iterator[conveyor.App]:
+    """The CDN's workflows (and, unless ``compressor`` is False, a compressor) running in this process."""
     app = conveyor.App(cv, grace_period=5)
-    cdn.add_workflows(app)
+    cdn.add_workflows(app, visibility_timeout_ms=2000)
+    if compressor:
+        cdn.add_compressor(app)
     app.start()
     try:
         yield app

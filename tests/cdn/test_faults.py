@@ -24,11 +24,10 @@ APP = """
 import sys
 sys.path.insert(0, {root!r})
 import conveyor
-from tests.cdn.compression_stand_in import install
-install()
 cv = conveyor.connect({url!r})
 app = conveyor.App(cv, grace_period=1)
 conveyor.cdn.add_workflows(app, visibility_timeout_ms=1500)
+conveyor.cdn.add_compressor(app, visibility_timeout_ms=1500)
 """
 
 

@@ -72,9 +72,13 @@ def test_an_update_downloads_new_versions_and_records_their_selected_files(
             processed = store.files(account_of(cv), "widget", "1.1.0")
         finally:
             store.close()
-        assert [(f.dest, f.size, f.sri) for f in processed] == [
+        assert [(f.dest, f.size, f.sri) for f in processed if f.source is None] == [
             ("widget.css", 3, sri(b"a{}")),
             ("widget.js", 16, sri(b"var v = '1.1.0';")),
+        ]
+        assert [(f.dest, f.source) for f in processed if f.source] == [  # the minified twins
+            ("widget.min.css", "widget.css"),
+            ("widget.min.js", "widget.js"),
         ]
 
         # Only versions newer than the newest known are taken; ignoreVersions is obeyed.

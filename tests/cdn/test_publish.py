@@ -6,6 +6,7 @@ compressed copies refused."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import logging
 import threading
 from pathlib import Path
@@ -17,10 +18,10 @@ import pytest
 import conveyor
 from conveyor import cdn
 from conveyor.cdn.metadata import METADATA_NAMESPACE, Catalog
-from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, PUBLISH_WORKFLOW, account_of, download_id, publish_id
-from conveyor.cdn.store import CdnStore
+from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, PUBLISH_WORKFLOW, account_of, download_id, file_key, publish_id
+from conveyor.cdn.registry import Dist
+from conveyor.cdn.store import CdnStore, ProcessedFile
 from conveyor.cdn.tarball import sri
-from tests.cdn.compression_stand_in import StandIn
 from tests.cdn.conftest import (
     Registry,
     bucket_urls,
@@ -34,6 +35,7 @@ from tests.cdn.conftest import (
 )
 from tests.storage.s3_server import S3Server
 
+NO_MINIFY = {"js": False, "css": False}
 WIDGET_JS = b"function widget() { return 1; }\n" * 40
 WIDGET_CSS = b".widget { color: red; }\n" * 20
 
@@ -64,7 +66,11 @@ def test_a_version_is_published_to_the_primary_and_the_mirror_with_its_metadata_
         registry.publish("widget", version, widget_tarball(version))
     mirror = s3_bucket(cv, s3_server, "cdn-mirror")
     cdn.init(cv, registry=registry.url, mirror="cdn-mirror", **bucket_urls(cv))  # type: ignore[arg-type]
-    config = package_config("widget", ["*.js", "*.css", "*.woff2"], filename="widget.min.js", license="MIT")
+    # Minified twins are processing's subject (test_processing.py); off here, so the lists below are
+    # of the tarball's files.
+    config = package_config(
+        "widget", ["*.js", "*.css", "*.woff2"], filename="widget.min.js", license="MIT", optimization=NO_MINIFY
+    )
     cdn.add(cv, write_config(tmp_path, config))
     with worker(cv):
         cdn.update(cv)
@@ -130,7 +136,7 @@ def test_a_reader_polling_while_a_version_publishes_sees_all_of_it_or_none(
     parts = {f"dist/part{i:03}.js": f"var part{i} = {i};".encode() for i in range(120)}
     registry.publish("widget", "1.0.0", widget_tarball("1.0.0", parts))
     cdn.init(cv, registry=registry.url, **bucket_urls(cv))  # type: ignore[arg-type]
-    cdn.add(cv, write_config(tmp_path, package_config("widget", ["*.js", "*.css"])))
+    cdn.add(cv, write_config(tmp_path, package_config("widget", ["*.js", "*.css"], optimization=NO_MINIFY)))
     expected = sorted(["widget.css", "widget.js", *(p.removeprefix("dist/") for p in parts)])
     seen: list[tuple[bool, int, int, int]] = []  # (in the bucket, file status, API status, files listed)
     stop = threading.Event()
@@ -170,19 +176,27 @@ def test_a_reader_polling_while_a_version_publishes_sees_all_of_it_or_none(
 
 
 def test_a_processed_version_without_compressed_copies_is_refused_and_nothing_is_published(
-    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path, compression: StandIn
+    cv: conveyor.Conveyor, tmp_path: Path
 ) -> None:
-    compression.enabled = False  # as if the compressor had not run
-    registry.publish("widget", "1.0.0", widget_tarball("1.0.0"))
-    cdn.init(cv, registry=registry.url, **bucket_urls(cv))  # type: ignore[arg-type]
+    # A version recorded processed whose .br/.gz are not in staging (as if the compressor had not
+    # run, or the staging bucket's lifecycle rule had removed them before a re-publish).
+    cdn.init(cv, **bucket_urls(cv))  # type: ignore[arg-type]
     cdn.add(cv, write_config(tmp_path, package_config("widget", ["*.js", "*.css"])))
-    with worker(cv):
-        cdn.update(cv)
-        assert ended(cv, DOWNLOAD_WORKFLOW, download_id(account_of(cv), "widget", "1.0.0")) == "complete"
-        assert ended(cv, PUBLISH_WORKFLOW, publish_id(account_of(cv), "widget", "1.0.0")) == "errored"
+    account, staging = account_of(cv), cv.bucket("cdn-staging")
     store = CdnStore.open(cv.deployment)
     try:
-        row = store.version(account_of(cv), "widget", "1.0.0")
+        store.queue_version(account, "widget", "1.0.0", Dist("http://unused/w.tgz", sri(b"x"), None), now_ms=1)
+        outputs, records = [], []
+        for dest, data in (("widget.css", WIDGET_CSS), ("widget.js", WIDGET_JS)):
+            staging.put(file_key("widget", "1.0.0", dest), data)
+            outputs.append(ProcessedFile(dest, len(data), hashlib.sha512(data).hexdigest(), sri(data)))
+            records.append({"path": f"dist/{dest}", "dest": dest, "size": len(data), "sha512": sri(data)})
+        store.record_files(account, "widget", "1.0.0", records, [], now_ms=2)
+        store.record_outputs(account, "widget", "1.0.0", outputs, now_ms=2)
+        store.mark_processed(account, "widget", "1.0.0", now_ms=3)
+        with worker(cv):
+            assert ended(cv, PUBLISH_WORKFLOW, cdn.publish(cv, "widget", "1.0.0")) == "errored"
+        row = store.version(account, "widget", "1.0.0")
     finally:
         store.close()
     assert row is not None and row.state == "failed" and row.published_ms is None

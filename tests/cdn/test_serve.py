@@ -67,6 +67,7 @@ def published_widget(cv: conveyor.Conveyor, registry: Registry, tmp_path: Path, 
         homepage="https://example.com/widget",
         license="MIT",
         authors=[{"name": "Ada"}, {"name": "Grace", "url": "https://example.com"}],
+        optimization={"js": False, "css": False},  # the files below are the tarball's (no .min twins)
     )
     cdn.add(cv, write_config(tmp_path, config))
     with worker(cv):

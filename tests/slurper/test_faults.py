@@ -17,9 +17,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import conveyor
+from conveyor.slurper import endpoints
+from conveyor.slurper.errors import ChecksumMismatch
 from conveyor.slurper.pipeline import FAULT_VARIABLE, Pipeline
 from conveyor.slurper.store import Listed, job_store
+from tests import waiting
 from tests.slurper.conftest import pipeline_running, s3_source, wait_for
 from tests.storage.s3_server import S3Server
 from tests.storage.s3rver import start_s3rver
@@ -79,11 +84,20 @@ def test_a_worker_killed_between_copy_and_count_and_at_random_still_counts_every
             worker.wait(timeout=10)
             kills += 1
         worker = _worker(url, tmp_path)
+        writes: collections.Counter[str] = collections.Counter()
         try:
             deadline = time.monotonic() + 120
             while job.info().status != "completed":
                 assert time.monotonic() < deadline, job.progress()
                 time.sleep(0.2)
+            # A worker killed between an object's commit and its notification left that notification
+            # in the storage's outbox: the live worker's coordinator sends it after its grace period.
+            waiting.wait_for(
+                lambda: writes.update(_writes(cv)) or set(writes) >= set(keys),
+                timeout=60,
+                what="a PutObject notification of every key",
+                poll=0.2,
+            )
         finally:
             worker.terminate()
             worker.wait(timeout=30)
@@ -94,7 +108,7 @@ def test_a_worker_killed_between_copy_and_count_and_at_random_still_counts_every
         assert sorted(o.key for o in cv.bucket("dest").list()) == keys
         for key in keys:
             assert cv.bucket("dest").get(key).bytes() == key.encode() * 50
-        writes = _writes(cv)
+        writes.update(_writes(cv))
         assert set(writes) == set(keys)
         again = sum(n - 1 for n in writes.values())
         # Only copies in flight at a kill are written again: at most a transfer batch per kill.
@@ -176,3 +190,43 @@ def test_a_redelivered_copy_of_an_overwriting_job_writes_over_an_object_the_targ
         assert got["Body"].read() == b"whole" and got["Metadata"] == {"m": "1"}
     finally:
         target.stop()
+
+
+@pytest.mark.parametrize("target_kind", ["s3 single PUT", "s3 multipart", "conveyor bucket"])
+def test_bytes_that_do_not_match_the_source_md5_are_refused_whichever_side_checks_them(
+    tmp_path: Path, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, target_kind: str
+) -> None:
+    # A source serving bytes other than those its etag is the MD5 of (s3rver reading a content file
+    # changed on disk under its metadata): a single PUT is checked by the etag the target answers, a
+    # multipart upload and a Conveyor bucket by hashing the bytes on the way.
+    if target_kind == "s3 multipart":
+        monkeypatch.setattr(endpoints, "MULTIPART_THRESHOLD", 1024)
+    data, logs = tmp_path / "s3rver", tmp_path / "logs"
+    data.mkdir()
+    logs.mkdir()
+    source = start_s3rver(data, logs)
+    try:
+        source_client: Any = source.client()
+        source_client.create_bucket(Bucket="rotten")
+        source_client.put_object(Bucket="rotten", Key="k", Body=b"a" * 4096)
+        (data / "rotten" / "k._S3rver_object").write_bytes(b"b" * 4096)  # same size, another MD5
+        with conveyor.connect(f"sqlite://{tmp_path / 'data'}") as cv:
+            if target_kind == "conveyor bucket":
+                cv.create_bucket("dst")
+                target: dict[str, Any] = {"vendor": "r2", "bucket": "dst"}
+            else:
+                target = s3_source(s3_server, s3_server.new_bucket())
+            job = cv.slurper.create_job(source=s3_source(source, "rotten"), target=target)
+            store = job_store(cv)
+            row = store.find(job.id)
+            assert row is not None
+            assert store.record_listing(job.id, row.next_listing, [Listed("k", 4096)], after="", done=True)
+            _, [locked] = store.lock_keys(job.id, [("k", "message-1")])
+            pipeline = Pipeline(cv)
+            try:
+                with pytest.raises(ChecksumMismatch, match="MD5"):
+                    pipeline._copy(row, "k", locked)
+            finally:
+                pipeline.close()
+    finally:
+        source.stop()

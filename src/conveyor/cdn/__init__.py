@@ -1,13 +1,15 @@
 """The package CDN: cdnjs's publishing pipeline on Conveyor's workflows, queues and buckets.
 
 An account's CDN watches npm for new versions of the packages it is configured with (cdnjs's
-package configs), stages each version's tarball, verifies it, extracts and selects its files, and
-publishes and serves them as cdnjs does (minifying and compressing come in the next slice):
+package configs), stages each version's tarball, verifies it, extracts and selects its files,
+minifies and compresses them, and publishes and serves them as cdnjs does:
 
 >>> from conveyor import cdn
 >>> cdn.init(cv, registry="https://registry.npmjs.org", cron="*/10 * * * *")
 >>> cdn.add(cv, "packages/j/jquery.json")           # or a directory of them
 >>> app = conveyor.App(cv); cdn.add_workflows(app); app.start()
+>>> compressors = conveyor.App(cv); cdn.add_compressor(compressors); compressors.run()  # or
+>>> # `conveyor cdn compressor` processes, one per core
 >>> cdn.update(cv)                                  # one PackageUpdatesWorkflow now (else the cron)
 >>> conveyor.cdn.server.serve(cv, port=8788)         # or `conveyor cdn serve`
 
@@ -26,10 +28,19 @@ The parts, each behind the narrowest interface that serves it (dependencies flow
   hidden paths and files over 25 MiB skipped and reported) — so every rule is tested without I/O.
 - :mod:`.store`: ``CdnStore``, the only code that writes the tool's tables (the account's settings,
   packages with their configs, versions with their state ``queued → downloaded → processed →
-  published`` or ``failed``, each version's selected files, each processed file's SHA-512 and SRI,
-  one row a file so concurrent children never write one row, the search index and the last
-  audit's counts); ``cdn.db`` in a SQLite deployment's directory, migrations 0016 and 0018 in a
-  PostgreSQL one, one ``queries.sql`` for both.
+  published`` or ``failed``, each version's selected files, each output file's SHA-512 and SRI
+  (and a twin's minifier), one row a file so concurrent children never write one row, the search
+  index and the last audit's counts); ``cdn.db`` in a SQLite deployment's directory, migrations
+  0016-0018 in a PostgreSQL one, one ``queries.sql`` for both.
+- :mod:`.git`: git sources — a repository's semver tags as versions, each packed from the commit
+  its tag named when it was found.
+- :mod:`.minify`: ``plan_minified(selected, tarball paths, optimization)`` — cdnjs's rules of
+  which files get a ``.min`` twin — and ``minify(dest, data)``, tdewolff/minify in a time-limited
+  child process fed on stdin (deterministic; its version recorded with each twin).
+- :mod:`.compression`: the compression service — ``add_compressor(app)`` (what ``conveyor cdn
+  compressor`` runs: the queue ``cdn-compress``, brotli 11 + gzip 9 next to each file) and the
+  relay that turns the staging bucket's ``.gz`` notification (queue ``cdn-compressed``) into the
+  waiting ProcessingWorkflow's event.
 - :mod:`.metadata`: the published catalog in KV (``cdn-metadata``), laid out as cdnjs's metadata
   backend (package record, one version-list entry per version, per-version file list, SRIs and
   object hashes), and ``Catalog``, the one way readers get at it: a version without its
@@ -49,8 +60,10 @@ The parts, each behind the narrowest interface that serves it (dependencies flow
   worker, for the counter's event at zero. A bad tarball ends it with a ``NonRetryableError`` and
   the version ``failed`` with the reason, nothing recorded as published. After the fan-in it starts
   the version's PublishingWorkflow (id derived likewise).
-- ProcessingWorkflow, per file: today its SHA-512 and (``.js``, ``.css``) its SRI, recorded; a
-  failed child still counts down, and its parent then fails the version.
+- ProcessingWorkflow, per file: its SHA-512 and SRI; its minified twin (written to staging); one
+  compression job per output and a wait (hibernating) for each output's event; both outputs
+  recorded together; then the count down. A failed child still counts down, and its parent then
+  fails the version.
 - :mod:`.sources`, :mod:`.api`, :mod:`.server`: ``cdn serve`` — files from an in-process cache,
   the primary (behind a circuit breaker) or the mirror, with cdnjs's headers; the ``/libraries``
   API in api.cdnjs.com's shapes; ``/metrics``.
@@ -58,19 +71,27 @@ The parts, each behind the narrowest interface that serves it (dependencies flow
   :mod:`.audit`: ``cdn audit [--repair]``.
 - :mod:`.client`: ``init``, ``status``, ``add``, ``update``, ``publish``: what ``conveyor cdn`` calls.
 
+The contract between processing and publishing. After a version's ProcessingWorkflows finish and
+the DownloadPackageWorkflow's fan-in marks it ``processed``:
+
+- the staging bucket holds, for every output file ``dest`` (each selected original and each
+  minified twin), ``files/{name}/{version}/{dest}`` (the uncompressed bytes) and, for every
+  extension except ``.woff2``, ``files/{name}/{version}/{dest}.br`` (brotli quality 11) and
+  ``files/{name}/{version}/{dest}.gz`` (gzip level 9);
+- ``CdnStore.files(account, name, version)`` lists every output file, originals and twins, with
+  its ``size``, ``sha512`` (hex) and ``sri`` (``.js``/``.css`` only, originals and ``.min`` alike);
+  a twin also names its original (``source``) and the minifier that made it (``tool``,
+  ``tool_version``), which are None for an original.
+
 Planned (not in this slice), on the same interfaces:
 
-- In ProcessingWorkflow: minify into ``.min.js``/``.min.css`` by cdnjs's rules, send a job to the
-  compression queue and ``wait_for_event`` on the bucket's notification (until then publishing
-  refuses a version whose ``.br``/``.gz`` are not staged).
-- The compressor (``conveyor cdn compressor``): a queue consumer writing ``.br`` (quality 11) and
-  ``.gz`` (level 9) next to each file.
-- ``conveyor cdn run`` and git sources.
+- ``conveyor cdn run`` (cron, workers, compressors and the server in one command).
 """
 
 from __future__ import annotations
 
 from conveyor.cdn.client import add, init, publish, status, update
+from conveyor.cdn.compression import add_compressor
 from conveyor.cdn.config import CdnSettings, FileMap, PackageConfig
 from conveyor.cdn.errors import (
     CdnNotInitialized,
@@ -100,6 +121,7 @@ __all__ = [
     "RegistryError",
     "UnknownPackage",
     "add",
+    "add_compressor",
     "add_workflows",
     "init",
     "publish",

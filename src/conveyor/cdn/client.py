@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 import conveyor
+from conveyor.cdn.compression import add_compressor, ensure_compression
 from conveyor.cdn.config import DEFAULT_CRON, DEFAULT_REGISTRY, CdnSettings, PackageConfig
 from conveyor.cdn.errors import InvalidPackageConfig
 from conveyor.cdn.pipeline import UPDATES_WORKFLOW, account_of
@@ -77,6 +78,7 @@ def init(
         staging_bucket = _bucket(cv, staging, staging_url)
         if not staging_bucket.lifecycle_rules():
             staging_bucket.add_lifecycle_rule(max_age_seconds=staging_days * DAY_SECONDS)
+        ensure_compression(cv, staging)
         store.create_settings(settings)
         return store.settings(account)
     finally:
@@ -166,14 +168,16 @@ def publish(cv: conveyor.Conveyor, name: str, version: str) -> str:
 def update_and_wait(
     cv: conveyor.Conveyor, *, registry: str | None = None, package: str | None = None, timeout: float = 600.0
 ) -> dict[str, Any]:
-    """:func:`update`, running the CDN's workflows in this process until the update and every
-    download and publish it started have ended: ``{"instance": id, "started": {name: [versions]},
-    "failed": {name: why}, "versions": {"name@version": "published" | "failed"}}``. ``TimeoutError`` past
+    """:func:`update`, running the CDN's workflows and a compressor in this process until the
+    update and every download and publish it started have ended: ``{"instance": id, "started":
+    {name: [versions]}, "failed": {name: why}, "versions": {"name@version": "published" |
+    "failed"}}``. ``TimeoutError`` past
     ``timeout`` seconds (the workflows go on with the next worker)."""
     from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, PUBLISH_WORKFLOW, add_workflows, download_id, publish_id
 
     app = conveyor.App(cv, grace_period=5)
     add_workflows(app)
+    add_compressor(app)
     app.start()
     try:
         instance_id = update(cv, registry=registry, package=package)

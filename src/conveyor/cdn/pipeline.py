@@ -14,6 +14,12 @@ After its files are processed and fanned in, its last step starts the version's
 ``cdn-publish-version`` (PublishingWorkflow, :mod:`conveyor.cdn.publish`), with an id derived from
 the account, package and version; a publish that fails records the version ``failed``.
 
+``cdn-process-file`` (ProcessingWorkflow), one per selected file: the file's SHA-512 and SRI; its
+minified twin when cdnjs's rules give it one (:mod:`conveyor.cdn.minify`, planned by the download
+from the whole tarball); a compression job per output to ``cdn-compress`` and, per output, a wait
+for the staging bucket's notification that its ``.br`` and ``.gz`` exist
+(:mod:`conveyor.cdn.compression`); then both outputs recorded together, and the count down.
+
 >>> app = conveyor.App(cv); conveyor.cdn.add_workflows(app); app.run()
 """
 
@@ -27,11 +33,19 @@ from typing import Any
 import conveyor
 from conveyor import limits
 from conveyor.cdn import tarball
+from conveyor.cdn.compression import (
+    COMPRESSION_QUEUE,
+    add_notification_relay,
+    compressed_event,
+    compresses,
+    ensure_compression,
+)
 from conveyor.cdn.config import CdnSettings
 from conveyor.cdn.errors import IntegrityMismatch, InvalidTarball, PackageNotFound, UnknownPackage
+from conveyor.cdn.minify import MinifyFailed, minify, plan_minified
 from conveyor.cdn.publish import COPY_BATCH, Publisher
 from conveyor.cdn.registry import Dist, RegistryClient, new_versions
-from conveyor.cdn.store import CdnStore
+from conveyor.cdn.store import CdnStore, ProcessedFile
 from conveyor.engine.accounts import LOCAL_ACCOUNT
 
 UPDATES_WORKFLOW = "cdn-package-updates"
@@ -41,6 +55,7 @@ PUBLISH_WORKFLOW = "cdn-publish-version"
 FILES_PROCESSED = "files-processed"  # the event the fan-in counter sends the download at zero
 SRI_EXTENSIONS = (".js", ".css")  # cdnjs gives SRIs to these only (not .mjs)
 BATCH = 100  # create_batch's limit
+COMPRESSION_TIMEOUT = "1 hour"  # a compressor's wait: no compressor running for this long fails the file
 log = logging.getLogger("conveyor.cdn")
 
 
@@ -131,14 +146,15 @@ class _Pipeline:
         selected = config.file_map.select(files)
         if not selected:
             raise conveyor.NonRetryableError(f"{name}@{version}: autoupdate.fileMap selects no file of the tarball")
+        minified = plan_minified(selected, files, config.optimization)
         records = []
         for path, dest in sorted(selected.items(), key=lambda item: item[1]):
             staging.put(file_key(name, version, dest), files[path])
             records.append({"path": path, "dest": dest, "size": len(files[path]), "sha512": tarball.sri(files[path])})
         self.store.record_files(self.account, name, version, records, skipped, now_ms=_now_ms())
-        return {"files": [r["dest"] for r in records], "skipped": len(skipped)}
+        return {"files": [r["dest"] for r in records], "minify": minified, "skipped": len(skipped)}
 
-    def fan_out(self, instance_id: str, name: str, version: str, files: list[str]) -> int:
+    def fan_out(self, instance_id: str, name: str, version: str, files: list[str], minified: dict[str, str]) -> int:
         """Count the version's files up, register the fan-in notice, start one ProcessingWorkflow
         per file (ids derived from the download's, so a rerun starts none twice)."""
         counter = self.cv.counter(f"cdn-files:{instance_id}")
@@ -147,7 +163,13 @@ class _Pipeline:
         children = [
             {
                 "id": f"{instance_id}-{i}",
-                "params": {"counter": counter.name, "name": name, "version": version, "dest": dest},
+                "params": {
+                    "counter": counter.name,
+                    "name": name,
+                    "version": version,
+                    "dest": dest,
+                    "minify": minified.get(dest),
+                },
             }
             for i, dest in enumerate(files)
         ]
@@ -156,17 +178,38 @@ class _Pipeline:
             workflow.create_batch(children[start : start + BATCH])
         return len(children)
 
-    def process(self, params: dict[str, Any]) -> str | None:
-        """One file: its SHA-512 and, for ``.js`` and ``.css``, its SRI, recorded."""
-        name, version, dest = params["name"], params["version"], params["dest"]
-        data = self.cv.bucket(self.settings.staging_bucket).get(file_key(name, version, dest)).bytes()
-        integrity = tarball.sri(data) if dest.endswith(SRI_EXTENSIONS) else None
-        self.store.record_file(self.account, name, version, dest, data, integrity, now_ms=_now_ms())
-        return integrity
+    def process(self, params: dict[str, Any]) -> dict[str, Any]:
+        """One selected file as it is in staging: its size, SHA-512 and (``.js``, ``.css``) SRI."""
+        data = self.cv.bucket(self.settings.staging_bucket).get(
+            file_key(params["name"], params["version"], params["dest"])
+        )
+        return _output(params["dest"], data.bytes())
+
+    def minify(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        """The file's minified twin, written to staging at ``params["minify"]``; None (logged) if
+        the minifier refuses it: the original is published all the same, as cdnjs does."""
+        name, version, dest, twin = params["name"], params["version"], params["dest"], params["minify"]
+        staging = self.cv.bucket(self.settings.staging_bucket)
+        try:
+            made = minify(dest, staging.get(file_key(name, version, dest)).bytes())
+        except MinifyFailed as exc:
+            log.warning("cdn %s@%s: not minified: %s", name, version, exc)
+            return None
+        staging.put(file_key(name, version, twin), made.data)
+        return _output(twin, made.data, source=dest, tool=made.tool, tool_version=made.tool_version)
+
+    def send_compression(self, keys: list[str], instance_id: str) -> int:
+        jobs = [{"body": {"key": key, "instance": instance_id}} for key in keys]
+        self.cv.queue(COMPRESSION_QUEUE).send_batch(jobs)
+        return len(jobs)
+
+    def record(self, params: dict[str, Any], outputs: list[dict[str, Any]]) -> None:
+        files = [ProcessedFile(**output) for output in outputs]
+        self.store.record_outputs(self.account, params["name"], params["version"], files, now_ms=_now_ms())
 
     def fan_in(self, instance_id: str, name: str, version: str, expected: int) -> int:
         """After the children: the version is ``processed`` when every file was; the counter goes."""
-        processed = len(self.store.files(self.account, name, version))
+        processed = sum(1 for f in self.store.files(self.account, name, version) if f.source is None)
         self.cv.counter(f"cdn-files:{instance_id}").delete()
         if processed != expected:
             raise conveyor.NonRetryableError(f"{name}@{version}: {expected - processed} of {expected} files failed")
@@ -182,13 +225,23 @@ class _Pipeline:
         return instance_id
 
 
+def _output(dest: str, data: bytes, **made: str) -> dict[str, Any]:
+    """A :class:`ProcessedFile`'s fields (a step's result is JSON)."""
+    integrity = tarball.sri(data) if dest.endswith(SRI_EXTENSIONS) else None
+    return {"dest": dest, "size": len(data), "sha512": hashlib.sha512(data).hexdigest(), "sri": integrity, **made}
+
+
 def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFAULT_VISIBILITY_TIMEOUT_MS) -> None:
     """Register the CDN's workflows on ``app`` (the account's CDN must exist: ``conveyor cdn
-    init``); PackageUpdatesWorkflow runs on its cron. ``visibility_timeout_ms``: how long a run of
+    init``), with the relay of the staging bucket's notifications to them; PackageUpdatesWorkflow
+    runs on its cron. Files wait for a compressor (:func:`conveyor.cdn.add_compressor`, in this
+    app or in ``conveyor cdn compressor`` processes). ``visibility_timeout_ms``: how long a run of
     a worker that died holds its instance before another worker goes on with it."""
     cv = app.conveyor
     store = CdnStore.open(cv.deployment)
     pipeline = _Pipeline(cv, store, store.settings(account_of(cv)))
+    ensure_compression(cv, pipeline.settings.staging_bucket)
+    add_notification_relay(app, pipeline.settings.staging_bucket, PROCESSING_WORKFLOW)
     publisher = Publisher(cv, store, pipeline.settings)
 
     def record_failure(step: conveyor.WorkflowStep, name: str, version: str, message: str) -> None:
@@ -227,7 +280,8 @@ def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFA
             step.do("stage tarball", lambda: pipeline.stage(params), retries=conveyor.Retries(limit=3, delay=2.0))
             selected: dict[str, Any] = step.do("verify, extract and select", lambda: pipeline.select(params))
             files: list[str] = selected["files"]
-            step.do("fan out", lambda: pipeline.fan_out(me, name, version, files))
+            minified: dict[str, str] = selected.get("minify", {})
+            step.do("fan out", lambda: pipeline.fan_out(me, name, version, files, minified))
             step.wait_for_event("files processed", type=FILES_PROCESSED, timeout="1 hour")
             processed = step.do("fan in", lambda: pipeline.fan_in(me, name, version, len(files)))
             publishing = step.do("start publishing", lambda: pipeline.start_publishing(name, version))
@@ -267,10 +321,27 @@ def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFA
     @app.workflow(PROCESSING_WORKFLOW, visibility_timeout_ms=visibility_timeout_ms)
     def process_file(event: conveyor.WorkflowEvent, step: conveyor.WorkflowStep) -> dict[str, Any]:
         params: dict[str, Any] = event.payload
+        me, retries = event.instance_id, conveyor.Retries(limit=3, delay=1.0)
+        outputs: list[dict[str, Any]] = []
         failure: str | None = None
         try:
-            sri = step.do("process", lambda: pipeline.process(params), retries=conveyor.Retries(limit=3, delay=1.0))
+            outputs.append(step.do("process", lambda: pipeline.process(params), retries=retries))
+            if params.get("minify"):
+                twin = step.do("minify", lambda: pipeline.minify(params), retries=retries)
+                if twin is not None:
+                    outputs.append(twin)
+            keys = [file_key(params["name"], params["version"], o["dest"]) for o in outputs if compresses(o["dest"])]
+            if keys:
+                step.do("send compression jobs", lambda: pipeline.send_compression(keys, me), retries=retries)
+                for i, key in enumerate(keys):  # each output's .gz notification, in any order
+                    step.wait_for_event(f"compressed {i}", type=compressed_event(key), timeout=COMPRESSION_TIMEOUT)
+            step.do("record", lambda: pipeline.record(params, outputs), retries=retries)
         except conveyor.WorkflowStepError as exc:  # a failed child still counts down, or its parent waits
-            sri, failure = None, exc.message
-        step.do("count down", lambda: cv.counter(params["counter"]).add(-1, key=event.instance_id))
-        return {"dest": params["dest"], "sri": sri, "error": failure}
+            failure = exc.message
+        step.do("count down", lambda: cv.counter(params["counter"]).add(-1, key=me))
+        return {
+            "dest": params["dest"],
+            "sri": outputs[0]["sri"] if outputs else None,
+            "minified": outputs[1]["dest"] if len(outputs) > 1 else None,
+            "error": failure,
+        }

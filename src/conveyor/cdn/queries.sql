@@ -1,4 +1,4 @@
--- The package CDN's named queries, run on SQLite (cdn.db) and PostgreSQL (migration 0016) alike.
+-- The package CDN's named queries, run on SQLite (cdn.db) and PostgreSQL (migrations 0016, 0017) alike.
 
 -- name: insert_settings
 INSERT INTO cdn_settings (account, primary_bucket, staging_bucket, mirror_bucket, registry, cron,
@@ -53,12 +53,12 @@ SELECT state, COUNT(*) FROM cdn_versions WHERE account = :account GROUP BY state
 SELECT COUNT(*) FROM cdn_packages WHERE account = :account;
 
 -- name: insert_file
-INSERT INTO cdn_files (account, name, version, dest, size, sha512, sri, processed_ms)
-VALUES (:account, :name, :version, :dest, :size, :sha512, :sri, :now)
+INSERT INTO cdn_files (account, name, version, dest, size, sha512, sri, processed_ms, source, tool, tool_version)
+VALUES (:account, :name, :version, :dest, :size, :sha512, :sri, :now, :source, :tool, :tool_version)
 ON CONFLICT (account, name, version, dest) DO NOTHING;
 
 -- name: files
-SELECT dest, size, sha512, sri FROM cdn_files
+SELECT dest, size, sha512, sri, source, tool, tool_version FROM cdn_files
 WHERE account = :account AND name = :name AND version = :version ORDER BY dest;
 
 -- name: mark_processed

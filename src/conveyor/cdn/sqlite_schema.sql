@@ -1,7 +1,8 @@
--- The package CDN's tables in a SQLite deployment's cdn.db (version 2; sqlite_v1_to_v2.sql upgrades a version 1 file). PostgreSQL has the same
--- tables in migration 0016_cdn.sql; both run the named queries of queries.sql.
+-- The package CDN's tables in a SQLite deployment's cdn.db (version 3; sqlite_v1_to_v2.sql and
+-- sqlite_v2_to_v3.sql bring older files here). PostgreSQL has the same tables in migrations
+-- 0016_cdn.sql, 0017 and 0018; both run the named queries of queries.sql.
 PRAGMA application_id = 1131376246;  -- 'Conv': marks the file as Conveyor's
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;
 
 -- The CDN of an account (conveyor cdn init).
 CREATE TABLE cdn_settings (
@@ -44,8 +45,10 @@ CREATE TABLE cdn_versions (
     PRIMARY KEY (account, name, version)
 );
 
--- A selected file of a version as ProcessingWorkflow left it: its size, SHA-512 and (for .js and
--- .css, as cdnjs) its SRI. One row per file, so the children of a version never write one row.
+-- An output file of a version as ProcessingWorkflow left it (a selected original, or the minified
+-- twin it made): its size, SHA-512 and (for .js and .css, as cdnjs) its SRI. One row per file, so
+-- the children of a version never write one row. A twin names its original (source) and the
+-- minifier that made it (tool, tool_version); an original has NULL there.
 CREATE TABLE cdn_files (
     account TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -55,6 +58,9 @@ CREATE TABLE cdn_files (
     sha512 TEXT NOT NULL,
     sri TEXT,
     processed_ms BIGINT NOT NULL,
+    source TEXT,
+    tool TEXT,
+    tool_version TEXT,
     PRIMARY KEY (account, name, version, dest)
 );
 

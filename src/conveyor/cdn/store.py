@@ -1,5 +1,5 @@
 """``CdnStore``: the only code that writes the package CDN's tables — ``cdn.db`` in a SQLite
-deployment's directory, the tables of migration 0016 in a PostgreSQL one; both run the named
+deployment's directory, the tables of migrations 0016-0017 in a PostgreSQL one; both run the named
 queries of ``queries.sql``.
 
 >>> store = CdnStore.open(cv.deployment)
@@ -10,7 +10,6 @@ True
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import re
 from typing import Any
 
@@ -36,8 +35,11 @@ def search_text(text: str) -> str:
 SQLITE_FILE = SqliteFile(
     "cdn.db",
     load_script("conveyor.cdn", "sqlite_schema.sql"),
-    version=2,
-    upgrades={1: load_script("conveyor.cdn", "sqlite_v1_to_v2.sql")},
+    version=3,
+    upgrades={
+        1: load_script("conveyor.cdn", "sqlite_v1_to_v2.sql"),
+        2: load_script("conveyor.cdn", "sqlite_v2_to_v3.sql"),
+    },
 )
 
 
@@ -62,12 +64,18 @@ class VersionRow:
 
 @dataclasses.dataclass(frozen=True)
 class ProcessedFile:
-    """A file ProcessingWorkflow handled: ``sha512`` in hex; ``sri`` only for ``.js`` and ``.css``."""
+    """An output file ProcessingWorkflow left in staging (with its ``.br`` and ``.gz`` unless it is
+    ``.woff2``): ``sha512`` in hex; ``sri`` only for ``.js`` and ``.css``. A minified output names
+    its original (``source``) and the ``tool`` and ``tool_version`` that made it; an original has
+    None there."""
 
     dest: str
     size: int
     sha512: str
     sri: str | None
+    source: str | None = None
+    tool: str | None = None
+    tool_version: str | None = None
 
 
 def _version(row: Row) -> VersionRow:
@@ -208,26 +216,22 @@ class CdnStore:
         return self.tables.transaction(read, "counting the CDN's versions")
 
     # -- files ----------------------------------------------------------------------------------
-    def record_file(
-        self, account: str, name: str, version: str, dest: str, data: bytes, sri: str | None, *, now_ms: int
-    ) -> None:
-        """Record a processed file once (a retried child records nothing new)."""
-        params = {
-            "account": account,
-            "name": name,
-            "version": version,
-            "dest": dest,
-            "size": len(data),
-            "sha512": hashlib.sha512(data).hexdigest(),
-            "sri": sri,
-            "now": now_ms,
-        }
-        self.tables.transaction(lambda tx: tx.run("insert_file", params), "recording a processed file")
+    def record_outputs(self, account: str, name: str, version: str, files: list[ProcessedFile], *, now_ms: int) -> None:
+        """Record the output files of one ProcessingWorkflow (an original and its minified twin)
+        together, each once (a retried step records nothing new)."""
+        key = {"account": account, "name": name, "version": version, "now": now_ms}
+
+        def record(tx: Transaction) -> None:
+            for output in files:
+                tx.run("insert_file", {**key, **dataclasses.asdict(output)})
+
+        self.tables.transaction(record, "recording processed files")
 
     def files(self, account: str, name: str, version: str) -> list[ProcessedFile]:
+        """Every output file of a version (originals and minified twins), by ``dest``."""
         params = {"account": account, "name": name, "version": version}
         rows = self.tables.read(lambda tx: tx.rows("files", params), "reading a version's files")
-        return [ProcessedFile(row[0], int(row[1]), row[2], row[3]) for row in rows]
+        return [ProcessedFile(row[0], int(row[1]), row[2], row[3], row[4], row[5], row[6]) for row in rows]
 
     def mark_processed(self, account: str, name: str, version: str, *, now_ms: int) -> None:
         params = {"account": account, "name": name, "version": version, "now": now_ms}

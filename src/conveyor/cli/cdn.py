@@ -1,7 +1,8 @@
 """``conveyor cdn ...``: the package CDN (docs/cdn.md) — ``init`` and ``status`` of the account's CDN,
 ``add`` package configs, ``update`` (one PackageUpdatesWorkflow now; ``--wait`` runs the pipeline's
-workflows in this process until it and its downloads and publishes have ended), ``serve`` (the files
-and the libraries API), ``import`` (an existing ``ajax/libs`` tree) and ``audit``."""
+workflows in this process until it and its downloads and publishes have ended), ``compressor`` (a
+compression worker process: run one per core, on any machine of the deployment), ``serve`` (the
+files and the libraries API), ``import`` (an existing ``ajax/libs`` tree) and ``audit``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 
 import click
 
+import conveyor
 from conveyor.cdn import client
+from conveyor.cdn.compression import add_compressor
 from conveyor.cdn.config import DEFAULT_CRON, DEFAULT_REGISTRY
 from conveyor.cli.context import CliError, CliState, ConveyorGroup, emit, json_option, pass_state
 
@@ -87,6 +90,30 @@ def update(
     emit(as_json, result, lambda: _lines(result))
     if result.get("failed") or any(s == "failed" for s in result["versions"].values()):
         raise click.exceptions.Exit(1)
+
+
+@cdn_group.command("compressor")
+@click.option(
+    "--visibility-timeout",
+    type=click.FloatRange(1, 43_200),
+    default=30.0,
+    show_default=True,
+    help="Seconds the job of a compressor that died stays held before another compressor takes it.",
+)
+@click.option(
+    "--grace",
+    type=click.FloatRange(0, 3_600),
+    default=30.0,
+    show_default=True,
+    help="Seconds a job may take to finish on SIGTERM.",
+)
+@pass_state
+def compressor(state: CliState, visibility_timeout: float, grace: float) -> None:
+    """Run a compression worker until SIGINT/SIGTERM: brotli 11 and gzip 9 next to each staged file,
+    one file at a time (run more processes for more cores, on any machine of the deployment)."""
+    app = conveyor.App(state.connect(), grace_period=grace)
+    add_compressor(app, visibility_timeout_ms=int(visibility_timeout * 1000))
+    app.run()
 
 
 @cdn_group.command("serve")

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import hashlib
 import itertools
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING
 
 from conveyor.egress import EgressPolicy, check_url
+from conveyor.slurper.errors import ChecksumMismatch
 from conveyor.slurper.model import Endpoint
 from conveyor.slurper.s3 import S3Client
 from conveyor.slurper.store import Listed
@@ -35,6 +38,9 @@ MULTIPART_THRESHOLD = 16 * 1024 * 1024
 PART_SIZE = 8 * 1024 * 1024
 MAX_PARTS = 10_000
 MIB = 1024 * 1024
+
+
+_MD5 = re.compile(r"^[0-9a-fA-F]{32}\Z")  # an etag that is the MD5 of the bytes (not multipart)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,9 +85,23 @@ class Target(ABC):
 
     @abstractmethod
     def write(
-        self, key: str, chunks: Iterator[bytes], *, size: int, content_type: str | None, metadata: Mapping[str, str]
+        self,
+        key: str,
+        chunks: Iterator[bytes],
+        *,
+        size: int,
+        content_type: str | None,
+        metadata: Mapping[str, str],
+        md5: str | None = None,
     ) -> int:
-        """Write the object; the number of bytes the target now holds at ``key``."""
+        """Write the object; the number of bytes the target now holds at ``key``. ``md5``: the
+        source's MD5 of the bytes (hex), where it has one; a target whose :meth:`checks_md5` is
+        true for ``size`` refuses bytes that do not match it."""
+
+    def checks_md5(self, size: int) -> bool:
+        """Whether :meth:`write` verifies an object of ``size`` bytes against the source's MD5
+        itself (so the caller need not hash the bytes)."""
+        return False
 
     @abstractmethod
     def close(self) -> None:
@@ -108,8 +128,8 @@ class S3Source(Source):
 
     @contextmanager
     def _open(self, key: str) -> Iterator[tuple[ObjectMeta, Iterator[bytes]]]:
-        with self.client.get(self.spec.bucket, key) as (head, reply):
-            yield ObjectMeta(head.size, head.etag, head.content_type, head.metadata), reply.iter_raw()
+        with self.client.get(self.spec.bucket, key) as (head, chunks):
+            yield ObjectMeta(head.size, head.etag, head.content_type, head.metadata), chunks
 
     def open(self, key: str) -> Opened:
         return self._open(key)
@@ -154,7 +174,14 @@ class BucketTarget(Target):
         return Existing(info.uploaded.timestamp(), info.size)
 
     def write(
-        self, key: str, chunks: Iterator[bytes], *, size: int, content_type: str | None, metadata: Mapping[str, str]
+        self,
+        key: str,
+        chunks: Iterator[bytes],
+        *,
+        size: int,
+        content_type: str | None,
+        metadata: Mapping[str, str],
+        md5: str | None = None,
     ) -> int:
         return self.bucket.put(key, chunks, content_type=content_type, metadata=dict(metadata)).size
 
@@ -173,12 +200,33 @@ class S3Target(Target):
             return None
         return Existing(head.last_modified.timestamp() if head.last_modified is not None else 0.0, head.size, head.etag)
 
+    def checks_md5(self, size: int) -> bool:
+        """A single PUT's reply says the MD5 of what the service received (its etag); a multipart
+        upload's parts have no MD5 the source gave."""
+        return size <= MULTIPART_THRESHOLD
+
     def write(
-        self, key: str, chunks: Iterator[bytes], *, size: int, content_type: str | None, metadata: Mapping[str, str]
+        self,
+        key: str,
+        chunks: Iterator[bytes],
+        *,
+        size: int,
+        content_type: str | None,
+        metadata: Mapping[str, str],
+        md5: str | None = None,
     ) -> int:
         if size <= MULTIPART_THRESHOLD:
             data = b"".join(chunks)
-            self.client.put(self.spec.bucket, key, data, content_type=content_type, metadata=metadata)
+            if len(data) != size:  # the MD5 is of the size the source said: the caller refuses a short read
+                md5 = None
+            etag = self.client.put(self.spec.bucket, key, data, content_type=content_type, metadata=metadata, md5=md5)
+            # A single PUT's etag is the MD5 of the bytes the service received (services check the
+            # Content-MD5 sent, or not: moto does not). Only an etag of another kind (encrypted
+            # with KMS, say) leaves the hashing to this side.
+            if md5 is not None and etag.lower() != md5.lower():
+                if not _MD5.match(etag) and hashlib.md5(data, usedforsecurity=False).hexdigest() == md5.lower():
+                    return len(data)
+                raise ChecksumMismatch(f"{key!r}: the target's etag {etag} is not the source's MD5 {md5}")
             return len(data)
         written = 0
 

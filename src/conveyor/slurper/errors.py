@@ -32,3 +32,10 @@ class TooManyJobs(ConveyorError):
 
     code = 16004
     status = 429
+
+
+class ChecksumMismatch(ConveyorError):
+    """The bytes copied do not match the source's size or MD5 etag (retried as any failure)."""
+
+    code = 16005
+    status = 502

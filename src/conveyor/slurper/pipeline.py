@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor import limits
 from conveyor.errors import ConveyorError, InvalidRequest, QueueExists, QueueNotFound
 from conveyor.slurper.endpoints import Existing, Source, Target, open_source, open_target
+from conveyor.slurper.errors import ChecksumMismatch
 from conveyor.slurper.model import JobRow
 from conveyor.slurper.rules import MAX_OBJECT_BYTES, MD5, ByteRate, changed, skip_reason
 from conveyor.slurper.store import Finished, KeyOutcome, LockedKey, job_store
@@ -127,13 +128,6 @@ class SourceObjectGone(ConveyorError):
 
     code = 16006
     status = 404
-
-
-class ChecksumMismatch(ConveyorError):
-    """The bytes copied do not match the source's size or MD5 etag (retried as any failure)."""
-
-    code = 16005
-    status = 502
 
 
 def ensure_queues(cv: Conveyor) -> None:
@@ -368,8 +362,11 @@ class Pipeline:
             skip = skip_reason(key, meta.size, "", self.max_object_bytes)
             if skip is not None:
                 return "skipped", 0, skip
-            # The bytes are hashed only where the source's etag is their MD5 (not a multipart etag).
-            digest = hashlib.md5(usedforsecurity=False) if MD5.match(meta.etag) else None
+            # The bytes are checked where the source's etag is their MD5 (not a multipart etag): by
+            # the target where it can (an S3 PUT's Content-MD5), else hashed here on the way.
+            md5 = meta.etag if MD5.match(meta.etag) else None
+            hashed = md5 is not None and not target.checks_md5(meta.size)
+            digest = hashlib.md5(usedforsecurity=False) if hashed else None
             counted = 0
 
             def counting() -> Iterator[bytes]:
@@ -383,7 +380,7 @@ class Pipeline:
                     yield chunk
 
             written = target.write(
-                key, counting(), size=meta.size, content_type=meta.content_type, metadata=meta.metadata
+                key, counting(), size=meta.size, content_type=meta.content_type, metadata=meta.metadata, md5=md5
             )
         if not counted == written == meta.size:
             raise ChecksumMismatch(

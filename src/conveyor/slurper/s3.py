@@ -1,16 +1,21 @@
-"""A small S3 client of the migrator's own: AWS Signature Version 4 over httpx, path-style
+"""A small S3 client of the migrator's own: AWS Signature Version 4 over urllib3, path-style
 requests. The pipeline needs what a general object-store library hides: every key exactly as the
 service has it (``a//b``, ``dir/``), each object's storage class, ``start-after`` listings that a
 message can carry, and custom metadata headers.
 
 >>> s3 = S3Client("http://127.0.0.1:9000", "us-east-1", "AKID", "secret")
 >>> page = s3.list_page("photos", prefix="2024/", start_after="", max_keys=1000)
->>> with s3.get("photos", page.objects[0].key) as reply:
-...     for chunk in reply.iter_raw(): ...
+>>> with s3.get("photos", page.objects[0].key) as (head, chunks):
+...     for chunk in chunks: ...
+
+The transport is urllib3, not httpx (which the rest of Conveyor's clients use): the migrator's
+cost is its CPU per byte and per request, and against the same server urllib3 took 0.8 ms of CPU
+per 4 KB GET + PUT where httpx took 1.7, and 55 ms per 40 MiB copy where httpx took 72 (2026-12-04).
 """
 
 from __future__ import annotations
 
+import base64
 import collections
 import concurrent.futures
 import contextlib
@@ -24,7 +29,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from urllib.parse import quote
 
-import httpx
+import urllib3
+from urllib3.exceptions import HTTPError
 
 from conveyor.storage.errors import (
     BucketNotFound,
@@ -35,14 +41,14 @@ from conveyor.storage.errors import (
 )
 
 UNSIGNED = "UNSIGNED-PAYLOAD"
-TIMEOUT = httpx.Timeout(60.0, connect=5.0)
+TIMEOUT = urllib3.Timeout(connect=5.0, read=60.0)
+READ_CHUNK = 256 * 1024  # a streamed GET's chunks
 # Connections kept per endpoint: a worker's transfer threads and part uploads together, so that
 # none of them opens a new connection per request to a service that keeps them alive.
 MAX_CONNECTIONS = 64
 # Threads uploading the parts of multipart uploads, all this client's uploads together; each upload
 # has at most PARTS_IN_FLIGHT parts (and one being read) in memory.
 PART_THREADS = 16
-SEND_CHUNK = 1024 * 1024
 PARTS_IN_FLIGHT = 4
 META_PREFIX = "x-amz-meta-"
 _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
@@ -83,17 +89,17 @@ class S3Client:
         self.endpoint = (endpoint or f"https://s3.{self.region}.amazonaws.com").rstrip("/")
         self._key_id = access_key_id
         self._secret = secret_access_key
-        self._host = httpx.URL(self.endpoint).netloc.decode()
+        self._host = urllib3.util.parse_url(self.endpoint).netloc or ""
         self._signing_key = ("", b"")  # (day, key): derived once a day, not per request
-        limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
-        self._http = httpx.Client(timeout=TIMEOUT, limits=limits)
+        # One endpoint, so one pool; a thread finding it empty opens another connection (block=False).
+        self._http = urllib3.PoolManager(num_pools=1, maxsize=MAX_CONNECTIONS, timeout=TIMEOUT, retries=False)
         self._parts: concurrent.futures.ThreadPoolExecutor | None = None
         self._parts_lock = threading.Lock()
 
     def close(self) -> None:
         if self._parts is not None:
             self._parts.shutdown(wait=True)
-        self._http.close()
+        self._http.clear()
 
     def __repr__(self) -> str:
         return f"S3Client({self.endpoint!r}, region={self.region!r})"
@@ -143,7 +149,9 @@ class S3Client:
         headers: Mapping[str, str] | None = None,
         content: bytes | None = None,
         stream: bool = False,
-    ) -> httpx.Response:
+    ) -> urllib3.BaseHTTPResponse:
+        """The service's reply (its body read unless ``stream``: then the caller reads and releases
+        it); a status of 300 or more raised as the storage error it means."""
         path = "/" + _encode(bucket) + ("/" + _encode(key, "/") if key else "")
         query = dict(query or {})
         signed = self._signed(method, path, query, dict(headers or {}))
@@ -152,20 +160,18 @@ class S3Client:
             url += "?" + "&".join(f"{_encode(k)}={_encode(v)}" for k, v in sorted(query.items()))
         what = f"{method} {self.endpoint}/{bucket}/{key}"
         try:
-            if content is not None and len(content) > SEND_CHUNK:
-                # httpcore sends a body by slicing off what each send() took, copying the rest each
-                # time: quadratic in a part's size (0.2 s of CPU per 40 MiB). Slices keep it linear.
-                signed["content-length"] = str(len(content))
-                request = self._http.build_request(method, url, headers=signed, content=_Slices(content))
-            else:
-                request = self._http.build_request(method, url, headers=signed, content=content)
-            reply = self._http.send(request, stream=stream)
-        except httpx.HTTPError as exc:
+            reply = self._http.request(
+                method, url, body=content, headers=signed, preload_content=not stream, decode_content=False
+            )
+        except HTTPError as exc:
             raise BucketUnreachable(f"{what}: cannot reach {self.endpoint}: {type(exc).__name__} {exc}") from None
-        if reply.status_code >= 300:
-            body = reply.read() if stream else reply.content
-            reply.close()
-            raise _refusal(what, reply.status_code, body, bucket)
+        if reply.status >= 300:
+            try:
+                body = reply.read() if stream else reply.data
+            except HTTPError:
+                body = b""
+            reply.release_conn()
+            raise _refusal(what, reply.status, body, bucket)
         return reply
 
     # -- operations ---------------------------------------------------------------------------
@@ -176,7 +182,7 @@ class S3Client:
             query["prefix"] = prefix
         if start_after:
             query["start-after"] = start_after
-        root = ET.fromstring(self._request("GET", bucket, query=query).content)
+        root = ET.fromstring(self._request("GET", bucket, query=query).data)
         objects = [
             S3Object(
                 key=item.findtext(f"{_NS}Key") or item.findtext("Key") or "",
@@ -198,18 +204,32 @@ class S3Client:
         return _head(reply.headers)
 
     @contextmanager
-    def get(self, bucket: str, key: str) -> Iterator[tuple[S3Head, httpx.Response]]:
-        """The object's metadata and its streamed reply: the bytes stored, read with ``iter_raw``
-        (an object stored with a ``Content-Encoding`` such as gzip is copied as stored, not decoded)."""
+    def get(self, bucket: str, key: str) -> Iterator[tuple[S3Head, Iterator[bytes]]]:
+        """The object's metadata and its bytes as stored, in chunks (an object stored with a
+        ``Content-Encoding`` such as gzip is copied as stored, not decoded)."""
         reply = self._request("GET", bucket, key, headers={"accept-encoding": "identity"}, stream=True)
         try:
-            yield _head(reply.headers), reply
+            yield _head(reply.headers), reply.stream(READ_CHUNK, decode_content=False)
         finally:
-            reply.close()
+            reply.drain_conn()  # read what is left (if anything), so the connection can be kept
+            reply.release_conn()
 
-    def put(self, bucket: str, key: str, data: bytes, *, content_type: str | None, metadata: Mapping[str, str]) -> str:
-        """``PutObject`` of ``data``; the etag."""
-        reply = self._request("PUT", bucket, key, headers=_write_headers(content_type, metadata), content=data)
+    def put(
+        self,
+        bucket: str,
+        key: str,
+        data: bytes,
+        *,
+        content_type: str | None,
+        metadata: Mapping[str, str],
+        md5: str | None = None,
+    ) -> str:
+        """``PutObject`` of ``data``; the etag. ``md5``: the bytes' MD5 (hex) as their source has it,
+        sent as ``Content-MD5``: the service refuses bytes that do not match (``BadDigest``)."""
+        headers = _write_headers(content_type, metadata)
+        if md5 is not None:
+            headers["content-md5"] = base64.b64encode(bytes.fromhex(md5)).decode()
+        reply = self._request("PUT", bucket, key, headers=headers, content=data)
         return str(reply.headers.get("etag", "")).strip('"')
 
     def put_multipart(
@@ -226,7 +246,7 @@ class S3Client:
         created = self._request(
             "POST", bucket, key, query={"uploads": ""}, headers=_write_headers(content_type, metadata)
         )
-        root = ET.fromstring(created.content)
+        root = ET.fromstring(created.data)
         upload = root.findtext(f"{_NS}UploadId") or root.findtext("UploadId") or ""
         done: list[tuple[int, str]] = []
         uploading: collections.deque[tuple[int, concurrent.futures.Future[str]]] = collections.deque()
@@ -253,7 +273,7 @@ class S3Client:
             with contextlib.suppress(Exception):  # best effort: services expire abandoned uploads
                 self._request("DELETE", bucket, key, query={"uploadId": upload})
             raise
-        return (ET.fromstring(reply.content).findtext(f"{_NS}ETag") or "").strip('"')
+        return (ET.fromstring(reply.data).findtext(f"{_NS}ETag") or "").strip('"')
 
     def _put_part(self, bucket: str, key: str, upload: str, number: int, data: bytes) -> str:
         query = {"partNumber": str(number), "uploadId": upload}
@@ -266,17 +286,6 @@ class S3Client:
             return self._parts
 
 
-class _Slices:
-    """A body sent in SEND_CHUNK pieces; iterable again if a request is sent again."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = memoryview(data)
-
-    def __iter__(self) -> Iterator[bytes]:
-        for start in range(0, len(self.data), SEND_CHUNK):
-            yield self.data[start : start + SEND_CHUNK].tobytes()
-
-
 def _write_headers(content_type: str | None, metadata: Mapping[str, str]) -> dict[str, str]:
     headers = {META_PREFIX + k.lower(): v for k, v in metadata.items()}
     if content_type:
@@ -284,7 +293,7 @@ def _write_headers(content_type: str | None, metadata: Mapping[str, str]) -> dic
     return headers
 
 
-def _head(headers: httpx.Headers) -> S3Head:
+def _head(headers: Mapping[str, str]) -> S3Head:
     modified = headers.get("last-modified")
     when = None
     if modified:
@@ -311,6 +320,8 @@ def _refusal(what: str, status: int, body: bytes, bucket: str) -> Exception:
     detail = f"{what}: HTTP {status} {code} {message}".strip()
     if status in (401, 403):
         return BucketUnauthorized(f"{detail} (the credentials were refused)")
+    if code == "BadDigest":
+        return BucketStorageError(f"{detail} (the bytes it received do not match the source's MD5)")
     if code == "NoSuchBucket":
         return BucketNotFound(f"{detail} (no bucket {bucket!r} there)")
     if status == 404:
