@@ -11,17 +11,26 @@ import tarfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import uvicorn
 
 import conveyor
 from conveyor import cdn
+from conveyor.cdn.server import CdnApp
+from conveyor.server.serve import uvicorn_config
+from conveyor.server.testing import free_port
 from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
+from tests.storage.conftest import make_bucket
+from tests.storage.conftest import s3_server as s3_server  # the moto_server of the mirror buckets
 from tests.storage.deployments import deployment_client
+from tests.storage.s3_server import S3Server
+from tests.waiting import wait_for
 
 
 def build_tarball(files: dict[str, bytes], *, extra: Callable[[tarfile.TarFile], None] | None = None) -> bytes:
@@ -134,6 +143,11 @@ def write_config(root: Path, config: dict[str, Any]) -> Path:
     return path
 
 
+def s3_bucket(cv: conveyor.Conveyor, s3: S3Server, name: str) -> conveyor.Bucket:
+    """Bucket ``name`` of the deployment on a fresh bucket of ``s3``."""
+    return make_bucket(cv, "s3", name, Path("unused"), s3)
+
+
 @contextmanager
 def worker(cv: conveyor.Conveyor, *, compressor: bool = True) -> Iterator[conveyor.App]:
     """The CDN's workflows (and, unless ``compressor`` is False, a compressor) running in this process."""
@@ -146,3 +160,41 @@ def worker(cv: conveyor.Conveyor, *, compressor: bool = True) -> Iterator[convey
         yield app
     finally:
         app.stop()
+
+
+def ended(cv: conveyor.Conveyor, workflow: str, instance_id: str, timeout: float = 90) -> str:
+    """The status an instance ended with (complete, errored or terminated)."""
+    status: list[str] = []
+
+    def done() -> bool:
+        try:
+            status[:] = [cv.workflow(workflow).get(instance_id).status().status]
+        except conveyor.InstanceNotFound:  # its parent has not created it yet
+            return False
+        return status[0] in ("complete", "errored", "terminated")
+
+    wait_for(done, timeout, f"{workflow} {instance_id} to end", poll=0.05)
+    return status[0]
+
+
+@dataclass
+class CdnServer:
+    url: str
+    app: CdnApp
+
+
+@contextmanager
+def cdn_server(cv: conveyor.Conveyor, **options: Any) -> Iterator[CdnServer]:
+    """``cdn serve``'s app on a free port of 127.0.0.1 in a thread, under the project's uvicorn set-up."""
+    app = CdnApp(cv, **options)
+    port = free_port()
+    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, 30, "the CDN server to listen", poll=0.02)
+        yield CdnServer(f"http://127.0.0.1:{port}", app)
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        app.close()

@@ -33,7 +33,7 @@ def test_init_add_update_and_status_from_the_command_line(tmp_path: Path, regist
         registry.publish("gadget", version, build_tarball({"dist/gadget.js": version.encode()}))
     result = run.json("cdn", "update", "--wait", "--timeout", "60")
     assert result["started"] == {"gadget": ["0.9.0", "1.0.0"]}
-    assert result["versions"] == {"gadget@0.9.0": "processed", "gadget@1.0.0": "processed"}
+    assert result["versions"] == {"gadget@0.9.0": "published", "gadget@1.0.0": "published"}
     shown = run.json("cdn", "status")
-    assert (shown["packages"], shown["versions"]) == (1, {"processed": 2})
+    assert (shown["packages"], shown["versions"]) == (1, {"published": 2})
     assert "no package 'nope'" in run.fails("cdn", "update", "--package", "nope", code=17003)

@@ -1,5 +1,5 @@
 """Workers SIGKILLed mid-pipeline (real ``conveyor worker`` processes): one while it stages a tarball
-the registry holds back, then others at random moments. Every version still ends ``processed``
+the registry holds back, then others at random moments. Every version still ends ``published``
 with each of its files recorded once, and the fan-in counter exact."""
 
 from __future__ import annotations
@@ -13,13 +13,16 @@ from pathlib import Path
 
 import conveyor
 from conveyor import cdn
-from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, account_of, download_id
+from conveyor.cdn.pipeline import PUBLISH_WORKFLOW, account_of, publish_id
 from conveyor.cdn.store import CdnStore
 from tests.cdn.conftest import Registry, build_tarball, package_config, write_config
 from tests.waiting import wait_for
 
 CONVEYOR = Path(sys.executable).with_name("conveyor")
+ROOT = Path(__file__).resolve().parents[2]
 APP = """
+import sys
+sys.path.insert(0, {root!r})
 import conveyor
 cv = conveyor.connect({url!r})
 app = conveyor.App(cv, grace_period=1)
@@ -29,14 +32,14 @@ conveyor.cdn.add_compressor(app, visibility_timeout_ms=1500)
 
 
 def _worker(tmp_path: Path, url: str) -> subprocess.Popen[bytes]:
-    (tmp_path / "cdn_app.py").write_text(APP.format(url=url))
+    (tmp_path / "cdn_app.py").write_text(APP.format(url=url, root=str(ROOT)))
     with (tmp_path / "worker.log").open("ab") as out:
         return subprocess.Popen(
             [str(CONVEYOR), "--url", url, "worker", "cdn_app:app"], cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT
         )
 
 
-def test_workers_killed_mid_pipeline_leave_every_version_processed_with_each_file_once(
+def test_workers_killed_mid_pipeline_leave_every_version_published_with_each_file_once(
     tmp_path: Path, registry: Registry
 ) -> None:
     url = f"sqlite://{tmp_path / 'data'}"
@@ -76,7 +79,7 @@ def test_workers_killed_mid_pipeline_leave_every_version_processed_with_each_fil
             def all_ended() -> bool:
                 try:
                     return all(
-                        cv.workflow(DOWNLOAD_WORKFLOW).get(download_id(account, "widget", v)).status().status
+                        cv.workflow(PUBLISH_WORKFLOW).get(publish_id(account, "widget", v)).status().status
                         in ("complete", "errored")
                         for v in versions
                     )
@@ -90,7 +93,7 @@ def test_workers_killed_mid_pipeline_leave_every_version_processed_with_each_fil
         store = CdnStore.open(cv.deployment)
         try:
             assert {r.version: r.state for r in store.versions(account, "widget")} == dict.fromkeys(
-                versions, "processed"
+                versions, "published"
             )
             for version in versions:
                 recorded = store.files(account, "widget", version)

@@ -10,19 +10,19 @@ import pytest
 
 import conveyor
 from conveyor import cdn
-from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, account_of, download_id
+from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, PUBLISH_WORKFLOW, account_of, download_id, publish_id
 from conveyor.cdn.store import CdnStore, VersionRow
 from conveyor.cdn.tarball import sri
 from tests.cdn.conftest import (
     Registry,
     bucket_urls,
     build_tarball,
+    ended,
     integrity,
     package_config,
     worker,
     write_config,
 )
-from tests.waiting import wait_for
 
 
 def versions(cv: conveyor.Conveyor, name: str) -> dict[str, VersionRow]:
@@ -31,20 +31,6 @@ def versions(cv: conveyor.Conveyor, name: str) -> dict[str, VersionRow]:
         return {row.version: row for row in store.versions(account_of(cv), name)}
     finally:
         store.close()
-
-
-def finished(cv: conveyor.Conveyor, instance_id: str, workflow: str) -> str:
-    status: list[str] = []
-
-    def done() -> bool:
-        try:
-            status[:] = [cv.workflow(workflow).get(instance_id).status().status]
-        except conveyor.InstanceNotFound:  # its parent has not created it yet
-            return False
-        return status[0] in ("complete", "errored", "terminated")
-
-    wait_for(done, 60, "every version to end", poll=0.05)
-    return status[0]
 
 
 def setup(cv: conveyor.Conveyor, registry: Registry, tmp_path: Path, files: list[str]) -> None:
@@ -71,15 +57,16 @@ def test_an_update_downloads_new_versions_and_records_their_selected_files(
     setup(cv, registry, tmp_path, ["*.js", "*.css"])
     with worker(cv):
         instance = cdn.update(cv)
-        assert finished(cv, instance, cdn.UPDATES_WORKFLOW) == "complete"
+        assert ended(cv, cdn.UPDATES_WORKFLOW, instance) == "complete"
         for version in ("1.0.0", "1.1.0", "2.0.0-beta.1"):
-            assert finished(cv, download_id(account_of(cv), "widget", version), DOWNLOAD_WORKFLOW) == "complete"
+            assert ended(cv, DOWNLOAD_WORKFLOW, download_id(account_of(cv), "widget", version)) == "complete"
+            assert ended(cv, PUBLISH_WORKFLOW, publish_id(account_of(cv), "widget", version)) == "complete"
         found = versions(cv, "widget")
-        assert {v: r.state for v, r in found.items()} == dict.fromkeys(("1.0.0", "1.1.0", "2.0.0-beta.1"), "processed")
+        assert {v: r.state for v, r in found.items()} == dict.fromkeys(("1.0.0", "1.1.0", "2.0.0-beta.1"), "published")
         assert [f["dest"] for f in found["1.1.0"].files] == ["widget.css", "widget.js"]
         assert found["1.1.0"].skipped == ["dist/.hidden.js: hidden path"]
         assert cv.bucket("cdn-staging").get("files/widget/1.1.0/widget.js").bytes() == b"var v = '1.1.0';"
-        assert all(r.published_ms is None for r in found.values())
+        assert all(r.published_ms is not None for r in found.values())
         store = CdnStore.open(cv.deployment)
         try:  # fanned out per file, fanned in by a counter: SRIs for .js and .css, of the tarball's bytes
             processed = store.files(account_of(cv), "widget", "1.1.0")
@@ -102,12 +89,12 @@ def test_an_update_downloads_new_versions_and_records_their_selected_files(
         config["autoupdate"]["ignoreVersions"] = ["2.0.1"]
         cdn.add(cv, write_config(tmp_path, config))
         again = cdn.update(cv, package="widget")
-        assert finished(cv, again, cdn.UPDATES_WORKFLOW) == "complete"
+        assert ended(cv, cdn.UPDATES_WORKFLOW, again) == "complete"
         assert cv.workflow(cdn.UPDATES_WORKFLOW).get(again).status().output == {
             "started": {"widget": ["2.0.0"]},
             "failed": {},
         }
-        assert finished(cv, download_id(account_of(cv), "widget", "2.0.0"), DOWNLOAD_WORKFLOW) == "complete"
+        assert ended(cv, DOWNLOAD_WORKFLOW, download_id(account_of(cv), "widget", "2.0.0")) == "complete"
         assert sorted(versions(cv, "widget")) == ["1.0.0", "1.1.0", "2.0.0", "2.0.0-beta.1"]
 
 
@@ -140,7 +127,7 @@ def test_a_bad_tarball_fails_its_version_with_the_reason_and_records_no_file(
     setup(cv, registry, tmp_path, ["*.js"])
     with worker(cv):
         cdn.update(cv)
-        assert finished(cv, download_id(account_of(cv), "widget", "1.0.0"), DOWNLOAD_WORKFLOW) == "errored"
+        assert ended(cv, DOWNLOAD_WORKFLOW, download_id(account_of(cv), "widget", "1.0.0")) == "errored"
     row = versions(cv, "widget")["1.0.0"]
     assert (row.state, row.files, row.published_ms) == ("failed", [], None)
     assert row.error is not None and message in row.error
@@ -175,8 +162,8 @@ def test_a_package_the_registry_does_not_know_fails_alone(
     cdn.add(cv, write_config(tmp_path, package_config("ghost", ["*.js"])))
     with worker(cv):
         instance = cdn.update(cv)
-        assert finished(cv, instance, cdn.UPDATES_WORKFLOW) == "complete"
+        assert ended(cv, cdn.UPDATES_WORKFLOW, instance) == "complete"
         output = cv.workflow(cdn.UPDATES_WORKFLOW).get(instance).status().output
         assert output["started"] == {"widget": ["1.0.0"]}
         assert "package 'ghost': HTTP 404" in output["failed"]["ghost"]
-        assert finished(cv, download_id(account_of(cv), "widget", "1.0.0"), DOWNLOAD_WORKFLOW) == "complete"
+        assert ended(cv, DOWNLOAD_WORKFLOW, download_id(account_of(cv), "widget", "1.0.0")) == "complete"

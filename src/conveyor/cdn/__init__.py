@@ -2,7 +2,7 @@
 
 An account's CDN watches npm for new versions of the packages it is configured with (cdnjs's
 package configs), stages each version's tarball, verifies it, extracts and selects its files,
-minifies and compresses them, and (in the slices to come) publishes and serves them as cdnjs does:
+minifies and compresses them, and publishes and serves them as cdnjs does:
 
 >>> from conveyor import cdn
 >>> cdn.init(cv, registry="https://registry.npmjs.org", cron="*/10 * * * *")
@@ -11,6 +11,7 @@ minifies and compresses them, and (in the slices to come) publishes and serves t
 >>> compressors = conveyor.App(cv); cdn.add_compressor(compressors); compressors.run()  # or
 >>> # `conveyor cdn compressor` processes, one per core
 >>> cdn.update(cv)                                  # one PackageUpdatesWorkflow now (else the cron)
+>>> conveyor.cdn.server.serve(cv, port=8788)         # or `conveyor cdn serve`
 
 The parts, each behind the narrowest interface that serves it (dependencies flow down this list):
 
@@ -26,10 +27,13 @@ The parts, each behind the narrowest interface that serves it (dependencies flow
   ``extract(data)`` → files (regular files only, ``package/`` stripped, nothing escaping the root,
   hidden paths and files over 25 MiB skipped and reported) — so every rule is tested without I/O.
 - :mod:`.store`: ``CdnStore``, the only code that writes the tool's tables (the account's settings,
-  packages with their configs, versions with their state ``queued → downloaded → processed`` or
-  ``failed``, each version's selected files, and each processed file's SHA-512 and SRI, one row a
-  file so concurrent children never write one row); ``cdn.db`` in a SQLite deployment's
-  directory, migrations 0016-0017 in a PostgreSQL one, one ``queries.sql`` for both.
+  packages with their configs, versions with their state ``queued → downloaded → processed →
+  published`` or ``failed``, each version's selected files, each output file's SHA-512 and SRI
+  (and a twin's minifier), one row a file so concurrent children never write one row, the search
+  index and the last audit's counts); ``cdn.db`` in a SQLite deployment's directory, migrations
+  0016-0018 in a PostgreSQL one, one ``queries.sql`` for both.
+- :mod:`.git`: git sources — a repository's semver tags as versions, each packed from the commit
+  its tag named when it was found.
 - :mod:`.minify`: ``plan_minified(selected, tarball paths, optimization)`` — cdnjs's rules of
   which files get a ``.min`` twin — and ``minify(dest, data)``, tdewolff/minify in a time-limited
   child process fed on stdin (deterministic; its version recorded with each twin).
@@ -37,6 +41,15 @@ The parts, each behind the narrowest interface that serves it (dependencies flow
   compressor`` runs: the queue ``cdn-compress``, brotli 11 + gzip 9 next to each file) and the
   relay that turns the staging bucket's ``.gz`` notification (queue ``cdn-compressed``) into the
   waiting ProcessingWorkflow's event.
+- :mod:`.metadata`: the published catalog in KV (``cdn-metadata``), laid out as cdnjs's metadata
+  backend (package record, one version-list entry per version, per-version file list, SRIs and
+  object hashes), and ``Catalog``, the one way readers get at it: a version without its
+  version-list entry (written last) does not exist for them.
+- :mod:`.publish`: ``Publisher``, the steps of ``cdn-publish-version`` (PublishingWorkflow),
+  started by the download after its fan-in (:mod:`.pipeline`): files and their ``.br``/``.gz`` to
+  the primary and the mirror bucket (an object is written only where absent; other bytes are
+  refused and logged), metadata to KV, the search index (FTS5 on SQLite, full-text search on
+  PostgreSQL, migration 0018).
 - :mod:`.pipeline`: the workflows. ``cdn-package-updates`` (PackageUpdatesWorkflow, on the
   settings' cron) asks the registry per package and starts one ``cdn-download-package``
   (DownloadPackageWorkflow) per new version, with an id derived from the account, name and version
@@ -45,12 +58,18 @@ The parts, each behind the narrowest interface that serves it (dependencies flow
   selects and records the files, then fans out one ``cdn-process-file`` (ProcessingWorkflow) per
   file and fans in with a ``conveyor.Counter`` (docs/workflows.md's recipe): it waits, holding no
   worker, for the counter's event at zero. A bad tarball ends it with a ``NonRetryableError`` and
-  the version ``failed`` with the reason, nothing recorded as published.
+  the version ``failed`` with the reason, nothing recorded as published. After the fan-in it starts
+  the version's PublishingWorkflow (id derived likewise).
 - ProcessingWorkflow, per file: its SHA-512 and SRI; its minified twin (written to staging); one
   compression job per output and a wait (hibernating) for each output's event; both outputs
   recorded together; then the count down. A failed child still counts down, and its parent then
   fails the version.
-- :mod:`.client`: ``init``, ``status``, ``add``, ``update``: what ``conveyor cdn`` calls.
+- :mod:`.sources`, :mod:`.api`, :mod:`.server`: ``cdn serve`` — files from an in-process cache,
+  the primary (behind a circuit breaker) or the mirror, with cdnjs's headers; the ``/libraries``
+  API in api.cdnjs.com's shapes; ``/metrics``.
+- :mod:`.importer`: ``cdn import`` (an ``ajax/libs`` tree, one queue message per package);
+  :mod:`.audit`: ``cdn audit [--repair]``.
+- :mod:`.client`: ``init``, ``status``, ``add``, ``update``, ``publish``: what ``conveyor cdn`` calls.
 
 The contract between processing and publishing. After a version's ProcessingWorkflows finish and
 the DownloadPackageWorkflow's fan-in marks it ``processed``:
@@ -66,15 +85,12 @@ the DownloadPackageWorkflow's fan-in marks it ``processed``:
 
 Planned (not in this slice), on the same interfaces:
 
-- PublishingWorkflow: SRIs, files to the primary and the mirror bucket, metadata to KV, the search
-  index; a version visible only once all of it is published, a published file never rewritten.
-- The server (``conveyor cdn serve``): ``/ajax/libs/...`` from cache → primary → mirror, and the
-  ``/libraries`` API in cdnjs's shapes; ``import`` and ``audit``.
+- ``conveyor cdn run`` (cron, workers, compressors and the server in one command).
 """
 
 from __future__ import annotations
 
-from conveyor.cdn.client import add, init, status, update
+from conveyor.cdn.client import add, init, publish, status, update
 from conveyor.cdn.compression import add_compressor
 from conveyor.cdn.config import CdnSettings, FileMap, PackageConfig
 from conveyor.cdn.errors import (
@@ -87,10 +103,11 @@ from conveyor.cdn.errors import (
     RegistryError,
     UnknownPackage,
 )
-from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, UPDATES_WORKFLOW, add_workflows
+from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, PUBLISH_WORKFLOW, UPDATES_WORKFLOW, add_workflows
 
 __all__ = [
     "DOWNLOAD_WORKFLOW",
+    "PUBLISH_WORKFLOW",
     "UPDATES_WORKFLOW",
     "CdnNotInitialized",
     "CdnSettings",
@@ -107,6 +124,7 @@ __all__ = [
     "add_compressor",
     "add_workflows",
     "init",
+    "publish",
     "status",
     "update",
 ]

@@ -154,14 +154,26 @@ def update(
     return instance_id
 
 
+def publish(cv: conveyor.Conveyor, name: str, version: str) -> str:
+    """Start PublishingWorkflow again for a processed or published version (a worker running
+    :func:`add_workflows` runs it): what is published already stays, an object whose bytes would
+    differ is refused and logged. Returns the instance id."""
+    from conveyor.cdn.pipeline import PUBLISH_WORKFLOW, publish_id
+
+    instance_id = f"{publish_id(account_of(cv), name, version)}-{uuid.uuid4().hex[:12]}"
+    cv.workflow(PUBLISH_WORKFLOW).create(params={"name": name, "version": version}, id=instance_id)
+    return instance_id
+
+
 def update_and_wait(
     cv: conveyor.Conveyor, *, registry: str | None = None, package: str | None = None, timeout: float = 600.0
 ) -> dict[str, Any]:
-    """:func:`update`, running the CDN's workflows and a compressor in this process until the update and every
-    download it started have ended: ``{"instance": id, "started": {name: [versions]}, "failed":
-    {name: why}, "versions": {"name@version": "processed" | "failed"}}``. ``TimeoutError`` past
+    """:func:`update`, running the CDN's workflows and a compressor in this process until the
+    update and every download and publish it started have ended: ``{"instance": id, "started":
+    {name: [versions]}, "failed": {name: why}, "versions": {"name@version": "published" |
+    "failed"}}``. ``TimeoutError`` past
     ``timeout`` seconds (the workflows go on with the next worker)."""
-    from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, add_workflows, download_id
+    from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, PUBLISH_WORKFLOW, add_workflows, download_id, publish_id
 
     app = conveyor.App(cv, grace_period=5)
     add_workflows(app)
@@ -191,7 +203,10 @@ def update_and_wait(
             for version in versions:
                 child = ended(DOWNLOAD_WORKFLOW, download_id(account, name, version))
                 assert child is not None
-                states[f"{name}@{version}"] = "processed" if child.status == "complete" else "failed"
+                if child.status == "complete":
+                    child = ended(PUBLISH_WORKFLOW, publish_id(account, name, version))
+                    assert child is not None
+                states[f"{name}@{version}"] = "published" if child.status == "complete" else "failed"
         return {"instance": instance_id, **output, "versions": states}
     finally:
         app.stop()

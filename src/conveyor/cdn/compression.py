@@ -69,7 +69,7 @@ def compress(data: bytes) -> dict[str, bytes]:
     """``{".br": brotli quality 11, ".gz": gzip level 9}`` of ``data``, the same bytes every time
     for the same library versions (the gzip header's time is 0 and it names no file)."""
     require_extra("conveyor cdn compressor", "cdn", ("brotli",))
-    import brotli  # type: ignore[import-untyped]
+    import brotli
 
     return {
         ".br": bytes(brotli.compress(data, quality=BROTLI_QUALITY)),

@@ -57,3 +57,10 @@ class CdnUnavailable(ConveyorError):
 
     code = 17008
     status = 501
+
+
+class InvalidImportTree(InvalidRequest):
+    """A directory ``cdn import`` cannot take: no ``ajax/libs/{name}/{version}/`` packages, a bad
+    package name, a ``package.json`` that is not JSON, or a file where a compressed copy goes."""
+
+    code = 17009

@@ -10,6 +10,9 @@ from the account, package and version, so a step that runs again (after a crash)
 registry's hashes, extracts it, selects its files with the config's ``fileMap``, writes them to the
 staging bucket (``files/{name}/{version}/{dest}``) and records them. A bad tarball is a
 ``NonRetryableError``: the version is recorded ``failed`` with the reason and the instance errors.
+After its files are processed and fanned in, its last step starts the version's
+``cdn-publish-version`` (PublishingWorkflow, :mod:`conveyor.cdn.publish`), with an id derived from
+the account, package and version; a publish that fails records the version ``failed``.
 
 ``cdn-process-file`` (ProcessingWorkflow), one per selected file: the file's SHA-512 and SRI; its
 minified twin when cdnjs's rules give it one (:mod:`conveyor.cdn.minify`, planned by the download
@@ -40,6 +43,7 @@ from conveyor.cdn.compression import (
 from conveyor.cdn.config import CdnSettings
 from conveyor.cdn.errors import IntegrityMismatch, InvalidTarball, PackageNotFound, UnknownPackage
 from conveyor.cdn.minify import MinifyFailed, minify, plan_minified
+from conveyor.cdn.publish import COPY_BATCH, Publisher
 from conveyor.cdn.registry import Dist, RegistryClient, new_versions
 from conveyor.cdn.store import CdnStore, ProcessedFile
 from conveyor.engine.accounts import LOCAL_ACCOUNT
@@ -47,6 +51,7 @@ from conveyor.engine.accounts import LOCAL_ACCOUNT
 UPDATES_WORKFLOW = "cdn-package-updates"
 DOWNLOAD_WORKFLOW = "cdn-download-package"
 PROCESSING_WORKFLOW = "cdn-process-file"
+PUBLISH_WORKFLOW = "cdn-publish-version"
 FILES_PROCESSED = "files-processed"  # the event the fan-in counter sends the download at zero
 SRI_EXTENSIONS = (".js", ".css")  # cdnjs gives SRIs to these only (not .mjs)
 BATCH = 100  # create_batch's limit
@@ -61,6 +66,11 @@ def account_of(cv: conveyor.Conveyor) -> str:
 def download_id(account: str, name: str, version: str) -> str:
     """The DownloadPackageWorkflow instance of a version: the same id every time it is derived."""
     return "dl-" + hashlib.sha256(f"{account}/{name}@{version}".encode()).hexdigest()[:40]
+
+
+def publish_id(account: str, name: str, version: str) -> str:
+    """The PublishingWorkflow instance a version's download starts: the same id every time."""
+    return "pub-" + hashlib.sha256(f"{account}/{name}@{version}".encode()).hexdigest()[:40]
 
 
 def tarball_key(name: str, version: str) -> str:
@@ -206,6 +216,14 @@ class _Pipeline:
         self.store.mark_processed(self.account, name, version, now_ms=_now_ms())
         return processed
 
+    def start_publishing(self, name: str, version: str) -> str:
+        """Start the version's PublishingWorkflow (its id derived: a rerun starts none twice)."""
+        instance_id = publish_id(self.account, name, version)
+        self.cv.workflow(PUBLISH_WORKFLOW).create_batch(
+            [{"id": instance_id, "params": {"name": name, "version": version}}]
+        )
+        return instance_id
+
 
 def _output(dest: str, data: bytes, **made: str) -> dict[str, Any]:
     """A :class:`ProcessedFile`'s fields (a step's result is JSON)."""
@@ -224,6 +242,13 @@ def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFA
     pipeline = _Pipeline(cv, store, store.settings(account_of(cv)))
     ensure_compression(cv, pipeline.settings.staging_bucket)
     add_notification_relay(app, pipeline.settings.staging_bucket, PROCESSING_WORKFLOW)
+    publisher = Publisher(cv, store, pipeline.settings)
+
+    def record_failure(step: conveyor.WorkflowStep, name: str, version: str, message: str) -> None:
+        step.do(
+            "record failure",
+            lambda: store.record_failure(pipeline.account, name, version, message, now_ms=_now_ms()),
+        )
 
     @app.workflow(UPDATES_WORKFLOW, schedules=[pipeline.settings.cron], visibility_timeout_ms=visibility_timeout_ms)
     def package_updates(event: conveyor.WorkflowEvent, step: conveyor.WorkflowStep) -> dict[str, Any]:
@@ -259,13 +284,38 @@ def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFA
             step.do("fan out", lambda: pipeline.fan_out(me, name, version, files, minified))
             step.wait_for_event("files processed", type=FILES_PROCESSED, timeout="1 hour")
             processed = step.do("fan in", lambda: pipeline.fan_in(me, name, version, len(files)))
-            return {"files": processed, "skipped": selected["skipped"]}
+            publishing = step.do("start publishing", lambda: pipeline.start_publishing(name, version))
+            return {"files": processed, "skipped": selected["skipped"], "publishing": publishing}
         except conveyor.WorkflowStepError as exc:
-            message = exc.message
-            step.do(
-                "record failure",
-                lambda: store.record_failure(pipeline.account, name, version, message, now_ms=_now_ms()),
+            record_failure(step, name, version, exc.message)
+            raise
+
+    @app.workflow(PUBLISH_WORKFLOW, visibility_timeout_ms=visibility_timeout_ms)
+    def publish_version(event: conveyor.WorkflowEvent, step: conveyor.WorkflowStep) -> dict[str, Any]:
+        params: dict[str, Any] = event.payload
+        name, version = params["name"], params["version"]
+        retries = conveyor.Retries(limit=5, delay=2.0)
+        try:
+            count: int = step.do("plan", lambda: publisher.plan(name, version), retries=retries)
+            hashes: dict[str, list[Any]] = {}
+            for start in range(0, count, COPY_BATCH):
+                hashes.update(
+                    step.do(
+                        f"copy files {start}",
+                        lambda start=start: publisher.copy(name, version, start, COPY_BATCH),  # type: ignore[misc]
+                        retries=retries,
+                    )
+                )
+            step.do("write metadata", lambda: publisher.write_metadata(name, version, hashes), retries=retries)
+            published_ms = step.do("make visible", lambda: publisher.make_visible(name, version), retries=retries)
+            latest = step.do(
+                "write package",
+                lambda: publisher.write_package(name, store.package(pipeline.account, name).raw),
+                retries=retries,
             )
+            return {"files": count, "objects": len(hashes), "published_ms": published_ms, "latest": latest}
+        except conveyor.WorkflowStepError as exc:
+            record_failure(step, name, version, exc.message)
             raise
 
     @app.workflow(PROCESSING_WORKFLOW, visibility_timeout_ms=visibility_timeout_ms)

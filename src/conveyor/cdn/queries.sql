@@ -64,3 +64,41 @@ WHERE account = :account AND name = :name AND version = :version ORDER BY dest;
 -- name: mark_processed
 UPDATE cdn_versions SET state = 'processed', updated_ms = :now
 WHERE account = :account AND name = :name AND version = :version AND state = 'downloaded';
+
+-- Publishing (PublishingWorkflow, import, audit).
+
+-- name: mark_published
+UPDATE cdn_versions SET state = 'published', published_ms = COALESCE(published_ms, :now), error = NULL,
+                        updated_ms = :now
+WHERE account = :account AND name = :name AND version = :version AND state IN ('processed', 'published');
+
+-- name: delete_search_entry
+DELETE FROM cdn_search WHERE account = :account AND name = :name;
+
+-- name: insert_search_entry
+INSERT INTO cdn_search (account, name, t_name, t_description, t_keywords, t_filename, t_repository)
+VALUES (:account, :name, :t_name, :t_description, :t_keywords, :t_filename, :t_repository);
+
+-- name: search_sqlite
+SELECT name FROM cdn_search WHERE account = :account AND cdn_search MATCH :query ORDER BY name;
+
+-- name: search_postgres
+SELECT name FROM cdn_search
+WHERE account = :account
+  AND to_tsvector('simple', concat_ws(' ',
+        CASE WHEN CAST(:f_name AS boolean) THEN t_name END,
+        CASE WHEN CAST(:f_description AS boolean) THEN t_description END,
+        CASE WHEN CAST(:f_keywords AS boolean) THEN t_keywords END,
+        CASE WHEN CAST(:f_filename AS boolean) THEN t_filename END,
+        CASE WHEN CAST(:f_repository AS boolean) THEN t_repository END)) @@ to_tsquery('simple', :query)
+ORDER BY name;
+
+-- name: delete_audit_counts
+DELETE FROM cdn_audit_counts WHERE account = :account;
+
+-- name: insert_audit_count
+INSERT INTO cdn_audit_counts (account, bucket, outcome, count, audited_ms)
+VALUES (:account, :bucket, :outcome, :count, :now);
+
+-- name: audit_counts
+SELECT bucket, outcome, count, audited_ms FROM cdn_audit_counts WHERE account = :account ORDER BY bucket, outcome;

@@ -1,7 +1,8 @@
--- The package CDN's tables in a SQLite deployment's cdn.db (version 2; sqlite_v1_to_v2.sql brings a
--- version 1 file here). PostgreSQL has the same tables in migrations 0016_cdn.sql and 0017; both run the named queries of queries.sql.
+-- The package CDN's tables in a SQLite deployment's cdn.db (version 3; sqlite_v1_to_v2.sql and
+-- sqlite_v2_to_v3.sql bring older files here). PostgreSQL has the same tables in migrations
+-- 0016_cdn.sql, 0017 and 0018; both run the named queries of queries.sql.
 PRAGMA application_id = 1131376246;  -- 'Conv': marks the file as Conveyor's
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;
 
 -- The CDN of an account (conveyor cdn init).
 CREATE TABLE cdn_settings (
@@ -61,4 +62,27 @@ CREATE TABLE cdn_files (
     tool TEXT,
     tool_version TEXT,
     PRIMARY KEY (account, name, version, dest)
+);
+
+-- Publishing (PublishingWorkflow, import, audit).
+-- The search index of published packages (FTS5), one row per package: the t_ columns hold its
+-- name, description, keywords, filename and repository URL lower-cased with punctuation as spaces.
+CREATE VIRTUAL TABLE cdn_search USING fts5(
+    account UNINDEXED,
+    name UNINDEXED,
+    t_name,
+    t_description,
+    t_keywords,
+    t_filename,
+    t_repository
+);
+
+-- The last audit's counts per bucket and outcome (ok, missing, size, sha512, repaired), for /metrics.
+CREATE TABLE cdn_audit_counts (
+    account TEXT NOT NULL,
+    bucket TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    count BIGINT NOT NULL,
+    audited_ms BIGINT NOT NULL,
+    PRIMARY KEY (account, bucket, outcome)
 );

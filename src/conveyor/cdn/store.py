@@ -10,6 +10,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import orjson
@@ -22,11 +23,23 @@ from conveyor.engine.sqlfile import load_queries, load_script
 from conveyor.engine.tables import Row, SqliteFile, Tables, Transaction, open_tables
 
 QUERIES = load_queries("conveyor.cdn", "queries.sql")
+SEARCH_FIELDS = ("name", "description", "keywords", "filename", "repository")
+_NOT_WORD = re.compile(r"[^0-9a-z]+")
+
+
+def search_text(text: str) -> str:
+    """``text`` as the search index keeps it: lower-case words of letters and digits."""
+    return " ".join(_NOT_WORD.sub(" ", text.lower()).split())
+
+
 SQLITE_FILE = SqliteFile(
     "cdn.db",
     load_script("conveyor.cdn", "sqlite_schema.sql"),
-    version=2,
-    upgrades={1: load_script("conveyor.cdn", "sqlite_v1_to_v2.sql")},
+    version=3,
+    upgrades={
+        1: load_script("conveyor.cdn", "sqlite_v1_to_v2.sql"),
+        2: load_script("conveyor.cdn", "sqlite_v2_to_v3.sql"),
+    },
 )
 
 
@@ -82,8 +95,9 @@ def _version(row: Row) -> VersionRow:
 
 
 class CdnStore:
-    def __init__(self, tables: Tables) -> None:
+    def __init__(self, tables: Tables, engine: str = "sqlite") -> None:
         self.tables = tables
+        self.engine = engine
 
     @classmethod
     def open(cls, deployment: Deployment) -> CdnStore:
@@ -93,7 +107,7 @@ class CdnStore:
                 "the package CDN is not available through a server connection yet; connect to the "
                 "deployment's SQLite or PostgreSQL URL"
             )
-        return cls(tables)
+        return cls(tables, "sqlite" if deployment.kind == "sqlite" else "postgres")
 
     def close(self) -> None:
         self.tables.close()
@@ -222,3 +236,55 @@ class CdnStore:
     def mark_processed(self, account: str, name: str, version: str, *, now_ms: int) -> None:
         params = {"account": account, "name": name, "version": version, "now": now_ms}
         self.tables.transaction(lambda tx: tx.run("mark_processed", params), "marking a version processed")
+
+    # -- publishing -----------------------------------------------------------------------------
+    def mark_published(self, account: str, name: str, version: str, *, now_ms: int) -> None:
+        """The version is published (its first publication time is kept)."""
+        params = {"account": account, "name": name, "version": version, "now": now_ms}
+        self.tables.transaction(lambda tx: tx.run("mark_published", params), "marking a version published")
+
+    def index_package(self, account: str, name: str, fields: dict[str, str]) -> None:
+        """Put package ``name`` in the search index with ``fields`` (``name``, ``description``,
+        ``keywords``, ``filename``, ``repository``), replacing what it had."""
+        params = {"account": account, "name": name, **{f"t_{f}": search_text(fields.get(f, "")) for f in SEARCH_FIELDS}}
+
+        def index(tx: Transaction) -> None:
+            tx.run("delete_search_entry", {"account": account, "name": name})
+            tx.run("insert_search_entry", params)
+
+        self.tables.transaction(index, "indexing a package for search")
+
+    def search(self, account: str, query: str, fields: frozenset[str] = frozenset(SEARCH_FIELDS)) -> list[str]:
+        """The names of the indexed packages matching every word of ``query`` as a prefix, in any
+        of ``fields``, in name order."""
+        words = search_text(query).split()
+        if not words or not fields:
+            return []
+        if self.engine == "sqlite":
+            columns = " ".join(f"t_{f}" for f in SEARCH_FIELDS if f in fields)
+            match = "{" + columns + "} : (" + " AND ".join(f'"{w}"*' for w in words) + ")"
+            params: dict[str, Any] = {"account": account, "query": match}
+            rows = self.tables.read(lambda tx: tx.rows("search_sqlite", params), "searching packages")
+        else:
+            params = {"account": account, "query": " & ".join(f"{w}:*" for w in words)}
+            params.update({f"f_{f}": f in fields for f in SEARCH_FIELDS})
+            rows = self.tables.read(lambda tx: tx.rows("search_postgres", params), "searching packages")
+        return [row[0] for row in rows]
+
+    def record_audit(self, account: str, counts: dict[tuple[str, str], int], *, now_ms: int) -> None:
+        """Replace the account's audit counts: ``{(bucket, outcome): count}``."""
+
+        def record(tx: Transaction) -> None:
+            tx.run("delete_audit_counts", {"account": account})
+            for (bucket, outcome), count in sorted(counts.items()):
+                tx.run(
+                    "insert_audit_count",
+                    {"account": account, "bucket": bucket, "outcome": outcome, "count": count, "now": now_ms},
+                )
+
+        self.tables.transaction(record, "recording an audit")
+
+    def audit_counts(self, account: str) -> list[tuple[str, str, int, int]]:
+        """The last audit's ``(bucket, outcome, count, audited_ms)`` rows."""
+        rows = self.tables.read(lambda tx: tx.rows("audit_counts", {"account": account}), "reading audit counts")
+        return [(row[0], row[1], int(row[2]), int(row[3])) for row in rows]

@@ -1,7 +1,8 @@
 """``conveyor cdn ...``: the package CDN (docs/cdn.md) — ``init`` and ``status`` of the account's CDN,
 ``add`` package configs, ``update`` (one PackageUpdatesWorkflow now; ``--wait`` runs the pipeline's
-workflows in this process until it and its downloads have ended), ``compressor`` (a compression
-worker process: run one per core, on any machine of the deployment)."""
+workflows in this process until it and its downloads and publishes have ended), ``compressor`` (a
+compression worker process: run one per core, on any machine of the deployment), ``serve`` (the
+files and the libraries API), ``import`` (an existing ``ajax/libs`` tree) and ``audit``."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def add(state: CliState, path: str, as_json: bool) -> None:
 @cdn_group.command("update")
 @click.option("--registry", default=None, help="Ask this registry instead of the CDN's.")
 @click.option("--package", default=None, help="Only this package.")
-@click.option("--wait", is_flag=True, help="Run the workflows here until every new version is downloaded or failed.")
+@click.option("--wait", is_flag=True, help="Run the workflows here until every new version is published or failed.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds --wait waits.")
 @json_option
 @pass_state
@@ -113,3 +114,62 @@ def compressor(state: CliState, visibility_timeout: float, grace: float) -> None
     app = conveyor.App(state.connect(), grace_period=grace)
     add_compressor(app, visibility_timeout_ms=int(visibility_timeout * 1000))
     app.run()
+
+
+@cdn_group.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option("--port", default=8788, show_default=True, help="The port to listen on (0: any free one).")
+@click.option("--cache-mb", default=256, show_default=True, help="MiB of file bodies kept in memory (per process).")
+@click.option("--processes", default=1, show_default=True, help="Processes answering on the port (one per core).")
+@pass_state
+def serve(state: CliState, host: str, port: int, cache_mb: int, processes: int) -> None:
+    """Serve /ajax/libs/{name}/{version}/{path} and the /libraries API of the account's CDN."""
+    from conveyor.cdn.server import serve as run_server
+
+    def ready(bound: int) -> None:
+        click.echo(f"serving the CDN on http://{host}:{bound}", err=True)
+
+    cache_bytes = cache_mb * 1024 * 1024
+    run_server(state.connect(), host=host, port=port, cache_bytes=cache_bytes, processes=processes, on_ready=ready)
+
+
+@cdn_group.command("import")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option("--timeout", default=3600.0, show_default=True, help="Seconds to wait for every package.")
+@json_option
+@pass_state
+def import_(state: CliState, directory: str, timeout: float, as_json: bool) -> None:
+    """Copy an existing ajax/libs/{name}/{version}/... tree byte for byte into the CDN."""
+    from conveyor.cdn.importer import import_tree
+
+    try:
+        result = import_tree(state.connect(), directory, timeout=timeout)
+    except TimeoutError as exc:
+        raise CliError(str(exc)) from None
+    emit(as_json, result, lambda: _lines(result))
+    if result["failed"]:
+        raise click.exceptions.Exit(1)
+
+
+@cdn_group.command("audit")
+@click.option("--repair", is_flag=True, help="Write the published bytes back where a bucket diverges.")
+@json_option
+@pass_state
+def audit(state: CliState, repair: bool, as_json: bool) -> None:
+    """Check every published file of KV in the primary and the mirror (presence, size, SHA-512)."""
+    from conveyor.cdn.audit import audit as run_audit
+
+    report = run_audit(state.connect(), repair=repair)
+    shown = report.as_dict()
+
+    def text() -> str:
+        lines = [f"objects: {report.objects}"]
+        lines += [f"{bucket} {outcome}: {n}" for (bucket, outcome), n in sorted(report.counts.items())]
+        lines += [
+            f"{d.bucket}/{d.key}: {d.problem}" + (" (repaired)" if d.repaired else "") for d in report.divergences
+        ]
+        return "\n".join(lines)
+
+    emit(as_json, shown, text)
+    if any(not d.repaired for d in report.divergences):
+        raise click.exceptions.Exit(1)

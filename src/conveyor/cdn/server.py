@@ -1,0 +1,543 @@
+"""``conveyor cdn serve``: the published files at ``/ajax/libs/{name}/{version}/{path}`` and the
+libraries API (:mod:`conveyor.cdn.api`) on one port, as a bare ASGI app run by the project's uvicorn
+set-up (:func:`conveyor.server.serve.uvicorn_config`).
+
+Files, as cdnjs's origin serves them:
+
+- the path must match ``/ajax/libs/{name}/{version}/{path}`` with a name of ``[a-zA-Z0-9._-]``,
+  and be at most 512 characters, else 404; its extension must be one of the whitelist's (or
+  ``avif``), else 403, and a ``.swf`` asked for with a query string is refused (403) too;
+- the version must be in the version list (:meth:`Catalog.published`), else 404: a version being
+  published is not served until all of it is;
+- ``Accept-Encoding`` with ``br`` (or ``*``) gets the ``.br`` object, else with ``gzip`` the ``.gz``
+  one, else the stored original (``.woff2`` always as stored): byte for byte what was published,
+  no compression or decompression on the request's path;
+- headers: ``Cache-Control: public, max-age=30672000, immutable``, a strong ``ETag`` of the bytes
+  sent (``If-None-Match`` answers 304), ``Last-Modified`` (the version's publication),
+  ``Content-Type`` with ``charset=utf-8``, ``Vary: Accept-Encoding``, ``Access-Control-Allow-Origin:
+  *``, ``Cross-Origin-Resource-Policy: cross-origin``, ``Timing-Allow-Origin: *``,
+  ``X-Content-Type-Options: nosniff``.
+
+A file's bytes come from an in-process cache (least recently used out past ``cache_bytes``), else
+the primary bucket, else the mirror (:class:`~conveyor.cdn.sources.ObjectSource`: a circuit
+breaker, so a primary that is down costs no request a timeout). A cached answer is a dictionary
+look-up and two ``send`` calls: its headers are built once.
+
+A successful API answer is reused for 5 s by the process that made it (a missing library or
+version is asked for again at once). ``/metrics`` shows the server's counters and the last audit's
+counts in Prometheus' text format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import hashlib
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, MutableMapping
+from types import FrameType
+from typing import Any
+from urllib.parse import parse_qs
+
+import orjson
+
+import conveyor
+from conveyor.cdn import api
+from conveyor.cdn.metadata import CATEGORIES, UNCOMPRESSED_EXTENSIONS, Catalog, metadata_namespace
+from conveyor.cdn.pipeline import account_of
+from conveyor.cdn.sources import ObjectSource
+from conveyor.cdn.store import CdnStore
+
+log = logging.getLogger("conveyor.cdn")
+
+Scope = MutableMapping[str, Any]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+
+DEFAULT_PORT = 8788
+CACHE_BYTES = 256 * 1024 * 1024
+MAX_KEY_CHARS = 512
+NEGATIVE_SECONDS = 1.0  # a version not (yet) published is asked for again after this long
+ANSWER_SECONDS = 5.0  # a successful API answer is reused this long
+MAX_ANSWERS = 10_000
+FILE_PATH = re.compile(r"^/ajax/libs/(?P<name>[a-zA-Z0-9._-]+)/(?P<version>[^/]+)/(?P<path>.+)$")
+LIBRARY_PATH = re.compile(r"^/libraries/(?P<name>[^/]+)(?:/(?P<version>[^/]+))?/?$")
+EXTENSIONS = frozenset([*CATEGORIES, "avif"])
+# Legacy names cdnjs's origin still maps to the package that took them over.
+ALIASES = {"pie": "css3pie", "nicescroll": "jquery.nicescroll"}
+MEDIA_TYPES = {
+    "js": "application/javascript",
+    "mjs": "application/javascript",
+    "ts": "application/typescript",
+    "wasm": "application/wasm",
+    "map": "application/json",
+    "swf": "application/x-shockwave-flash",
+    "json": "application/json",
+    "css": "text/css",
+    "scss": "text/x-scss",
+    "png": "image/png",
+    "gif": "image/gif",
+    "jpg": "image/jpeg",
+    "jpeg": "image/jpeg",
+    "svg": "image/svg+xml",
+    "webp": "image/webp",
+    "avif": "image/avif",
+    "cur": "image/x-icon",
+    "ttf": "font/ttf",
+    "eot": "application/vnd.ms-fontobject",
+    "woff": "font/woff",
+    "woff2": "font/woff2",
+    "otf": "font/otf",
+    "aac": "audio/aac",
+    "mp3": "audio/mpeg",
+    "ogg": "audio/ogg",
+    "lang": "text/plain",
+    "hpb": "application/octet-stream",
+}
+FILE_HEADERS = [
+    (b"cache-control", b"public, max-age=30672000, immutable"),
+    (b"access-control-allow-origin", b"*"),
+    (b"cross-origin-resource-policy", b"cross-origin"),
+    (b"timing-allow-origin", b"*"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"vary", b"Accept-Encoding"),
+]
+API_CORS = [
+    (b"access-control-allow-origin", b"*"),
+    (b"access-control-allow-methods", b"GET, OPTIONS"),
+    (b"access-control-allow-headers", b"Accept, Accept-Version, Content-Length, Content-MD5, Content-Type, Date"),
+]
+ENCODINGS = {"br": b"br", "gz": b"gzip"}
+
+
+class CachedFile:
+    """One representation of a file, ready to send: its body and its whole header list."""
+
+    __slots__ = ("body", "etag", "headers")
+
+    def __init__(self, body: bytes, headers: list[tuple[bytes, bytes]], etag: bytes) -> None:
+        self.body = body
+        self.headers = headers
+        self.etag = etag
+
+
+class FileCache:
+    """Least recently used representations, up to ``limit`` bytes of bodies."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+        self._entries: OrderedDict[tuple[str, str], CachedFile] = OrderedDict()
+
+    def get(self, key: tuple[str, str]) -> CachedFile | None:
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+        return found
+
+    def put(self, key: tuple[str, str], entry: CachedFile) -> None:
+        if len(entry.body) > self.limit:
+            return
+        if key in self._entries:
+            return
+        self._entries[key] = entry
+        self.size += len(entry.body)
+        while self.size > self.limit:
+            _, dropped = self._entries.popitem(last=False)
+            self.size -= len(dropped.body)
+
+
+def variant_of(accept_encoding: bytes, path: str) -> str:
+    """``br``, ``gz`` or ``plain``: which stored object answers this request."""
+    if path.endswith(UNCOMPRESSED_EXTENSIONS):
+        return "plain"
+    if b"br" in accept_encoding or b"*" in accept_encoding:
+        return "br"
+    if b"gzip" in accept_encoding:
+        return "gz"
+    return "plain"
+
+
+def _header(scope: Scope, name: bytes) -> bytes:
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return b""
+
+
+async def _send(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _text(send: Send, status: int, message: str) -> None:
+    body = message.encode()
+    headers = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+        (b"access-control-allow-origin", b"*"),
+        (b"cache-control", b"public, max-age=3600" if status in (403, 404) else b"no-store"),
+    ]
+    await _send(send, status, headers, body)
+
+
+class CdnApp:
+    """The ASGI app of ``cdn serve`` for the account of ``cv`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        cv: conveyor.Conveyor,
+        *,
+        cache_bytes: int = CACHE_BYTES,
+        source: ObjectSource | None = None,
+    ) -> None:
+        self.cv = cv
+        self.store = CdnStore.open(cv.deployment)
+        self.settings = self.store.settings(account_of(cv))
+        self.catalog = Catalog(metadata_namespace(cv))
+        mirror = cv.bucket(self.settings.mirror_bucket) if self.settings.mirror_bucket else None
+        self.source = source or ObjectSource(cv.bucket(self.settings.primary_bucket), mirror)
+        self.cache = FileCache(cache_bytes)
+        self._published: dict[tuple[str, str], int] = {}  # version → published_ms: never changes
+        self._unpublished: dict[tuple[str, str], float] = {}  # version → when it was found missing
+        self.responses: dict[int, int] = {}
+        self.cache_hits = 0
+        # Successful API answers by path and query, reused for ANSWER_SECONDS (the catalog changes
+        # only when a version is published): (answered at, answer).
+        self._answers: dict[tuple[str, bytes], tuple[float, api.Answer]] = {}
+
+    def close(self) -> None:
+        self.source.close()
+        self.store.close()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path: str = scope["path"]
+            if path.startswith("/ajax/libs/"):
+                await self.serve_file(scope, send)
+            elif path == "/metrics":
+                await self.serve_metrics(send)
+            else:
+                await self.serve_api(scope, send)
+        elif scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+
+    def _count(self, status: int) -> None:
+        self.responses[status] = self.responses.get(status, 0) + 1
+
+    # -- files ----------------------------------------------------------------------------------
+    async def serve_file(self, scope: Scope, send: Send) -> None:
+        path: str = scope["path"]
+        method = scope["method"]
+        if method != "GET" and method != "HEAD":
+            self._count(405)
+            return await _text(send, 405, "method not allowed")
+        variant = variant_of(_header(scope, b"accept-encoding"), path)
+        entry = self.cache.get((path, variant))
+        if entry is None:
+            refusal = self._refusal(path, scope.get("query_string", b""))
+            if refusal is not None:
+                self._count(refusal[0])
+                return await _text(send, *refusal)
+            try:
+                entry = await self._load(path, variant)
+            except conveyor.ConveyorError as exc:
+                log.warning("cdn serve %s: %s", path, exc)
+                self._count(503)
+                return await _text(send, 503, "the file's buckets are unavailable")
+            if entry is None:
+                self._count(404)
+                return await _text(send, 404, "not found")
+        else:
+            self.cache_hits += 1
+        status = 200
+        if entry.etag == _header(scope, b"if-none-match"):
+            status = 304
+        self._count(status)
+        if status == 304 or method == "HEAD":
+            headers = [h for h in entry.headers if h[0] != b"content-length"] if status == 304 else entry.headers
+            return await _send(send, status, headers, b"")
+        await _send(send, status, entry.headers, entry.body)
+
+    def _refusal(self, path: str, query: bytes) -> tuple[int, str] | None:
+        if len(path) - len("/ajax/libs/") > MAX_KEY_CHARS or FILE_PATH.match(path) is None:
+            return (404, "not found")
+        if any(segment in ("", ".", "..") for segment in path[len("/ajax/libs/") :].split("/")):
+            return (404, "not found")
+        extension = path.rsplit("/", 1)[-1].rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
+        if extension not in EXTENSIONS:
+            return (403, "invalid file type")
+        if extension == "swf" and query:
+            return (403, "invalid request")
+        return None
+
+    async def _load(self, path: str, variant: str) -> CachedFile | None:
+        found = FILE_PATH.match(path)
+        assert found is not None
+        name, version, file = found["name"], found["version"], found["path"]
+        name = ALIASES.get(name, name)
+        published_ms = await self._published_ms(name, version)
+        if published_ms is None:
+            return None
+        key = f"{name}/{version}/{file}" + ("" if variant == "plain" else f".{variant}")
+        body = await self.source.read(key)
+        if body is None:
+            return None
+        extension = file.rsplit(".", 1)[-1].lower()
+        etag = b'"' + hashlib.blake2b(body, digest_size=12).hexdigest().encode() + b'"'
+        headers = [
+            (b"content-type", MEDIA_TYPES.get(extension, "application/octet-stream").encode() + b"; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
+            (b"etag", etag),
+            (b"last-modified", email.utils.formatdate(published_ms / 1000, usegmt=True).encode()),
+            *FILE_HEADERS,
+        ]
+        if variant != "plain":
+            headers.append((b"content-encoding", ENCODINGS[variant]))
+        entry = CachedFile(body, headers, etag)
+        self.cache.put((path, variant), entry)
+        return entry
+
+    async def _published_ms(self, name: str, version: str) -> int | None:
+        key = (name, version)
+        if key in self._published:
+            return self._published[key]
+        missing_since = self._unpublished.get(key)
+        if missing_since is not None and time.monotonic() - missing_since < NEGATIVE_SECONDS:
+            return None
+        entry = await asyncio.get_running_loop().run_in_executor(None, self.catalog.published, name, version)
+        if entry is None:
+            if len(self._unpublished) > 100_000:
+                self._unpublished.clear()
+            self._unpublished[key] = time.monotonic()
+            return None
+        self._unpublished.pop(key, None)
+        self._published[key] = int(entry["published_ms"])
+        return self._published[key]
+
+    # -- API ------------------------------------------------------------------------------------
+    async def serve_api(self, scope: Scope, send: Send) -> None:
+        method = scope["method"]
+        if method == "OPTIONS":
+            self._count(204)
+            return await _send(send, 204, [*API_CORS, (b"content-length", b"0")], b"")
+        path: str = scope["path"]
+        if method not in ("GET", "HEAD"):
+            answer = api.not_found("Endpoint")
+        elif path == "/health":
+            self._count(200)
+            return await _send(send, 200, [(b"content-type", b"text/plain"), (b"content-length", b"2")], b"OK")
+        else:
+            answer = await self._cached_answer(path, scope.get("query_string", b""))
+        body = orjson.dumps(answer.body)
+        headers = [
+            (b"content-type", b"application/json; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
+            *API_CORS,
+            *_cache_headers(answer.cache_seconds, answer.immutable),
+        ]
+        self._count(answer.status)
+        await _send(send, answer.status, headers, b"" if method == "HEAD" else body)
+
+    async def _cached_answer(self, path: str, query_string: bytes) -> api.Answer:
+        key = (path, query_string)
+        found = self._answers.get(key)
+        if found is not None and time.monotonic() - found[0] < ANSWER_SECONDS:
+            return found[1]
+        query = parse_qs(query_string.decode("latin-1"), keep_blank_values=True)
+        try:
+            answer = await asyncio.get_running_loop().run_in_executor(None, self._answer, path, query)
+        except conveyor.ConveyorError as exc:
+            log.warning("cdn api %s: %s", path, exc)
+            return api.Answer(500, {"error": True, "status": 500, "message": "An unexpected error occurred"}, -1)
+        if answer.status == 200:  # a missing library or version may be published any moment
+            if len(self._answers) >= MAX_ANSWERS:
+                self._answers.clear()
+            self._answers[key] = (time.monotonic(), answer)
+        return answer
+
+    def _answer(self, path: str, query: dict[str, list[str]]) -> api.Answer:
+        if path in ("/libraries", "/libraries/"):
+            return api.libraries(self.catalog, self._search, query)
+        found = LIBRARY_PATH.match(path)
+        if found is not None:
+            if found["version"] is None:
+                return api.library(self.catalog, found["name"], query)
+            return api.library_version(self.catalog, found["name"], found["version"], query)
+        if path in ("/whitelist", "/whitelist/"):
+            return api.whitelist(query)
+        if path in ("/stats", "/stats/"):
+            return api.stats(self.catalog, query)
+        return api.not_found("Endpoint")
+
+    def _search(self, text: str, fields: frozenset[str]) -> list[str]:
+        return self.store.search(self.settings.account, text, fields)
+
+    # -- metrics --------------------------------------------------------------------------------
+    async def serve_metrics(self, send: Send) -> None:
+        audit = await asyncio.get_running_loop().run_in_executor(None, self.store.audit_counts, self.settings.account)
+        lines = [
+            "# HELP conveyor_cdn_responses_total Responses of this server by status.",
+            "# TYPE conveyor_cdn_responses_total counter",
+            *(f'conveyor_cdn_responses_total{{status="{s}"}} {n}' for s, n in sorted(self.responses.items())),
+            "# HELP conveyor_cdn_cache_hits_total File requests answered from the in-process cache.",
+            "# TYPE conveyor_cdn_cache_hits_total counter",
+            f"conveyor_cdn_cache_hits_total {self.cache_hits}",
+            "# HELP conveyor_cdn_cache_bytes Bytes of file bodies in the in-process cache.",
+            "# TYPE conveyor_cdn_cache_bytes gauge",
+            f"conveyor_cdn_cache_bytes {self.cache.size}",
+            "# HELP conveyor_cdn_primary_failures_total Primary bucket reads that failed or were too slow.",
+            "# TYPE conveyor_cdn_primary_failures_total counter",
+            f"conveyor_cdn_primary_failures_total {self.source.primary_failures}",
+            "# HELP conveyor_cdn_mirror_reads_total Reads sent to the mirror bucket.",
+            "# TYPE conveyor_cdn_mirror_reads_total counter",
+            f"conveyor_cdn_mirror_reads_total {self.source.mirror_reads}",
+            "# HELP conveyor_cdn_primary_circuit_open 1 while no read tries the primary bucket.",
+            "# TYPE conveyor_cdn_primary_circuit_open gauge",
+            f"conveyor_cdn_primary_circuit_open {int(self.source.breaker.is_open)}",
+            "# HELP conveyor_cdn_audit_objects Published objects by bucket and outcome at the last audit.",
+            "# TYPE conveyor_cdn_audit_objects gauge",
+            *(f'conveyor_cdn_audit_objects{{bucket="{b}",outcome="{o}"}} {n}' for b, o, n, _ in audit),
+            "# HELP conveyor_cdn_audit_timestamp_seconds When the last audit ended.",
+            "# TYPE conveyor_cdn_audit_timestamp_seconds gauge",
+            *([f"conveyor_cdn_audit_timestamp_seconds {audit[0][3] / 1000:.3f}"] if audit else []),
+        ]
+        body = ("\n".join(lines) + "\n").encode()
+        headers = [
+            (b"content-type", b"text/plain; version=0.0.4; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        await _send(send, 200, headers, body)
+
+
+def _cache_headers(seconds: int, immutable: bool) -> list[tuple[bytes, bytes]]:
+    if seconds < 0:
+        return [
+            (b"expires", b"0"),
+            (b"pragma", b"no-cache"),
+            (b"cache-control", b"no-cache, no-store, must-revalidate"),
+        ]
+    control = f"public, max-age={seconds}" + (", immutable" if immutable else "")
+    expires = email.utils.formatdate(time.time() + seconds, usegmt=True)
+    return [(b"expires", expires.encode()), (b"cache-control", control.encode())]
+
+
+def serve(
+    cv: conveyor.Conveyor,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    cache_bytes: int = CACHE_BYTES,
+    processes: int = 1,
+    on_ready: Callable[[int], None] | None = None,
+) -> None:
+    """Serve the account's CDN until SIGINT/SIGTERM; ``on_ready(port)`` once it listens.
+    ``processes``: how many processes answer on the one listening socket (this one and
+    ``processes - 1`` children, each with its own cache), for more than one core."""
+    if not 1 <= processes <= 64:
+        raise conveyor.InvalidRequest(f"processes: {processes} is not within 1..64")
+    listener = socket.create_server((host, port), backlog=4096)
+    listener.set_inheritable(True)
+    command = [sys.executable, "-m", "conveyor.cdn.server", "--fd", str(listener.fileno())]
+    command += ["--cache-bytes", str(cache_bytes), "--parent", str(os.getpid())]
+    if cv.url:
+        command += ["--url", cv.url]
+    children = [subprocess.Popen(command, pass_fds=[listener.fileno()]) for _ in range(processes - 1)]
+
+    def stop_children() -> None:
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+
+    try:
+        _run(cv, listener, cache_bytes, on_ready, on_exit=stop_children)
+    finally:
+        for child in children:
+            child.terminate()
+        for child in children:
+            try:
+                child.wait(30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        listener.close()
+
+
+def _run(
+    cv: conveyor.Conveyor,
+    listener: socket.socket,
+    cache_bytes: int,
+    on_ready: Callable[[int], None] | None,
+    on_exit: Callable[[], None] | None = None,
+) -> None:
+    import uvicorn
+
+    from conveyor.server.http_protocol import ConnectionLimits, fit_open_files
+    from conveyor.server.serve import uvicorn_config
+
+    host, port = listener.getsockname()[:2]
+    app = CdnApp(cv, cache_bytes=cache_bytes)
+    server = uvicorn.Server(uvicorn_config(app, host, port, fit_open_files(ConnectionLimits())))
+    if on_exit is not None:  # at the signal: uvicorn re-raises it once shut down, ending this process
+        stop_serving = server.handle_exit
+
+        def handle_exit(sig: int, frame: FrameType | None) -> None:
+            on_exit()
+            stop_serving(sig, frame)
+
+        server.handle_exit = handle_exit  # type: ignore[method-assign]
+    if on_ready is not None:
+
+        def announce() -> None:
+            while not server.started and not server.should_exit:
+                time.sleep(0.02)
+            if server.started:
+                on_ready(int(port))
+
+        threading.Thread(target=announce, daemon=True).start()
+    try:
+        server.run(sockets=[listener])
+    finally:
+        app.close()
+
+
+def _child() -> None:
+    """A serving process of :func:`serve`'s listening socket (``python -m conveyor.cdn.server``);
+    it stops when its parent is gone."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--cache-bytes", type=int, required=True)
+    parser.add_argument("--parent", type=int, required=True)
+    parser.add_argument("--url", default=None)
+    options = parser.parse_args()
+    listener = socket.socket(fileno=options.fd)
+
+    def orphaned() -> None:
+        while os.getppid() == options.parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=orphaned, daemon=True).start()
+    with conveyor.connect(options.url) as cv:
+        _run(cv, listener, options.cache_bytes, None)
+
+
+if __name__ == "__main__":
+    _child()

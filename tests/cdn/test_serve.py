@@ -1,0 +1,301 @@
+"""``cdn serve`` on 127.0.0.1: files with cdnjs's headers in each encoding (decompressing to the
+published bytes), its 403/404 rules, the libraries API field for field in api.cdnjs.com's shapes,
+and the mirror answering, with no 5xx, once the primary bucket's S3 server is stopped or hangs."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import brotli
+import httpx
+import pytest
+
+import conveyor
+from conveyor import cdn
+from conveyor.cdn.pipeline import PUBLISH_WORKFLOW, account_of, publish_id
+from conveyor.cdn.tarball import sri
+from tests.cdn.conftest import (
+    Registry,
+    bucket_urls,
+    build_tarball,
+    cdn_server,
+    ended,
+    package_config,
+    s3_bucket,
+    worker,
+    write_config,
+)
+from tests.storage.s3_server import S3Server, start_s3_server
+
+SCRIPT = b"/*! widget */ function widget(a, b) { return a + b; }\n" * 50
+STYLE = b".widget { margin: 0 auto; }\n" * 30
+FONT = b"wOF2-bytes-as-stored"
+VERSIONS = ["1.0.0", "1.1.0", "2.0.0-rc.1"]
+
+
+def script(version: str) -> bytes:
+    return SCRIPT + version.encode()
+
+
+def fetch(client: httpx.Client, path: str, encoding: str, **headers: str) -> tuple[httpx.Response, bytes]:
+    """The answer and its body as sent (httpx would decode a br or gzip body)."""
+    with client.stream("GET", path, headers={"Accept-Encoding": encoding, **headers}) as response:
+        return response, b"".join(response.iter_raw())
+
+
+DECODE = {"br": brotli.decompress, "gzip": gzip.decompress, "identity": lambda data: data}
+
+
+def published_widget(cv: conveyor.Conveyor, registry: Registry, tmp_path: Path, **init: Any) -> None:
+    for version in VERSIONS:
+        registry.publish(
+            "widget",
+            version,
+            build_tarball({"dist/widget.js": script(version), "dist/widget.css": STYLE, "dist/fonts/w.woff2": FONT}),
+        )
+    cdn.init(cv, registry=registry.url, **{**bucket_urls(cv), **init})
+    config = package_config(
+        "widget",
+        ["*.js", "*.css", "fonts/*.woff2"],
+        filename="widget.js",
+        homepage="https://example.com/widget",
+        license="MIT",
+        authors=[{"name": "Ada"}, {"name": "Grace", "url": "https://example.com"}],
+        optimization={"js": False, "css": False},  # the files below are the tarball's (no .min twins)
+    )
+    cdn.add(cv, write_config(tmp_path, config))
+    with worker(cv):
+        cdn.update(cv)
+        for version in VERSIONS:
+            assert ended(cv, PUBLISH_WORKFLOW, publish_id(account_of(cv), "widget", version)) == "complete"
+
+
+def test_files_are_served_in_each_encoding_with_cdnjs_headers(
+    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path
+) -> None:
+    published_widget(cv, registry, tmp_path)
+    with cdn_server(cv) as server, httpx.Client(base_url=server.url) as client:
+        path = "/ajax/libs/widget/1.1.0/widget.js"
+        br, body = fetch(client, path, "gzip, deflate, br")
+        assert (br.status_code, br.headers["content-encoding"]) == (200, "br")
+        assert brotli.decompress(body) == script("1.1.0")
+        gz, body = fetch(client, path, "gzip")
+        assert (gz.status_code, gz.headers["content-encoding"]) == (200, "gzip")
+        assert gzip.decompress(body) == script("1.1.0")
+        plain, body = fetch(client, path, "identity")  # neither: the stored original, as published
+        assert "content-encoding" not in plain.headers
+        assert body == script("1.1.0")
+        for response in (br, gz, plain):
+            headers = response.headers
+            assert headers["cache-control"] == "public, max-age=30672000, immutable"
+            assert headers["content-type"] == "application/javascript; charset=utf-8"
+            assert headers["access-control-allow-origin"] == "*"
+            assert headers["cross-origin-resource-policy"] == "cross-origin"
+            assert headers["timing-allow-origin"] == "*"
+            assert headers["x-content-type-options"] == "nosniff"
+            assert headers["vary"] == "Accept-Encoding"
+            assert headers["etag"].startswith('"') and "last-modified" in headers
+        assert len({br.headers["etag"], gz.headers["etag"], plain.headers["etag"]}) == 3
+        again, body = fetch(client, path, "br", **{"If-None-Match": br.headers["etag"]})
+        assert (again.status_code, body) == (304, b"")
+        head = client.head(path, headers={"Accept-Encoding": "br"})
+        assert (head.status_code, head.content, head.headers["content-length"]) == (
+            200,
+            b"",
+            br.headers["content-length"],
+        )
+
+        css = client.get("/ajax/libs/widget/1.1.0/widget.css", headers={"Accept-Encoding": "identity"})
+        assert (css.content, css.headers["content-type"]) == (STYLE, "text/css; charset=utf-8")
+        font, body = fetch(client, "/ajax/libs/widget/1.1.0/fonts/w.woff2", "br")
+        assert (body, "content-encoding" in font.headers) == (FONT, False)  # .woff2 as stored
+
+        assert client.get("/ajax/libs/widget/1.1.0/widget.exe").status_code == 403  # not in the whitelist
+        assert client.get("/ajax/libs/widget/1.1.0/movie.swf?x=1").status_code == 403
+        assert client.get("/ajax/libs/widget/1.1.0/").status_code == 404  # malformed
+        assert client.get("/ajax/libs/wid get/1.1.0/widget.js").status_code == 404
+        assert client.get("/ajax/libs/widget/9.9.9/widget.js").status_code == 404  # no such version
+        assert client.get("/ajax/libs/widget/1.1.0/nothere.js").status_code == 404
+        assert client.get("/ajax/libs/widget/1.1.0/" + "a" * 520 + ".js").status_code == 404  # too long
+        assert client.post(path).status_code == 405
+        metrics = client.get("/metrics").text
+        assert "conveyor_cdn_cache_hits_total" in metrics and 'conveyor_cdn_responses_total{status="200"}' in metrics
+
+
+def test_the_libraries_api_answers_in_cdnjs_shapes(cv: conveyor.Conveyor, registry: Registry, tmp_path: Path) -> None:
+    published_widget(cv, registry, tmp_path)
+    latest = "https://cdnjs.cloudflare.com/ajax/libs/widget/1.1.0/widget.js"
+    sris = {"widget.css": sri(STYLE), "widget.js": sri(script("1.1.0"))}
+    files = ["fonts/w.woff2", "widget.css", "widget.js"]
+    with cdn_server(cv) as server, httpx.Client(base_url=server.url) as client:
+        listing = client.get("/libraries")
+        assert listing.json() == {"results": [{"name": "widget", "latest": latest}], "total": 1, "available": 1}
+        assert listing.headers["cache-control"] == "public, max-age=21600"
+        assert listing.headers["access-control-allow-origin"] == "*"
+        assert "expires" in listing.headers
+        assert client.get("/libraries/").json() == listing.json()
+        everything = client.get("/libraries", params={"fields": "*"}).json()["results"][0]
+        assert everything == {
+            "name": "widget",
+            "latest": latest,
+            "alternativeNames": [],
+            "originalName": "widget",
+            "version": "1.1.0",
+            "description": "widget for tests",
+            "keywords": ["test"],
+            "license": "MIT",
+            "homepage": "https://example.com/widget",
+            "author": "Ada, Grace",
+            "filename": "widget.js",
+            "sri": sris["widget.js"],
+            "fileType": "js",
+            "github": None,
+            "repository": {"type": "git", "url": "https://example.com/widget.git"},
+            "objectID": "widget",
+        }
+        some = client.get("/libraries", params={"fields": "version,description,nothing"}).json()["results"][0]
+        assert some == {
+            "name": "widget",
+            "latest": latest,
+            "version": "1.1.0",
+            "description": "widget for tests",
+            "nothing": None,
+        }
+        assert client.get("/libraries", params={"search": "wid"}).json()["total"] == 1
+        assert client.get("/libraries", params={"search": "gadget"}).json() == {
+            "results": [],
+            "total": 0,
+            "available": 0,
+        }
+        by_url = client.get("/libraries", params={"search": "example", "search_fields": "repositories.url"})
+        assert by_url.json()["total"] == 1
+        assert client.get("/libraries", params={"search": "example", "search_fields": "name"}).json()["total"] == 0
+        assert client.get("/libraries", params={"limit": "0"}).json()["total"] == 1
+
+        library = client.get("/libraries/widget")
+        assert library.json() == {
+            "name": "widget",
+            "latest": latest,
+            "sri": sris["widget.js"],
+            "description": "widget for tests",
+            "keywords": ["test"],
+            "version": "1.1.0",
+            "filename": "widget.js",
+            "homepage": "https://example.com/widget",
+            "license": "MIT",
+            "author": "Ada, Grace",
+            "repository": {"type": "git", "url": "https://example.com/widget.git"},
+            "autoupdate": {"source": "npm", "target": "widget"},
+            "versions": ["2.0.0-rc.1", "1.1.0", "1.0.0"],
+            "assets": [{"version": "1.1.0", "files": files, "rawFiles": files, "sri": sris}],
+        }
+        assert library.headers["cache-control"] == "public, max-age=21600"
+        assert client.get("/libraries/widget", params={"fields": "version,sri"}).json() == {
+            "version": "1.1.0",
+            "sri": sris["widget.js"],
+        }
+        version = client.get("/libraries/widget/1.0.0")
+        assert version.json() == {
+            "name": "widget",
+            "version": "1.0.0",
+            "rawFiles": files,
+            "files": files,
+            "sri": {"widget.css": sri(STYLE), "widget.js": sri(script("1.0.0"))},
+        }
+        assert version.headers["cache-control"] == "public, max-age=30672000, immutable"
+        assert client.get("/libraries/widget/1.0.0", params={"fields": "files"}).json() == {"files": files}
+
+        for path, message in [
+            ("/libraries/nope", "Library not found"),
+            ("/libraries/nope/1.0.0", "Library not found"),
+            ("/libraries/widget/9.9.9", "Version not found"),
+            ("/nowhere", "Endpoint not found"),
+        ]:
+            missing = client.get(path)
+            assert (missing.status_code, missing.json()) == (404, {"error": True, "status": 404, "message": message})
+            assert missing.headers["cache-control"] == "public, max-age=3600"
+
+        whitelist = client.get("/whitelist").json()
+        assert whitelist["extensions"][:3] == ["js", "mjs", "ts"] and "woff2" in whitelist["extensions"]
+        assert whitelist["categories"]["css"] == "Styling" and whitelist["categories"]["map"] == "Source Maps"
+        assert client.get("/whitelist", params={"fields": "extensions"}).json().keys() == {"extensions"}
+        assert client.get("/stats").json() == {"libraries": 1}
+        preflight = client.options("/libraries")
+        assert preflight.status_code == 204
+        assert preflight.headers["access-control-allow-methods"] == "GET, OPTIONS"
+        assert client.get("/health").text == "OK"
+
+
+@contextmanager
+def primary_on_its_own_server(
+    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path, mirror: S3Server
+) -> Iterator[S3Server]:
+    """The widget published to a primary bucket on a moto_server of its own (the test may stop or
+    freeze it) and a mirror on the session's."""
+    primary = start_s3_server(tmp_path)
+    try:
+        s3_bucket(cv, primary, "cdn")
+        s3_bucket(cv, mirror, "cdn-mirror")
+        published_widget(cv, registry, tmp_path, mirror="cdn-mirror")
+        yield primary
+    finally:
+        if primary.process.poll() is None:
+            os.kill(primary.process.pid, signal.SIGCONT)
+            primary.stop()
+
+
+def every_file_in_every_encoding(client: httpx.Client) -> int:
+    """Ask for each file of each version in each encoding: each must be 200 and decode to the
+    published bytes. How many were asked."""
+    asked = 0
+    for version in VERSIONS:
+        for file, body in (("widget.js", script(version)), ("widget.css", STYLE)):
+            for encoding, decode in DECODE.items():
+                answer, sent = fetch(client, f"/ajax/libs/widget/{version}/{file}", encoding)
+                assert answer.status_code == 200
+                assert decode(sent) == body
+                asked += 1
+    return asked
+
+
+@pytest.mark.parametrize("cv", ["sqlite"], indirect=True)
+def test_with_the_primary_buckets_server_stopped_the_mirror_serves_with_no_5xx(
+    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path, s3_server: S3Server
+) -> None:
+    with (
+        primary_on_its_own_server(cv, registry, tmp_path, s3_server) as primary,
+        cdn_server(cv) as server,
+        httpx.Client(base_url=server.url) as client,
+    ):
+        warm = client.get("/ajax/libs/widget/1.0.0/widget.js", headers={"Accept-Encoding": "identity"})
+        assert warm.content == script("1.0.0")  # from the primary, now cached
+        primary.stop()
+        every_file_in_every_encoding(client)
+        assert client.get("/ajax/libs/widget/1.0.0/nothere.js").status_code == 404
+        assert server.app.source.breaker.opened >= 1
+        assert server.app.source.mirror_reads > 0
+        assert "conveyor_cdn_primary_circuit_open 1" in client.get("/metrics").text
+
+
+@pytest.mark.parametrize("cv", ["sqlite"], indirect=True)
+def test_with_the_primary_hanging_reads_go_to_the_mirror_without_waiting_on_it_each_time(
+    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path, s3_server: S3Server
+) -> None:
+    with (
+        primary_on_its_own_server(cv, registry, tmp_path, s3_server) as primary,
+        cdn_server(cv) as server,
+        httpx.Client(base_url=server.url, timeout=60) as client,
+    ):
+        os.kill(primary.process.pid, signal.SIGSTOP)  # it accepts connections and answers nothing
+        asked = every_file_in_every_encoding(client)
+        source = server.app.source
+        # The breaker opened after its few failures: the other reads never tried the primary.
+        assert source.breaker.opened >= 1
+        assert source.primary_failures < asked // 2
+        assert source.mirror_reads == asked
