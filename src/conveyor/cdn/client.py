@@ -21,6 +21,7 @@ import conveyor
 from conveyor.cdn.compression import add_compressor, ensure_compression
 from conveyor.cdn.config import DEFAULT_CRON, DEFAULT_REGISTRY, CdnSettings, PackageConfig
 from conveyor.cdn.errors import InvalidPackageConfig
+from conveyor.cdn.git import check_repository
 from conveyor.cdn.pipeline import UPDATES_WORKFLOW, account_of
 from conveyor.cdn.store import CdnStore
 from conveyor.egress import EgressPolicy, check_url
@@ -106,14 +107,19 @@ def _read(path: Path) -> PackageConfig:
     return PackageConfig.parse(data, source=str(path))
 
 
-def add(cv: conveyor.Conveyor, path: str | Path) -> list[str]:
+def add(cv: conveyor.Conveyor, path: str | Path, *, policy: EgressPolicy | None = None) -> list[str]:
     """Add (or replace) the package configs of a file or of a directory's ``**/*.json``; every one
-    is checked before any is recorded, so one bad config adds none. Returns the names added."""
+    is checked before any is recorded, so one bad config adds none. Returns the names added.
+    ``policy``: the egress policy a server applies to a tenant's git repository URLs (which may
+    then not be local paths)."""
     root = Path(path)
     files = sorted(root.rglob("*.json")) if root.is_dir() else [root]
     if not files:
         raise InvalidPackageConfig(f"{root}: has no package config (*.json)")
     configs = [_read(file) for file in files]
+    for config, file in zip(configs, files, strict=True):
+        if config.source == "git":
+            check_repository(config.target, policy, field=f"{file}: autoupdate.target")
     seen: dict[str, Path] = {}
     for config, file in zip(configs, files, strict=True):
         if config.name in seen:

@@ -18,6 +18,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from conveyor.cdn.errors import InvalidPackageConfig
+from conveyor.cdn.git import check_repository
 from conveyor.extras import require_extra
 
 NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -190,11 +191,14 @@ class PackageConfig:
         # ignoreVersions: accepted as cdnjs's Go struct accepts it (its human schema does not).
         auto = _object(top["autoupdate"], source, "autoupdate", ("source", "target", "fileMap"), ("ignoreVersions",))
         kind = _string(auto["source"], source, "autoupdate.source", SOURCE)
-        if kind != "npm":
-            raise _fail(source, "autoupdate.source", f"{kind!r}: only npm sources are supported so far")
+        if kind not in ("npm", "git"):
+            raise _fail(source, "autoupdate.source", f"{kind!r}: must be npm or git")
         target = _string(auto["target"], source, "autoupdate.target")
         if not target:
-            raise _fail(source, "autoupdate.target", "must name the npm package")
+            what = "npm package" if kind == "npm" else "git repository"
+            raise _fail(source, "autoupdate.target", f"must name the {what}")
+        if kind == "git":  # its form here; a server's egress policy applies when it is added
+            check_repository(target, None, field=f"{source}: autoupdate.target")
         ignore = frozenset(_strings(auto.get("ignoreVersions", []), source, "autoupdate.ignoreVersions"))
         if not isinstance(auto["fileMap"], list) or not auto["fileMap"]:
             raise _fail(source, "autoupdate.fileMap", "must be an array of at least 1 entry")

@@ -32,7 +32,7 @@ from typing import Any
 
 import conveyor
 from conveyor import limits
-from conveyor.cdn import tarball
+from conveyor.cdn import git, tarball
 from conveyor.cdn.compression import (
     COMPRESSION_QUEUE,
     add_notification_relay,
@@ -95,13 +95,17 @@ class _Pipeline:
     def check_package(self, name: str, registry: str) -> list[str]:
         """Queue the new versions of ``name`` and start a download for each version still queued."""
         config = self.store.package(self.account, name)
-        client = RegistryClient(registry)
         try:
-            dists = client.versions(config.target)
+            if config.source == "git":
+                dists = git.GitSource(config.target).versions()
+            else:
+                client = RegistryClient(registry)
+                try:
+                    dists = client.versions(config.target)
+                finally:
+                    client.close()
         except UnknownPackage as exc:  # asking again will not make it exist
             raise conveyor.NonRetryableError(str(exc)) from None
-        finally:
-            client.close()
         chosen = new_versions(self.store.known_versions(self.account, name), dists, config.ignore_versions)
         now = _now_ms()
         for version in chosen:
@@ -120,11 +124,19 @@ class _Pipeline:
         return chosen
 
     def stage(self, params: dict[str, Any]) -> int:
-        client = RegistryClient(self.settings.registry)
-        try:
-            data = client.fetch(params["tarball"])
-        finally:
-            client.close()
+        """The version's tarball into the staging bucket: the registry's, or (a git source) the
+        tree of the commit its tag named when the version was found, packed by git."""
+        if git.is_git(params["tarball"]):
+            try:
+                data = git.archive(params["tarball"], params.get("integrity"))
+            except IntegrityMismatch as exc:  # the tag moved: fetching again will not move it back
+                raise conveyor.NonRetryableError(f"{params['name']}@{params['version']}: {exc}") from None
+        else:
+            client = RegistryClient(self.settings.registry)
+            try:
+                data = client.fetch(params["tarball"])
+            finally:
+                client.close()
         self.cv.bucket(self.settings.staging_bucket).put(tarball_key(params["name"], params["version"]), data)
         return len(data)
 
@@ -136,7 +148,8 @@ class _Pipeline:
         sha1 = integrity[5:] if integrity and integrity.startswith("sha1:") else None
         dist = Dist(params["tarball"], None if sha1 else integrity, sha1)
         try:
-            tarball.verify(data, dist)
+            if not git.is_git(params["tarball"]):  # a git version's commit was checked as it was staged
+                tarball.verify(data, dist)
             files, skipped = tarball.extract(data)
             config = self.store.package(self.account, name)
         except (InvalidTarball, IntegrityMismatch, PackageNotFound) as exc:
