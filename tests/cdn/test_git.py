@@ -15,10 +15,10 @@ import conveyor
 from conveyor import cdn
 from conveyor.cdn import git
 from conveyor.cdn.errors import IntegrityMismatch, InvalidPackageConfig
-from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, account_of, download_id
+from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, PUBLISH_WORKFLOW, account_of, download_id, publish_id
 from conveyor.egress import EgressPolicy, EgressRefused
-from tests.cdn.conftest import bucket_urls, package_config, worker, write_config
-from tests.cdn.test_pipeline import finished, versions
+from tests.cdn.conftest import bucket_urls, ended, package_config, worker, write_config
+from tests.cdn.test_pipeline import versions
 
 
 class Repository:
@@ -125,12 +125,12 @@ def test_an_update_of_a_git_package_processes_its_tagged_versions(cv: conveyor.C
     cdn.add(cv, write_config(tmp_path, config))
     with worker(cv):
         instance = cdn.update(cv)
-        assert finished(cv, instance, cdn.UPDATES_WORKFLOW) == "complete"
+        assert ended(cv, cdn.UPDATES_WORKFLOW, instance) == "complete"
         for version in ("1.0.0", "1.1.0"):
-            assert finished(cv, download_id(account_of(cv), "widget", version), DOWNLOAD_WORKFLOW) == "complete"
+            assert ended(cv, DOWNLOAD_WORKFLOW, download_id(account_of(cv), "widget", version)) == "complete"
+            assert ended(cv, PUBLISH_WORKFLOW, publish_id(account_of(cv), "widget", version)) == "complete"
     found = versions(cv, "widget")
     assert sorted(found) == ["1.0.0", "1.1.0"]
-    assert found["1.1.0"].state != "failed"
+    assert {v: r.state for v, r in found.items()} == {"1.0.0": "published", "1.1.0": "published"}
     assert {f["dest"] for f in found["1.1.0"].files} >= {"widget.js"}
-    staged = cv.bucket("cdn-staging").get("files/widget/1.1.0/widget.js").bytes()
-    assert staged == b"var widget = '1.1.0';"
+    assert cv.bucket("cdn").get("widget/1.1.0/widget.js").bytes() == b"var widget = '1.1.0';"
