@@ -151,9 +151,10 @@ class Shard:
         c: sqlite3.Connection, rows: Sequence[InsertRow], visible_at: int | Sequence[int], nbytes: int, sent: bool
     ) -> tuple[int, int, int]:
         """One message sent alone (the lone ``send()``): its payload, then its state by the payload's
-        rowid, then a read of the counts, which include it uncounted (shard.sql): the ``stats`` row's
-        page stays out of the commit but once every :data:`FOLD_EVERY` sends. A batch's path reads
-        the largest seq first and finds its payloads again to make their states."""
+        rowid (fresh, out of the time index, when it is deliverable at once), then a read of the
+        counts, which include it uncounted (shard.sql): the ``stats`` row's page stays out of the
+        commit but once every :data:`FOLD_EVERY` sends. A batch's path reads the largest seq first
+        and finds its payloads again to make their states."""
         row = rows[0]
         seq = c.execute(Q["insert_payload"], row).lastrowid
         visible = visible_at if isinstance(visible_at, int) else visible_at[0]
