@@ -12,18 +12,20 @@ INSERT INTO payloads (id, timestamp_ms, content_type, body, moved) VALUES (?, ?,
 
 -- name: insert_states
 -- The state rows of the payloads just stored from :first on, all visible at :visible_at (a batch's
--- usual case: one statement instead of a hundred).
-INSERT INTO messages (seq, visible_at_ms, size)
-SELECT seq, :visible_at, length(body) FROM payloads WHERE seq >= :first;
+-- usual case: one statement instead of a hundred). Those deliverable when sent are fresh (shard.sql).
+INSERT INTO messages (seq, visible_at_ms, size, fresh)
+SELECT seq, :visible_at, length(body), :visible_at <= timestamp_ms AND moved = 0 FROM payloads WHERE seq >= :first;
 
 -- name: insert_states_each
 -- The same, each visible at its own time: :visible_at is a JSON array, one time per payload.
-INSERT INTO messages (seq, visible_at_ms, size)
-SELECT p.seq, j.value, length(p.body) FROM json_each(:visible_at) j CROSS JOIN payloads p ON p.seq = :first + j.key;
+INSERT INTO messages (seq, visible_at_ms, size, fresh)
+SELECT p.seq, j.value, length(p.body), j.value <= p.timestamp_ms AND p.moved = 0
+FROM json_each(:visible_at) j CROSS JOIN payloads p ON p.seq = :first + j.key;
 
 -- name: insert_state
--- One message's state row, for the payload just stored as :seq (a lone send: no scan of payloads).
-INSERT INTO messages (seq, visible_at_ms, size) VALUES (:seq, :visible_at, :size);
+-- One message's state row, for the payload just stored as :seq (a lone send: no scan of payloads);
+-- :fresh when it is deliverable at once.
+INSERT INTO messages (seq, visible_at_ms, size, fresh) VALUES (:seq, :visible_at, :size, :fresh);
 
 -- name: stored_metrics
 -- After a lone send's rows are stored, read without writing the `stats` row: the backlog count and
@@ -57,11 +59,12 @@ RETURNING backlog_count, backlog_bytes, (SELECT coalesce(max(seq), 0) + 1 FROM p
 
 -- name: count_out
 -- After a delete (which a fold preceded): the seqs it freed at the top will be given again, so the
--- mark comes down to the largest seq left.
+-- marks come down to the largest seq left (and the one after it).
 UPDATE stats SET backlog_count = backlog_count - :n, backlog_bytes = backlog_bytes - :bytes,
                  acked = acked + :acked, dead_lettered = dead_lettered + :dead_lettered,
                  dropped = dropped + :dropped, expired = expired + :expired,
-                 counted_through = (SELECT coalesce(max(seq), 0) FROM payloads);
+                 (counted_through, fresh_from) = (SELECT coalesce(max(seq), 0), min(fresh_from, coalesce(max(seq), 0) + 1)
+                                                  FROM payloads);
 
 -- name: count_retried
 UPDATE stats SET retried = retried + :n;
@@ -76,9 +79,27 @@ UPDATE stats SET deleted = 1;
 SELECT timestamp_ms FROM oldest_payload;
 
 -- name: lease
-UPDATE messages SET visible_at_ms = :until, attempts = attempts + 1, lease = :token
-WHERE seq IN (SELECT seq FROM messages WHERE visible_at_ms <= :now ORDER BY visible_at_ms LIMIT :n)
+-- The :n deliverable messages with the earliest times: from the index (messages delivered before,
+-- delayed or moved in) and the fresh ones by seq (shard.sql). What it takes is no longer fresh.
+UPDATE messages SET visible_at_ms = :until, attempts = attempts + 1, lease = :token, fresh = 0
+WHERE seq IN (SELECT seq FROM (
+    SELECT * FROM (SELECT seq, visible_at_ms FROM messages WHERE fresh = 0 AND visible_at_ms <= :now
+                   ORDER BY visible_at_ms LIMIT :n)
+    UNION ALL
+    SELECT * FROM (SELECT seq, visible_at_ms FROM messages
+                   WHERE seq >= (SELECT fresh_from FROM stats) AND fresh = 1 AND visible_at_ms <= :now
+                   ORDER BY seq LIMIT :n)
+    ORDER BY visible_at_ms, seq LIMIT :n))
 RETURNING seq, attempts;
+
+-- name: advance_fresh
+-- After a lease: `fresh_from` moves up to the first fresh message left (none: the next seq), over
+-- the ones the lease took. Not written when it stays.
+UPDATE stats SET fresh_from = next.seq FROM (
+    SELECT coalesce((SELECT m.seq FROM messages m WHERE m.seq >= s.fresh_from AND m.fresh = 1 ORDER BY m.seq LIMIT 1),
+                    (SELECT coalesce(max(seq), 0) + 1 FROM messages)) AS seq
+    FROM stats s) AS next
+WHERE stats.fresh_from <> next.seq;
 
 -- name: payloads
 SELECT seq, id, timestamp_ms, content_type, body FROM payloads
@@ -133,12 +154,18 @@ DROP TRIGGER messages_gone;
 DELETE FROM messages;
 
 -- name: purge_counts
-UPDATE stats SET backlog_count = 0, backlog_bytes = 0, counted_through = 0;
+UPDATE stats SET backlog_count = 0, backlog_bytes = 0, counted_through = 0, fresh_from = 0;
 
 -- name: peek
-SELECT m.seq, p.id, p.timestamp_ms, p.content_type, p.body, m.attempts FROM messages m
-CROSS JOIN payloads p ON p.seq = m.seq
-ORDER BY m.visible_at_ms LIMIT :n;
+-- In the lease's order: the indexed messages by time and the fresh ones by seq, merged.
+SELECT m.seq, p.id, p.timestamp_ms, p.content_type, p.body, m.attempts FROM (
+    SELECT * FROM (SELECT seq, visible_at_ms FROM messages WHERE fresh = 0 ORDER BY visible_at_ms LIMIT :n)
+    UNION ALL
+    SELECT * FROM (SELECT seq, visible_at_ms FROM messages WHERE seq >= (SELECT fresh_from FROM stats) AND fresh = 1
+                   ORDER BY seq LIMIT :n)
+    ORDER BY visible_at_ms, seq LIMIT :n
+) AS v CROSS JOIN messages m ON m.seq = v.seq CROSS JOIN payloads p ON p.seq = v.seq
+ORDER BY v.visible_at_ms, v.seq;
 
 -- name: oldest_rows
 SELECT seq, id, timestamp_ms, content_type, body FROM payloads ORDER BY seq LIMIT :n;
@@ -147,10 +174,16 @@ SELECT seq, id, timestamp_ms, content_type, body FROM payloads ORDER BY seq LIMI
 DELETE FROM messages WHERE seq IN (SELECT value FROM json_each(:seqs)) RETURNING size;
 
 -- name: next_visible
-SELECT min(visible_at_ms) FROM messages;
+-- The indexed messages' earliest time, or the first fresh one's (its send time: it is deliverable).
+SELECT min(t) FROM (
+    SELECT min(visible_at_ms) AS t FROM messages WHERE fresh = 0
+    UNION ALL
+    SELECT * FROM (SELECT visible_at_ms FROM messages WHERE seq >= (SELECT fresh_from FROM stats) AND fresh = 1
+                   ORDER BY seq LIMIT 1)
+);
 
 -- name: in_flight
-SELECT count(*) FROM messages WHERE lease IS NOT NULL AND visible_at_ms > :now;
+SELECT count(*) FROM messages WHERE fresh = 0 AND lease IS NOT NULL AND visible_at_ms > :now;
 
 -- name: expire
 -- Costs what expires, not what the shard holds, with no index of its own to pay on every send: sent

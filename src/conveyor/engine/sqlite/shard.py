@@ -29,8 +29,9 @@ SCHEMA = load_script("conveyor.engine.sqlite", "shard.sql")
 UPGRADES = {
     1: load_script("conveyor.engine.sqlite", "shard_v1_to_v2.sql"),
     2: load_script("conveyor.engine.sqlite", "shard_v2_to_v3.sql"),
+    3: load_script("conveyor.engine.sqlite", "shard_v3_to_v4.sql"),
 }
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Lone sends left uncounted in the `stats` row before one of them folds them in (shard.sql): each
 # read of the counts adds them up, which costs what they are (a range of state rows by seq), and a
 # fold writes the row's page, which a lone send otherwise leaves out of its commit.
@@ -150,12 +151,15 @@ class Shard:
         c: sqlite3.Connection, rows: Sequence[InsertRow], visible_at: int | Sequence[int], nbytes: int, sent: bool
     ) -> tuple[int, int, int]:
         """One message sent alone (the lone ``send()``): its payload, then its state by the payload's
-        rowid, then a read of the counts, which include it uncounted (shard.sql): the ``stats`` row's
-        page stays out of the commit but once every :data:`FOLD_EVERY` sends. A batch's path reads
-        the largest seq first and finds its payloads again to make their states."""
-        seq = c.execute(Q["insert_payload"], rows[0]).lastrowid
+        rowid (fresh, out of the time index, when it is deliverable at once), then a read of the
+        counts, which include it uncounted (shard.sql): the ``stats`` row's page stays out of the
+        commit but once every :data:`FOLD_EVERY` sends. A batch's path reads the largest seq first
+        and finds its payloads again to make their states."""
+        row = rows[0]
+        seq = c.execute(Q["insert_payload"], row).lastrowid
         visible = visible_at if isinstance(visible_at, int) else visible_at[0]
-        c.execute(Q["insert_state"], {"seq": seq, "visible_at": visible, "size": len(rows[0][3])})
+        state = {"seq": seq, "visible_at": visible, "size": len(row[3]), "fresh": visible <= row[1]}
+        c.execute(Q["insert_state"], state)
         count, stored_bytes, oldest, uncounted, deleted = c.execute(Q["stored_metrics"]).fetchone()
         if deleted:
             raise QueueNotFound("the queue was deleted while this message was being sent")
@@ -169,6 +173,7 @@ class Shard:
             attempts = dict(c.execute(Q["lease"], args).fetchall())
             if not attempts:
                 return []
+            c.execute(Q["advance_fresh"])
             rows = c.execute(Q["payloads"], {"seqs": _seqs(sorted(attempts))}).fetchall()
             return [(seq, mid, ts, ctype, body, attempts[seq]) for seq, mid, ts, ctype, body in rows]
 

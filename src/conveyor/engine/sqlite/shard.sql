@@ -1,6 +1,6 @@
 -- One storage shard: the messages of one queue that landed in this file.
 PRAGMA application_id = 1131376246;  -- 'Conv'
-PRAGMA user_version = 3;
+PRAGMA user_version = 4;
 
 -- A message is two rows with the same `seq`: its payload, written once when it is stored, and its
 -- delivery state, a row of a few integers that every lease, renewal and retry rewrites. Kept apart,
@@ -35,9 +35,14 @@ CREATE TABLE IF NOT EXISTS messages (
     visible_at_ms INTEGER NOT NULL,
     attempts      INTEGER NOT NULL DEFAULT 0,
     lease         INTEGER,
-    size          INTEGER NOT NULL
+    size          INTEGER NOT NULL,
+    fresh         INTEGER NOT NULL DEFAULT 0  -- 1: stored deliverable at once and not delivered since
 );
-CREATE INDEX IF NOT EXISTS messages_visible ON messages (visible_at_ms);
+-- Only messages that are not fresh are indexed by time: leased, retried, released, delayed or moved
+-- in. A fresh message is found by seq instead (its `visible_at_ms` is its send time, and sends are
+-- stored in send-time order), from `stats.fresh_from` on, so that a lone send writes two pages
+-- (payload and state leaves) rather than three. A lease makes what it takes not fresh.
+CREATE INDEX IF NOT EXISTS messages_visible ON messages (visible_at_ms) WHERE fresh = 0;
 
 CREATE TRIGGER IF NOT EXISTS messages_gone AFTER DELETE ON messages BEGIN
     DELETE FROM payloads WHERE seq = old.seq;
@@ -48,7 +53,8 @@ END;
 -- are sends not yet counted, added to `backlog_count`, `backlog_bytes` and `sent` by whoever reads
 -- them, and folded into the row every few dozen sends, by a batch's count, and before anything
 -- deletes a message. Every delete leaves `counted_through` at the largest seq still stored, since
--- SQLite gives the next row the largest seq + 1 and so reuses the seqs of deleted rows at the top.
+-- SQLite gives the next row the largest seq + 1 and so reuses the seqs of deleted rows at the top;
+-- for the same reason it brings `fresh_from` down to at most that seq + 1.
 CREATE TABLE IF NOT EXISTS stats (
     one           INTEGER PRIMARY KEY CHECK (one = 1),
     backlog_count INTEGER NOT NULL DEFAULT 0,
@@ -60,6 +66,7 @@ CREATE TABLE IF NOT EXISTS stats (
     expired       INTEGER NOT NULL DEFAULT 0,
     dropped       INTEGER NOT NULL DEFAULT 0,
     deleted       INTEGER NOT NULL DEFAULT 0, -- 1 once the queue is deleted: writers must stop
-    counted_through INTEGER NOT NULL DEFAULT 0  -- the largest seq counted in the row (see above)
+    counted_through INTEGER NOT NULL DEFAULT 0, -- the largest seq counted in the row (see above)
+    fresh_from    INTEGER NOT NULL DEFAULT 0  -- no fresh message has a lower seq (leases move it up)
 );
 INSERT OR IGNORE INTO stats (one) VALUES (1);

@@ -110,3 +110,49 @@ def test_version_2_shard_is_upgraded_and_its_counts_stay_exact(data_dir: Path) -
     assert (q.metrics().backlog_count, q.counters().sent, q.counters().acked) == (0, 7, 5)
     check.close()
     cv.close()
+
+
+V3_SCHEMA = (Path(__file__).parent / "shard_v3.sql").read_text()
+
+
+def test_version_3_shard_is_upgraded_and_delivers_old_and_new_messages_in_order(data_dir: Path) -> None:
+    """Version 4 leaves fresh messages out of the time index: a version 3 file's messages stay in it
+    (not fresh), leased ones stay leased, and sends after the upgrade come after them."""
+    cv = conveyor.connect(f"sqlite://{data_dir}")
+    q = cv.create_queue("old")
+    q.add_pull_consumer(visibility_timeout_ms=60_000)
+    queue_id = q.id
+    cv.close()
+
+    shard = data_dir / "shards" / f"{queue_id}.0.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{shard}{suffix}").unlink(missing_ok=True)
+    old = sqlite3.connect(shard, isolation_level=None)
+    old.execute("PRAGMA page_size = 8192")
+    old.executescript(V3_SCHEMA)
+    now = 1_700_000_000_000
+    states = [(now, 0, None), (2**62, 1, 77), (now + 1, 0, None)]  # the second is leased far ahead
+    for i, (visible_at, attempts, lease) in enumerate(states):
+        seq = old.execute(
+            "INSERT INTO payloads (id, timestamp_ms, content_type, body) VALUES (?, ?, 'json', ?)",
+            (f"{i:032d}", now + i, f'"m{i}"'.encode()),
+        ).lastrowid
+        old.execute(
+            "INSERT INTO messages (seq, visible_at_ms, attempts, lease, size) VALUES (?, ?, ?, ?, 4)",
+            (seq, visible_at, attempts, lease),
+        )
+    old.execute("PRAGMA journal_mode = WAL")
+    old.close()
+
+    cv = conveyor.connect(f"sqlite://{data_dir}")
+    q = cv.queue("old")
+    assert (q.metrics().backlog_count, q.counters().in_flight) == (3, 1)
+    q.send("new")
+    check = sqlite3.connect(shard)
+    assert check.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    assert check.execute("SELECT seq, fresh FROM messages ORDER BY seq").fetchall() == [(1, 0), (2, 0), (3, 0), (4, 1)]
+    assert [m.body for m in q.peek(10)] == ["m0", "m2", "new", "m1"]
+    assert [m.body for m in q.pull(batch_size=10)] == ["m0", "m2", "new"]
+    assert q.pull(batch_size=10) == []
+    check.close()
+    cv.close()
