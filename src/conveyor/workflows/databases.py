@@ -96,12 +96,17 @@ class _PostgresTx:
 POOL_SIZE = 32
 
 
+# Connections kept for urgent transactions (claims) beside the pool.
+URGENT_POOL_SIZE = 2
+
+
 class PostgresDatabase:
     """The deployment's PostgreSQL database (the engine applied its migrations when it opened it);
     transactions on a pool, retried whole through outages, each its own commit. The pool grows
     (to ``POOL_SIZE``) with the transactions under way at once: with fewer connections than a
     burst of runs (a thousand children finishing), a parent's claim queued behind their writes
-    for hundreds of ms."""
+    for hundreds of ms. Urgent transactions (claims) have a small pool of their own, so that a
+    parent's claim does not wait for a connection while its children's writes hold all of them."""
 
     groups_commits = False
 
@@ -109,19 +114,19 @@ class PostgresDatabase:
         from conveyor.engine.postgres.database import ReadPool
 
         self._pool = ReadPool(conninfo, max_size=POOL_SIZE)
+        self._urgent = ReadPool(conninfo, max_size=URGENT_POOL_SIZE)
 
     def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True, urgent: bool = False) -> T:
-        """``urgent`` changes nothing here: every transaction is its own commit on the pool."""
-
         def run(conn: Any) -> T:
             if not durable:  # PostgreSQL's WAL order keeps it before any later flushed commit
                 conn.execute("SET LOCAL synchronous_commit TO OFF")
             return fn(_PostgresTx(conn))
 
-        return self._pool.transaction(run, "workflow store")
+        return (self._urgent if urgent else self._pool).transaction(run, "workflow store")
 
     def close(self) -> None:
         self._pool.close()
+        self._urgent.close()
 
 
 def open_store(deployment: Deployment, clock: Clock) -> WorkflowStore:
