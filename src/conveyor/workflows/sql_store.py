@@ -52,6 +52,8 @@ class Database(Protocol):
 
     # True when the database commits the transactions of concurrent callers in groups itself.
     groups_commits: bool
+    # False when a claim may commit without waiting for its flush (see SqliteDatabase).
+    claims_durable: bool
 
     def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True, urgent: bool = False) -> T:
         """``durable=False``: the commit may be lost in a crash, but never reordered after a
@@ -493,7 +495,7 @@ class SqlWorkflowStore(WorkflowStore):
                 steps = self._end_due_sleep(tx, claimed, steps, now_ms)
             return Claim(claimed, steps)
 
-        return self._db.transaction(claim, urgent=True)
+        return self._db.transaction(claim, urgent=True, durable=self._db.claims_durable)
 
     def _take_awaited(self, tx: Tx, row: InstanceRow, steps: list[StepRow], type: str, now_ms: int) -> list[StepRow]:
         """A run woken for the event its wait waits for would begin by taking it: taken here, in
