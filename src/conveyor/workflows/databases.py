@@ -59,8 +59,9 @@ class SqliteDatabase:
 
     Claims are volatile (``claims_durable=False``) in a worker's own store: a claim lost in a power
     failure is lost with every process of the machine that could have run under it, and the
-    run's first durable write (a step, its suspension or its end) flushes the claim before it. A
-    server's store (``claims_durable=True``) serves workers on other machines, which outlive it."""
+    run's first durable write (a step, its suspension or its end) flushes the claim before it (a
+    claim that pauses the instance instead is flushed at once). A server's store
+    (``claims_durable=True``) serves workers on other machines, which outlive it."""
 
     groups_commits = True
 
