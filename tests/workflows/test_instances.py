@@ -11,6 +11,7 @@ import pytest
 
 import conveyor
 from conveyor.workflows import InvalidInstanceId, InvalidWorkflowName, PayloadTooLarge
+from conveyor.workflows.registration import DEFAULT_CONCURRENCY
 from tests.waiting import wait_for
 from tests.workflows.support import Ledger, advance, running, settled
 
@@ -250,6 +251,17 @@ def test_concurrency_is_the_internal_consumer_max_concurrency(cv, app) -> None:
         assert dispatcher.spec.script_name.endswith(
             ":test_concurrency_is_the_internal_consumer_max_concurrency.<locals>.run"
         )
+
+
+def test_a_workflow_without_concurrency_runs_the_default_number_at_once(cv, app) -> None:
+    @app.workflow("unlimited")
+    def run(event, step):
+        return 1
+
+    with running(app):
+        (dispatcher,) = app.dispatchers.values()
+        assert dispatcher.spec.settings.max_concurrency == DEFAULT_CONCURRENCY < conveyor.limits.MAX_CONCURRENCY
+    assert cv.workflow("unlimited").record.settings.concurrency is None  # shown as not set
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,9 @@ the claim's own transaction (one write fewer per wake-up), as the run itself wou
 
 from __future__ import annotations
 
+from conveyor.deployment import Deployment
 from conveyor.workflows.client import workflow_store
+from conveyor.workflows.databases import open_served_store, open_store
 from tests.workflows.support import advance, internal_queue, running, settled
 
 
@@ -28,3 +30,18 @@ def test_the_claim_after_a_sleep_stores_the_sleep_complete_and_the_run_goes_on(c
     with running(app):
         advance(app, clock, 0)
         assert settled(inst, "complete").output == "up"
+
+
+def test_only_a_workers_own_sqlite_store_claims_without_waiting_for_the_flush(cv, tmp_path) -> None:
+    """A claim lost in a power failure is lost with every local process that could run under it;
+    a server's clients and a PostgreSQL server's clients outlive the store's machine."""
+    # Over HTTP, the stores are the server's, on its SQLite directory.
+    deployment = Deployment("sqlite", str(tmp_path / "data")) if cv.deployment.kind == "http" else cv.deployment
+    local = open_store(deployment, cv.engine.clock)
+    served = open_served_store(deployment, cv.engine.clock)
+    try:
+        expected = deployment.kind == "postgresql"
+        assert (local._db.claims_durable, served._db.claims_durable) == (expected, True)
+    finally:
+        local.close()
+        served.close()

@@ -253,7 +253,8 @@ class RemoteEngine(Engine):
         return self._result(wire.Shards, "POST", f"{self._cv}/{queue_id}/shards").shards
 
     # -- messages -----------------------------------------------------------------------------
-    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> SendBatchResult:
+    def enqueue(self, queue_id: str, messages: Sequence[NewMessage], *, urgent: bool = False) -> SendBatchResult:
+        """``urgent`` changes nothing here: the server stores each request's send as it comes."""
         body = wire.enqueue_request(list(messages))
         return self._result(wire.EnqueueResult, "POST", f"{self._cv}/{queue_id}/enqueue", body).to_result()
 

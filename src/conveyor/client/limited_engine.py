@@ -47,10 +47,10 @@ class LimitedEngine(Engine):
     def clock(self, value: Clock) -> None:
         self.inner.clock = value
 
-    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> SendBatchResult:
+    def enqueue(self, queue_id: str, messages: Sequence[NewMessage], *, urgent: bool = False) -> SendBatchResult:
         self.gate.admit(queue_id, messages)
         try:
-            result = self.inner.enqueue(queue_id, messages)
+            result = self.inner.enqueue(queue_id, messages, urgent=urgent)
         except BaseException:
             self.gate.refund(queue_id, len(messages))  # nothing was stored: the batch took nothing
             raise

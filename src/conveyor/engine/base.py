@@ -135,9 +135,11 @@ class Engine(ABC):
 
     # -- messages -----------------------------------------------------------------------------
     @abstractmethod
-    def enqueue(self, queue_id: str, messages: Sequence[NewMessage]) -> SendBatchResult:
+    def enqueue(self, queue_id: str, messages: Sequence[NewMessage], *, urgent: bool = False) -> SendBatchResult:
         """Store ``messages`` atomically and durably, all in one shard; returns the ids the engine
-        gave them (in order) and the queue's metrics."""
+        gave them (in order) and the queue's metrics. ``urgent``: a wake-up that someone is waiting
+        for (a fan-in's parent), stored ahead of the engine's other writes where they would make it
+        queue (PostgreSQL: on a connection of its own); as durable as any other send."""
 
     @abstractmethod
     def lease(

@@ -30,7 +30,7 @@ from conveyor.server.envelope import ok, read_body
 from conveyor.server.service import Context, blocking, context
 from conveyor.wire import workflows as shapes
 from conveyor.workflows.client import COMPONENT, Instance, Workflow, check_instance_id, check_workflow_name
-from conveyor.workflows.databases import open_store
+from conveyor.workflows.databases import open_served_store
 from conveyor.workflows.errors import InstanceNotFound, StepNotFound
 from conveyor.workflows.execution import queue_name
 from conveyor.workflows.model import MAX_BATCH, MAX_PAYLOAD_BYTES, STATUSES, WorkflowOverrides
@@ -59,7 +59,7 @@ MAX_BATCH_BYTES = 128 * 1024 * 1024
 
 # -- helpers -----------------------------------------------------------------------------------------
 def _store(ctx: Context) -> WorkflowStore:
-    return ctx.service.store(COMPONENT, open_store)
+    return ctx.service.store(COMPONENT, open_served_store)
 
 
 async def _run(request: Request, fn: Callable[[Context, WorkflowStore], T]) -> T:

@@ -28,7 +28,7 @@ from conveyor.server.service import blocking, context
 from conveyor.tracing import check_traceparent
 from conveyor.workflows.client import COMPONENT, check_instance_id, check_workflow_name
 from conveyor.workflows.counter import check_add, check_counter_name, check_event_type
-from conveyor.workflows.databases import open_store
+from conveyor.workflows.databases import open_served_store
 from conveyor.workflows.errors import InvalidStepConfig, PayloadTooLarge
 from conveyor.workflows.model import (
     MAX_BATCH,
@@ -138,7 +138,7 @@ def _endpoint(method: str) -> Callable[[Request], Any]:
         check_arguments(method, arguments)
 
         def run() -> Any:
-            store = ctx.service.store(COMPONENT, open_store)
+            store = ctx.service.store(COMPONENT, open_served_store)
             if method == "internal_queue":
                 return store.internal_queue(ctx.account_id, arguments["workflow"], ctx.client.engine)
             return getattr(store, method)(ctx.account_id, **arguments)

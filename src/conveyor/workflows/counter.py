@@ -126,15 +126,14 @@ class Counter:
         engine = self._client.engine
         queues = self._client.component(QUEUE_IDS, _QueueIds.open)
         for wakeup in change.wakeups:
+            # Urgent: the parent waits, and this send would otherwise queue behind its children's acks.
             try:
-                send_wake(
-                    engine, queues.get(self._store, self._account, wakeup.workflow, engine), wakeup.instance, None
-                )
+                queue_id = queues.get(self._store, self._account, wakeup.workflow, engine)
+                send_wake(engine, queue_id, wakeup.instance, None, urgent=True)
             except QueueNotFound:  # the workflow was deleted and made again since: look it up anew
                 queues.forget(self._account, wakeup.workflow)
-                send_wake(
-                    engine, queues.get(self._store, self._account, wakeup.workflow, engine), wakeup.instance, None
-                )
+                queue_id = queues.get(self._store, self._account, wakeup.workflow, engine)
+                send_wake(engine, queue_id, wakeup.instance, None, urgent=True)
         self._store.wakeups_sent(self._account, [w.seq for w in change.wakeups])
 
 

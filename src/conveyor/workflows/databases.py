@@ -55,11 +55,18 @@ class SqliteDatabase:
     of its own, so one that fails is rolled back alone; one fdatasync of the log for the groups
     committed while the last one ran). Groups hold at most ``MAX_GROUP`` transactions, claims
     first: the claim that wakes a parent is not held behind its thousand children's writes. Each
-    caller returns once its transaction is committed (durably, unless ``durable=False``)."""
+    caller returns once its transaction is committed (durably, unless ``durable=False``).
+
+    Claims are volatile (``claims_durable=False``) in a worker's own store: a claim lost in a power
+    failure is lost with every process of the machine that could have run under it, and the
+    run's first durable write (a step, its suspension or its end) flushes the claim before it (a
+    claim that pauses the instance instead is flushed at once). A server's store
+    (``claims_durable=True``) serves workers on other machines, which outlive it."""
 
     groups_commits = True
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, claims_durable: bool = False) -> None:
+        self.claims_durable = claims_durable
         from conveyor.engine.sqlite.group_commit import GroupCommitter
         from conveyor.engine.sqlite.storage import ensure_directory, open_database
 
@@ -96,39 +103,59 @@ class _PostgresTx:
 POOL_SIZE = 32
 
 
+# Connections kept for urgent transactions (claims) beside the pool.
+URGENT_POOL_SIZE = 2
+
+
 class PostgresDatabase:
     """The deployment's PostgreSQL database (the engine applied its migrations when it opened it);
     transactions on a pool, retried whole through outages, each its own commit. The pool grows
     (to ``POOL_SIZE``) with the transactions under way at once: with fewer connections than a
     burst of runs (a thousand children finishing), a parent's claim queued behind their writes
-    for hundreds of ms."""
+    for hundreds of ms. Urgent transactions (claims) have a small pool of their own, so that a
+    parent's claim does not wait for a connection while its children's writes hold all of them."""
 
     groups_commits = False
+    # A claim committed without its flush could be lost in a crash of the server alone, while its
+    # run goes on in a worker: the message's next delivery would claim the same epoch.
+    claims_durable = True
 
     def __init__(self, conninfo: str) -> None:
         from conveyor.engine.postgres.database import ReadPool
 
         self._pool = ReadPool(conninfo, max_size=POOL_SIZE)
+        self._urgent = ReadPool(conninfo, max_size=URGENT_POOL_SIZE)
 
     def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True, urgent: bool = False) -> T:
-        """``urgent`` changes nothing here: every transaction is its own commit on the pool."""
-
         def run(conn: Any) -> T:
             if not durable:  # PostgreSQL's WAL order keeps it before any later flushed commit
                 conn.execute("SET LOCAL synchronous_commit TO OFF")
             return fn(_PostgresTx(conn))
 
-        return self._pool.transaction(run, "workflow store")
+        return (self._urgent if urgent else self._pool).transaction(run, "workflow store")
 
     def close(self) -> None:
         self._pool.close()
+        self._urgent.close()
 
 
 def open_store(deployment: Deployment, clock: Clock) -> WorkflowStore:
-    """The workflow store of ``deployment`` (``clock`` is unused: stores take times as arguments)."""
+    """The workflow store of ``deployment`` for this process's own runs (``clock`` is unused:
+    stores take times as arguments)."""
+    return _open(deployment, served=False)
+
+
+def open_served_store(deployment: Deployment, clock: Clock) -> WorkflowStore:
+    """The workflow store a server opens for its clients: the same, with durable claims (its
+    clients' runs go on when the server's machine fails)."""
+    return _open(deployment, served=True)
+
+
+def _open(deployment: Deployment, *, served: bool) -> WorkflowStore:
     if deployment.kind == "sqlite":
         return SqlWorkflowStore(
-            SqliteDatabase(Path(deployment.location)), load_queries("conveyor.workflows", "sqlite.sql")
+            SqliteDatabase(Path(deployment.location), claims_durable=served),
+            load_queries("conveyor.workflows", "sqlite.sql"),
         )
     if deployment.kind == "postgresql":
         return SqlWorkflowStore(

@@ -52,6 +52,8 @@ class Database(Protocol):
 
     # True when the database commits the transactions of concurrent callers in groups itself.
     groups_commits: bool
+    # False when a claim may commit without waiting for its flush (see SqliteDatabase).
+    claims_durable: bool
 
     def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True, urgent: bool = False) -> T:
         """``durable=False``: the commit may be lost in a crash, but never reordered after a
@@ -448,7 +450,10 @@ class SqlWorkflowStore(WorkflowStore):
 
     # -- runs ---------------------------------------------------------------------------------
     def claim(self, account: str, workflow: str, instance_id: str, message_id: str, now_ms: int) -> Claim | None:
+        paused = False
+
         def claim(tx: Tx) -> Claim | None:
+            nonlocal paused
             row = self._lock(tx, account, workflow, instance_id)
             if row is None:
                 return None
@@ -468,6 +473,7 @@ class SqlWorkflowStore(WorkflowStore):
                             modified_ms=now_ms,
                         ),
                     )
+                    paused = True
                     return None
             elif row.status == "waiting":
                 due = row.wake_at_ms is None or row.wake_at_ms <= now_ms
@@ -493,7 +499,11 @@ class SqlWorkflowStore(WorkflowStore):
                 steps = self._end_due_sleep(tx, claimed, steps, now_ms)
             return Claim(claimed, steps)
 
-        return self._db.transaction(claim, urgent=True)
+        claimed = self._db.transaction(claim, urgent=True, durable=self._db.claims_durable)
+        if paused and not self._db.claims_durable:
+            # No run follows to flush the pause with its first write, and the message is acked next.
+            self._db.transaction(lambda tx: None)
+        return claimed
 
     def _take_awaited(self, tx: Tx, row: InstanceRow, steps: list[StepRow], type: str, now_ms: int) -> list[StepRow]:
         """A run woken for the event its wait waits for would begin by taking it: taken here, in

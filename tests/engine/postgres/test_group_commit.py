@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 
 import conveyor
 from conveyor.engine.postgres import PostgresEngine
+from conveyor.engine.postgres.engine import WRITE_LANES
 from conveyor.model import NewMessage, QueueSettings
 
 
@@ -49,3 +51,37 @@ def test_a_send_to_a_deleted_queue_fails_alone(pg_url: str) -> None:
     finally:
         engine.close()
         other.close()
+
+
+def test_an_urgent_send_is_stored_while_every_write_lane_is_busy(pg_url: str) -> None:
+    engine = PostgresEngine(pg_url)
+    release = threading.Event()
+    try:
+        queue = engine.create_queue("q", QueueSettings()).queue_id
+        woken = engine.create_queue("woken", QueueSettings()).queue_id
+        held: list[threading.Thread] = []
+        for _ in range(WRITE_LANES):  # each holds one lane's commit until released
+            entered = threading.Event()
+
+            def hold(conn: object, lane: int, entered: threading.Event = entered) -> Callable[[], None]:
+                entered.set()
+                release.wait(60)
+                return lambda: None
+
+            thread = threading.Thread(target=engine._writer.run, args=(hold,))
+            thread.start()
+            held.append(thread)
+            assert entered.wait(30), "a write lane did not take the holding operation"
+        blocked = threading.Thread(target=engine.enqueue, args=(queue, [NewMessage(b"behind", "text", 0)]))
+        blocked.start()
+        engine.enqueue(woken, [NewMessage(b"wake", "text", 0)], urgent=True)
+        assert engine.metrics(woken).backlog_count == 1
+        assert blocked.is_alive()  # the ordinary send still waits for a lane
+        release.set()
+        blocked.join(30)
+        for thread in held:
+            thread.join(30)
+        assert engine.metrics(queue).backlog_count == 1
+    finally:
+        release.set()
+        engine.close()

@@ -13,6 +13,7 @@ import pytest
 import conveyor
 from conveyor.engine.sqlite import SQLiteEngine
 from conveyor.engine.sqlite.group_commit import GroupCommitter
+from tests.waiting import wait_for
 
 
 def test_concurrent_sends_share_commits(data_dir: Path) -> None:
@@ -154,5 +155,53 @@ def test_a_capped_group_takes_urgent_operations_first(tmp_path: Path) -> None:
     assert order[0] == "first" and order.index("urgent") <= 8  # in the second group of at most 8
     assert sorted(order) == sorted(["first", "urgent", *(f"n{i}" for i in range(40))])
     assert committer.commits == 1 + -(-41 // 8)  # no group over the cap
+    committer.close()
+    conn.close()
+
+
+def test_a_volatile_operation_does_not_wait_for_its_groups_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk held: a durable write waits for the flush of its group, a volatile one (a lease, a
+    local claim) in the same group returns once the group is committed."""
+    conn = sqlite3.connect(tmp_path / "g.db", isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE applied (name TEXT)")
+    committer = GroupCommitter(conn, str(tmp_path / "g.db"))
+    inside, release, disk = threading.Event(), threading.Event(), threading.Event()
+    real_fdatasync = os.fdatasync
+
+    def held_fdatasync(fd: int) -> None:
+        assert disk.wait(30), "the disk was never let go"
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", held_fdatasync)
+    returned: dict[str, threading.Event] = {name: threading.Event() for name in ("first", "durable", "volatile")}
+
+    def write(name: str) -> None:
+        def op(c: sqlite3.Connection) -> None:
+            if name == "first":
+                inside.set()
+                assert release.wait(30)
+            c.execute("INSERT INTO applied VALUES (?)", (name,))
+
+        committer.run(op, durable=name != "volatile")
+        returned[name].set()
+
+    threads = {name: threading.Thread(target=write, args=(name,)) for name in returned}
+    threads["first"].start()
+    assert inside.wait(30)
+    threads["durable"].start()
+    wait_for(lambda: len(committer._pending) == 1, what="the durable write to queue")
+    threads["volatile"].start()
+    wait_for(lambda: len(committer._pending) == 2, what="the volatile write to queue")
+    release.set()
+    assert returned["volatile"].wait(30), "the volatile write waited for the held flush"
+    assert not returned["durable"].is_set() and not returned["first"].is_set()
+    disk.set()
+    for thread in threads.values():
+        thread.join(30)
+    assert all(event.is_set() for event in returned.values())
+    assert sorted(r[0] for r in conn.execute("SELECT name FROM applied")) == ["durable", "first", "volatile"]
     committer.close()
     conn.close()

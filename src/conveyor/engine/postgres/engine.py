@@ -185,18 +185,27 @@ class PostgresEngine(ShardedEngine[ShardRef]):
         *,
         durable: bool = True,
         binary: bool = False,
+        urgent: bool = False,
     ) -> T:
         """Run one named statement through the write lanes (group commit); ``read`` takes its result
-        once the group has committed. ``durable=False``: a loss in a server crash is harmless."""
+        once the group has committed. ``durable=False``: a loss in a server crash is harmless.
+        ``urgent``: on the lane kept for wake-ups (:class:`WriteLanes`)."""
 
         def op(conn: Connection, lane: int) -> Callable[[], T]:
             cursor = conn.execute(Q[query], {**args, "slot": self._slot(lane)}, binary=binary)
             return lambda: read(cursor)
 
-        return self._writer.run(op, durable=durable)
+        return self._writer.run(op, durable=durable, urgent=urgent)
 
     def store(
-        self, queue_id: str, shard: ShardRef, messages: Sequence[NewMessage], ids: list[str], now_ms: int
+        self,
+        queue_id: str,
+        shard: ShardRef,
+        messages: Sequence[NewMessage],
+        ids: list[str],
+        now_ms: int,
+        *,
+        urgent: bool = False,
     ) -> Metrics | None:
         args = {
             "shard": shard.key,
@@ -212,7 +221,7 @@ class PostgresEngine(ShardedEngine[ShardRef]):
             "shards": self._keys(queue_id),
             "now": now_ms,
         }
-        row = self._write("enqueue", args, _row)
+        row = self._write("enqueue", args, _row, urgent=urgent)
         if row is None:
             self._forget(queue_id)
             raise QueueNotFound("the queue was deleted while this message was being sent")

@@ -166,13 +166,19 @@ class WriteLanes:
     least loaded one: a lone writer pays nothing extra, and many writers are
     grouped into at most ``lanes`` transactions in flight at once. Operations that need no WAL flush
     (leases, heartbeats) have lanes of their own, so that a lease never waits behind an ack's flush.
+    *Urgent* operations (a wake-up that a fan-in's parent waits for) have a lane of their own too:
+    while a thousand children's acks keep every other lane busy, the wake-up is one round trip and
+    one WAL flush, not a place in a queue of groups. Its connection is opened on first use.
     """
 
     def __init__(self, conninfo: str, lanes: int, fast_lanes: int = 1) -> None:
         self._lanes = [GroupCommitter(conninfo, n) for n in range(lanes)]
         self._fast = [GroupCommitter(conninfo, lanes + n, synchronous=False) for n in range(fast_lanes)]
+        self._urgent = GroupCommitter(conninfo, lanes + fast_lanes)
 
-    def run(self, op: Operation[T], *, durable: bool = True) -> T:
+    def run(self, op: Operation[T], *, durable: bool = True, urgent: bool = False) -> T:
+        if urgent:
+            return self._urgent.run(op, durable=durable)
         lanes = self._lanes if durable else self._fast
         # Each thread starts looking at a lane of its own, so that concurrent writers spread over
         # the lanes instead of all racing for the first idle one.
@@ -183,13 +189,17 @@ class WriteLanes:
         return min(lanes, key=lambda lane: lane.waiting).run(op, durable=durable)
 
     @property
+    def _all(self) -> list[GroupCommitter]:
+        return [*self._lanes, *self._fast, self._urgent]
+
+    @property
     def commits(self) -> int:
-        return sum(lane.commits for lane in self._lanes + self._fast)
+        return sum(lane.commits for lane in self._all)
 
     @property
     def operations(self) -> int:
-        return sum(lane.operations for lane in self._lanes + self._fast)
+        return sum(lane.operations for lane in self._all)
 
     def close(self) -> None:
-        for lane in self._lanes + self._fast:
+        for lane in self._all:
             lane.close()

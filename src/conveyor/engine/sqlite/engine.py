@@ -197,8 +197,17 @@ class SQLiteEngine(ShardedEngine[Shard]):
         return self.router.shard_map(queue_id)
 
     def store(
-        self, queue_id: str, shard: Shard, messages: Sequence[NewMessage], ids: list[str], now_ms: int
+        self,
+        queue_id: str,
+        shard: Shard,
+        messages: Sequence[NewMessage],
+        ids: list[str],
+        now_ms: int,
+        *,
+        urgent: bool = False,
     ) -> Metrics | None:
+        """``urgent`` changes nothing here: each queue's shards commit on committers of their own,
+        so a wake-up's send never waits behind another queue's writes."""
         delays = {m.delay_seconds for m in messages}
         # A message without a delay of its own takes the queue's, read now (from the snapshot).
         queue_delay = self.queue_settings(queue_id).delivery_delay if None in delays else 0

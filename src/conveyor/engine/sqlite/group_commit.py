@@ -20,7 +20,8 @@ log and returns without an fsync (a process crash loses nothing; the machine los
 After a group with any *durable* operation commits, the committer fdatasyncs the log itself — the
 flush ``synchronous=FULL`` would make — which also makes every earlier commit durable. A group of
 only *volatile* operations (``durable=False``: leases and lease renewals, whose loss in a power
-failure only makes a message deliverable again sooner) skips it. One flush runs at a time: groups
+failure only makes a message deliverable again sooner) skips it, and a volatile operation in a
+group that is flushed returns without waiting for the flush. One flush runs at a time: groups
 that commit while it runs share the next one, so the flushes per second stay what the disk allows
 however small the groups come out.
 """
@@ -151,9 +152,14 @@ class GroupCommitter:
                 else:
                     self._leading = False
             if flush:
+                # A volatile operation does not wait for the others' flush: its own loss in a
+                # power failure is allowed, and its commit is already seen by every reader.
+                for other in group:
+                    if other is not op and not other.durable:
+                        other.gate.release()
                 self._flush(group, ticket)
             for other in group:
-                if other is not op:
+                if other is not op and (other.durable or not flush):
                     other.gate.release()
 
     def _take(self, leader: _Op[object]) -> list[_Op[object]]:
@@ -240,7 +246,8 @@ class GroupCommitter:
                     self._flushed.notify_all()
             if self._durable < ticket:
                 for op in group:
-                    op.error = self._broken
+                    if op.durable:
+                        op.error = self._broken
 
     def _sync_log(self) -> None:
         """Make every commit so far durable: fdatasync the write-ahead log (SQLite keeps the file,
