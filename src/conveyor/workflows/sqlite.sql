@@ -37,7 +37,10 @@ ON CONFLICT (account, workflow, id) DO UPDATE SET modified_ms = excluded.modifie
 
 -- name: list_versions
 SELECT id, workflow, settings, class_name, script_name, has_code, created_ms, modified_ms FROM workflow_versions
-WHERE account = :account AND workflow = :workflow ORDER BY modified_ms DESC, id DESC;
+WHERE account = :account AND workflow = :workflow
+-- The version in force first (two puts in one millisecond tie on modified_ms), then the latest.
+ORDER BY id = (SELECT version_id FROM workflows WHERE account = :account AND name = :workflow) DESC,
+         modified_ms DESC, id DESC;
 
 -- name: get_version
 SELECT id, workflow, settings, class_name, script_name, has_code, created_ms, modified_ms FROM workflow_versions
