@@ -71,6 +71,9 @@ The parts, each behind the narrowest interface that serves it (dependencies flow
 - :mod:`.importer`: ``cdn import`` (an ``ajax/libs`` tree, one queue message per package);
   :mod:`.audit`: ``cdn audit [--repair]``.
 - :mod:`.client`: ``init``, ``status``, ``add``, ``update``, ``publish``: what ``conveyor cdn`` calls.
+- ``conveyor trace`` of an update shows it end to end: downloads under the update's steps,
+  processing under the fan-out, publishing under the download's last step; each compression wait's
+  event names the job (its message id, sent by the processing step) and the compressor that did it.
 - :mod:`.runner`: ``run`` (``conveyor cdn run``): the workflows in its process, compressor child
   processes (one per core by default, replaced when one dies) and the server, stopped in that
   order at SIGINT/SIGTERM.
