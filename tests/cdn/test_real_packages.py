@@ -1,7 +1,8 @@
 """The CDN's "done when": ``conveyor cdn run`` on a fresh directory, given cdnjs's package configs
 for jquery, bootstrap and lodash and a registry-shaped server with their real ``npm pack``
 tarballs (three versions each, with their real ``dist.integrity``), publishes every version
-unattended; what it serves is checked against the tarballs' bytes and api.cdnjs.com's shapes."""
+unattended (a compressor SIGKILLed on the way); what it serves is checked against the tarballs'
+bytes and api.cdnjs.com's shapes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import base64
 import gzip
 import hashlib
 import io
+import os
+import signal
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -16,9 +19,11 @@ from typing import Any
 import brotli
 import httpx
 
+import conveyor
+from conveyor.cdn.compression import COMPRESSION_QUEUE
 from tests.cdn.conftest import Registry, write_config
 from tests.cdn.npm_tarballs import PINNED, npm_tarball
-from tests.cdn.test_run import cdn_run
+from tests.cdn.test_run import cdn_run, compressor_pids
 from tests.cli.support import Cli
 from tests.waiting import wait_for
 
@@ -172,11 +177,24 @@ def test_cdn_run_publishes_jquery_bootstrap_and_lodash_from_their_real_tarballs(
     url = f"sqlite://{tmp_path / 'data'}"
     run = Cli(url)
     run.json("cdn", "init", "--registry", registry.url)
+    cv = conveyor.connect(url)
     assert run.json("cdn", "add", str(tmp_path / "cdnjs" / "packages")) == {
         "added": ["bootstrap", "jquery", "lodash.js"]
     }
 
-    with cdn_run(url, tmp_path / "run.log", "--compressors", "2") as (process, served), httpx.Client() as client:
+    options = ("--compressors", "2", "--visibility-timeout", "3")
+    with cdn_run(url, tmp_path / "run.log", *options) as (process, served), httpx.Client() as client:
+        # A compressor SIGKILLed mid-job: cdn run starts another, its job is done again.
+        jobs = cv.queue(COMPRESSION_QUEUE)
+        wait_for(lambda: jobs.counters().in_flight >= 1, 120, "the first compression job", poll=0.05)
+        [killed, spared] = compressor_pids(process.pid)
+        os.kill(killed, signal.SIGKILL)
+
+        def replaced() -> bool:
+            now = compressor_pids(process.pid)
+            return killed not in now and spared in now and len(now) == 2
+
+        wait_for(replaced, 30, "a compressor in the killed one's place")
         states: dict[str, int] = {}
 
         def all_ended() -> bool:
@@ -259,3 +277,5 @@ def test_cdn_run_publishes_jquery_bootstrap_and_lodash_from_their_real_tarballs(
 
         process.terminate()
         assert process.wait(90) == 0, (tmp_path / "run.log").read_text()
+    assert jobs.metrics().backlog_count == 0
+    cv.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -106,4 +107,34 @@ def test_cdn_run_publishes_serves_and_stops_on_sigterm(tmp_path: Path, registry:
         wait_for(lambda child=child: gone(child), 30, f"compressor {child} to exit")  # type: ignore[misc]
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{served}/stats")
+    assert run.json("cdn", "status")["versions"] == {"published": 1}
+
+
+def test_a_killed_cdn_run_leaves_its_work_to_the_next(tmp_path: Path, registry: Registry) -> None:
+    registry.publish("gadget", "1.0.0", build_tarball({"dist/gadget.js": b"var gadget = 1;\n" * 20}))
+    registry.hold = threading.Event()  # the tarball's download waits until released
+    url = f"sqlite://{tmp_path / 'data'}"
+    run = Cli(url)
+    run.json("cdn", "init", "--registry", registry.url)
+    run.json("cdn", "add", str(write_config(tmp_path, package_config("gadget", ["*"]))))
+    fast = ("--compressors", "1", "--visibility-timeout", "2")
+
+    with cdn_run(url, tmp_path / "first.log", *fast) as (first, _):
+        compressors = compressor_pids(first.pid)
+        wait_for(lambda: registry.waiting, 60, "the download to ask for the tarball", poll=0.05)
+        first.kill()  # mid-pipeline: the download's first step is running
+        first.wait()
+    for pid in compressors:  # orphaned, they stop by themselves
+        wait_for(lambda pid=pid: gone(pid), 30, f"compressor {pid} to stop")  # type: ignore[misc]
+    registry.hold.set()
+
+    with cdn_run(url, tmp_path / "second.log", *fast, "--no-update-now") as (second, served):
+
+        def published() -> bool:
+            return httpx.get(f"{served}/libraries/gadget/1.0.0").status_code == 200
+
+        wait_for(published, 120, "the next cdn run to publish gadget@1.0.0", poll=0.2)
+        assert httpx.get(f"{served}/libraries/gadget").json()["versions"] == ["1.0.0"]
+        second.terminate()
+        assert second.wait(90) == 0, (tmp_path / "second.log").read_text()
     assert run.json("cdn", "status")["versions"] == {"published": 1}

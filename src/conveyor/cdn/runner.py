@@ -53,11 +53,12 @@ def default_compressors() -> int:
 
 class Compressors:
     """``count`` compressor child processes of the deployment ``url``, account ``account``, kept
-    at that count until :meth:`stop`."""
+    at that count until :meth:`stop`; the job of one that died is taken again after
+    ``visibility_timeout_ms``."""
 
-    def __init__(self, url: str, account: str, count: int) -> None:
+    def __init__(self, url: str, account: str, count: int, visibility_timeout_ms: int) -> None:
         self.command = [sys.executable, "-m", "conveyor.cdn.runner", "--url", url, "--account", account]
-        self.command += ["--parent", str(os.getpid())]
+        self.command += ["--parent", str(os.getpid()), "--visibility-timeout-ms", str(visibility_timeout_ms)]
         self.processes = [self._start() for _ in range(count)]
         self._stopping = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="cdn-compressors", daemon=True)
@@ -104,17 +105,23 @@ def run(
     processes: int = 1,
     cache_bytes: int = CACHE_BYTES,
     update_now: bool = True,
+    visibility_timeout: float = 30.0,
     on_ready: Callable[[int], None] | None = None,
 ) -> None:
     """Run the account's CDN — workflows, ``compressors`` compressor processes (default: one per
     core; 0 for none here, e.g. when they run on other machines) and the server on ``host:port``
     with ``processes`` serving processes — until SIGINT/SIGTERM; ``on_ready(port)`` once it serves.
-    ``update_now``: start one PackageUpdatesWorkflow at once, besides the cron's."""
+    ``update_now``: start one PackageUpdatesWorkflow at once, besides the cron's.
+    ``visibility_timeout``: seconds the work of a process that died (a workflow run, a compression
+    job) stays held before another process takes it up (a live one renews its hold)."""
     count = default_compressors() if compressors is None else compressors
     if not 0 <= count <= MAX_COMPRESSORS:
         raise conveyor.InvalidRequest(f"compressors: {count} is not within 0..{MAX_COMPRESSORS}")
     if not 1 <= processes <= 64:
         raise conveyor.InvalidRequest(f"processes: {processes} is not within 1..64")
+    if not 1 <= visibility_timeout <= 43_200:
+        raise conveyor.InvalidRequest(f"visibility_timeout: {visibility_timeout} s is not within 1..43200")
+    hold_ms = int(visibility_timeout * 1000)
     if not cv.url or cv.url.startswith(("http://", "https://")):
         raise conveyor.InvalidRequest(
             "cdn run runs the CDN next to its deployment: give a sqlite:// or postgresql:// URL, not a server's"
@@ -139,10 +146,10 @@ def run(
     app = conveyor.App(cv, grace_period=WORKFLOW_GRACE_SECONDS)
     workers: Compressors | None = None
     try:
-        add_workflows(app)
+        add_workflows(app, visibility_timeout_ms=hold_ms)
         app.start()
         if count:
-            workers = Compressors(cv.url, account_of(cv), count)
+            workers = Compressors(cv.url, account_of(cv), count, hold_ms)
         if update_now and not stopping.is_set():
             log.info("started update %s", update(cv))
 
@@ -172,6 +179,7 @@ def _compressor_child() -> None:
     parser.add_argument("--url", required=True)
     parser.add_argument("--account", required=True)
     parser.add_argument("--parent", type=int, required=True)
+    parser.add_argument("--visibility-timeout-ms", type=int, required=True)
     options = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
@@ -183,7 +191,7 @@ def _compressor_child() -> None:
     threading.Thread(target=orphaned, daemon=True).start()
     with conveyor.connect(options.url, account_id=options.account) as cv:
         app = conveyor.App(cv, grace_period=COMPRESSOR_GRACE_SECONDS)
-        add_compressor(app)
+        add_compressor(app, visibility_timeout_ms=options.visibility_timeout_ms)
         app.run()
 
 

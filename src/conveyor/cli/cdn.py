@@ -192,9 +192,23 @@ def audit(state: CliState, repair: bool, as_json: bool) -> None:
     show_default=True,
     help="Check every package for new versions at once, besides on the cron.",
 )
+@click.option(
+    "--visibility-timeout",
+    type=click.FloatRange(1, 43_200),
+    default=30.0,
+    show_default=True,
+    help="Seconds the work of a process that died stays held before another takes it up.",
+)
 @pass_state
 def run(
-    state: CliState, host: str, port: int, compressors: int | None, processes: int, cache_mb: int, update_now: bool
+    state: CliState,
+    host: str,
+    port: int,
+    compressors: int | None,
+    processes: int,
+    cache_mb: int,
+    update_now: bool,
+    visibility_timeout: float,
 ) -> None:
     """Run the whole CDN until SIGINT/SIGTERM: its workflows (the update on its cron, downloads,
     processing, publishing), compressor processes and the server (files and the libraries API)."""
@@ -214,5 +228,6 @@ def run(
         processes=processes,
         cache_bytes=cache_mb * 1024 * 1024,
         update_now=update_now,
+        visibility_timeout=visibility_timeout,
         on_ready=ready,
     )
