@@ -1,6 +1,7 @@
 """``conveyor cdn run`` as a real process on a fresh SQLite directory: it refuses a deployment
 without a CDN (saying what to run), then workflows, compressors and the server in one command
-publish a package from a registry-shaped server and serve it, and SIGTERM stops every part."""
+publish a package from a registry-shaped server and serve it (on SQLite and on PostgreSQL), and
+SIGTERM stops every part; a cdn run SIGKILLed mid-pipeline leaves its work to the next."""
 
 from __future__ import annotations
 
@@ -15,8 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cdn.conftest import Registry, build_tarball, package_config, write_config
+import conveyor
+from conveyor import cdn
+from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
+from tests.cdn.conftest import Registry, bucket_urls, build_tarball, package_config, write_config
 from tests.cli.support import Cli
+from tests.engine.postgres.support import ThrowawayEngine
 from tests.waiting import wait_for
 
 CONVEYOR = Path(sys.executable).with_name("conveyor")
@@ -75,13 +80,27 @@ def test_cdn_run_refuses_a_deployment_without_a_cdn(tmp_path: Path) -> None:
     assert "--compressors" in run("cdn", "run", "--compressors", "65").output  # a usage error naming it
 
 
-def test_cdn_run_publishes_serves_and_stops_on_sigterm(tmp_path: Path, registry: Registry) -> None:
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_cdn_run_publishes_serves_and_stops_on_sigterm(
+    engine: str, tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every process connects by URL, as account "local"; PostgreSQL's buckets in shared directories.
+    monkeypatch.setenv(SHARED_DIRECTORIES_VARIABLE, str(tmp_path / "shared"))
+    url = f"sqlite://{tmp_path / 'data'}"
+    if engine == "postgres":
+        throwaway = ThrowawayEngine()
+        url = throwaway.url
+        throwaway.close()
+    with conveyor.connect(url) as cv:
+        run_and_serve(cv, tmp_path, registry)
+
+
+def run_and_serve(cv: conveyor.Conveyor, tmp_path: Path, registry: Registry) -> None:
     script = b"function double(longName) {\n  return longName * 2;\n}\n" * 50
     registry.publish("gadget", "1.0.0", build_tarball({"dist/gadget.js": script, "dist/gadget.css": b"a { }\n"}))
-    url = f"sqlite://{tmp_path / 'data'}"
-    run = Cli(url)
-    run.json("cdn", "init", "--registry", registry.url)
-    run.json("cdn", "add", str(write_config(tmp_path, package_config("gadget", ["*"]))))
+    cdn.init(cv, registry=registry.url, **bucket_urls(cv))  # type: ignore[arg-type]
+    cdn.add(cv, write_config(tmp_path, package_config("gadget", ["*"])))
+    url = cv.url
 
     with cdn_run(url, tmp_path / "run.log", "--compressors", "2") as (process, served):
         compressors = compressor_pids(process.pid)
@@ -107,7 +126,7 @@ def test_cdn_run_publishes_serves_and_stops_on_sigterm(tmp_path: Path, registry:
         wait_for(lambda child=child: gone(child), 30, f"compressor {child} to exit")  # type: ignore[misc]
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{served}/stats")
-    assert run.json("cdn", "status")["versions"] == {"published": 1}
+    assert cdn.status(cv)["versions"] == {"published": 1}
 
 
 def test_a_killed_cdn_run_leaves_its_work_to_the_next(tmp_path: Path, registry: Registry) -> None:
