@@ -110,7 +110,8 @@ def run(
 ) -> None:
     """Run the account's CDN — workflows, ``compressors`` compressor processes (default: one per
     core; 0 for none here, e.g. when they run on other machines) and the server on ``host:port``
-    with ``processes`` serving processes — until SIGINT/SIGTERM; ``on_ready(port)`` once it serves.
+    with ``processes`` serving processes — until SIGINT/SIGTERM (so: from the main thread);
+    ``on_ready(port)`` once it serves.
     ``update_now``: start one PackageUpdatesWorkflow at once, besides the cron's.
     ``visibility_timeout``: seconds the work of a process that died (a workflow run, a compression
     job) stays held before another process takes it up (a live one renews its hold)."""
