@@ -12,6 +12,7 @@ minifies and compresses them, and publishes and serves them as cdnjs does:
 >>> # `conveyor cdn compressor` processes, one per core
 >>> cdn.update(cv)                                  # one PackageUpdatesWorkflow now (else the cron)
 >>> conveyor.cdn.server.serve(cv, port=8788)         # or `conveyor cdn serve`
+>>> conveyor.cdn.runner.run(cv, port=8788)          # all of it at once: `conveyor cdn run`
 
 The parts, each behind the narrowest interface that serves it (dependencies flow down this list):
 
@@ -70,6 +71,12 @@ The parts, each behind the narrowest interface that serves it (dependencies flow
 - :mod:`.importer`: ``cdn import`` (an ``ajax/libs`` tree, one queue message per package);
   :mod:`.audit`: ``cdn audit [--repair]``.
 - :mod:`.client`: ``init``, ``status``, ``add``, ``update``, ``publish``: what ``conveyor cdn`` calls.
+- ``conveyor trace`` of an update shows it end to end: downloads under the update's steps,
+  processing under the fan-out, publishing under the download's last step; each compression wait's
+  event names the job (its message id, sent by the processing step) and the compressor that did it.
+- :mod:`.runner`: ``run`` (``conveyor cdn run``): the workflows in its process, compressor child
+  processes (one per core by default, replaced when one dies) and the server, stopped in that
+  order at SIGINT/SIGTERM.
 
 The contract between processing and publishing. After a version's ProcessingWorkflows finish and
 the DownloadPackageWorkflow's fan-in marks it ``processed``:
@@ -82,10 +89,6 @@ the DownloadPackageWorkflow's fan-in marks it ``processed``:
   its ``size``, ``sha512`` (hex) and ``sri`` (``.js``/``.css`` only, originals and ``.min`` alike);
   a twin also names its original (``source``) and the minifier that made it (``tool``,
   ``tool_version``), which are None for an original.
-
-Planned (not in this slice), on the same interfaces:
-
-- ``conveyor cdn run`` (cron, workers, compressors and the server in one command).
 """
 
 from __future__ import annotations

@@ -10,12 +10,15 @@ The round trip of one file (ProcessingWorkflow, :mod:`conveyor.cdn.pipeline`):
    :func:`compressed_event` of that key (``step.wait_for_event``: it hibernates, nothing polls);
 2. a compressor (:func:`add_compressor`, any number of processes, on any machine of a PostgreSQL
    deployment) takes the job, reads the file and writes ``{key}.br`` then ``{key}.gz``, each
-   carrying the instance's id in its custom metadata (``cdn-instance``, and ``cdn-compressor``:
-   the host and pid of the process);
+   carrying the instance's id in its custom metadata (``cdn-instance``; ``cdn-compressor``: the
+   host and pid of the process; ``cdn-job``: the job's message id);
 3. the staging bucket's notification rule (``PutObject`` under ``files/`` ending in ``.gz``, to the
    queue ``cdn-compressed``) reports the ``.gz``: it is written last, so both outputs exist;
 4. the relay (:func:`add_notification_relay`, registered by ``add_workflows`` on the workers that
-   run the pipeline) reads the instance from the object's metadata and sends it the event.
+   run the pipeline) reads the instance from the object's metadata and sends it the event, whose
+   payload says what was done: ``{"key", "job": the message id, "compressor": host:pid, "sizes":
+   {".br": bytes, ".gz": bytes}}`` — so ``conveyor trace`` links the job the workflow sent (shown
+   under its step) to the compressor that did it and the wait it woke.
 
 Every part may run twice (a compressor SIGKILLed mid-job leaves its job to be leased again, a
 notification is sent at least once): the outputs are the same bytes each time (gzip's header
@@ -45,6 +48,7 @@ COMPRESSION_QUEUE = "cdn-compress"
 NOTIFICATION_QUEUE = "cdn-compressed"
 INSTANCE_METADATA = "cdn-instance"
 COMPRESSOR_METADATA = "cdn-compressor"  # host:pid of the process that wrote it (for operators, benchmarks)
+JOB_METADATA = "cdn-job"  # the id of the compression job (message of cdn-compress) that wrote it
 FILES_PREFIX = "files/"
 UNCOMPRESSED_EXTENSIONS = (".woff2",)  # already compressed: copied raw, as cdnjs
 SUFFIXES = (".br", ".gz")  # written in this order: the .gz's notification means both exist
@@ -125,19 +129,18 @@ class Compressor:
             if job is None:  # not ours to guess at: dropped, and said so
                 log.error("cdn compressor: dropped a malformed job %s: %.200r", message.id, message.body)
             else:
-                self.compress_file(*job)
+                self.compress_file(*job, job_id=message.id)
             message.ack()
 
-    def compress_file(self, key: str, instance: str) -> None:
+    def compress_file(self, key: str, instance: str, *, job_id: str = "") -> None:
         try:
             data = self.bucket.get(key).bytes()
         except conveyor.ObjectNotFound:  # removed (lifecycle) before its turn: its workflow times out
             log.error("cdn compressor: %s is gone; nothing compressed for %s", key, instance)
             return
+        metadata = {INSTANCE_METADATA: instance, COMPRESSOR_METADATA: self.name, JOB_METADATA: job_id}
         for suffix, output in compress(data).items():
-            self.bucket.put(
-                key + suffix, output, metadata={INSTANCE_METADATA: instance, COMPRESSOR_METADATA: self.name}
-            )
+            self.bucket.put(key + suffix, output, metadata=metadata)
 
 
 class NotificationRelay:
@@ -161,16 +164,26 @@ class NotificationRelay:
 
     def relay(self, key: str) -> None:
         try:
-            instance = self.bucket.head(key).metadata.get(INSTANCE_METADATA)
+            gz = self.bucket.head(key)
         except conveyor.ObjectNotFound:
             return
+        instance = gz.metadata.get(INSTANCE_METADATA)
         if not instance:
             return
         source = key.removesuffix(SUFFIXES[-1])
+        sizes = {SUFFIXES[-1]: gz.size}
+        with contextlib.suppress(conveyor.ObjectNotFound):  # written first; only its size is told
+            sizes = {SUFFIXES[0]: self.bucket.head(source + SUFFIXES[0]).size, **sizes}
+        done = {
+            "key": source,
+            "job": gz.metadata.get(JOB_METADATA, ""),
+            "compressor": gz.metadata.get(COMPRESSOR_METADATA, ""),
+            "sizes": sizes,
+        }
         if self._workflow is None:
             self._workflow = self.cv.workflow(self.workflow)
         try:
-            self._workflow.get(instance).send_event(compressed_event(source), {"key": source})
+            self._workflow.get(instance).send_event(compressed_event(source), done)
         except conveyor.InstanceNotFound:  # it ended and was removed: nothing waits any more
             log.info("cdn: %s was compressed for %s, which no longer exists", source, instance)
 

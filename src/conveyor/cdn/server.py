@@ -191,7 +191,9 @@ async def _text(send: Send, status: int, message: str) -> None:
 
 
 class CdnApp:
-    """The ASGI app of ``cdn serve`` for the account of ``cv`` (see the module docstring)."""
+    """The ASGI app of ``cdn serve``: the CDN of the account that the CDN of ``cv``'s account
+    names public (``public_account``: its own unless ``cdn init --public-account`` said another;
+    see the module docstring). :class:`~conveyor.cdn.CdnNotInitialized` if either has no CDN."""
 
     def __init__(
         self,
@@ -200,9 +202,21 @@ class CdnApp:
         cache_bytes: int = CACHE_BYTES,
         source: ObjectSource | None = None,
     ) -> None:
-        self.cv = cv
         self.store = CdnStore.open(cv.deployment)
-        self.settings = self.store.settings(account_of(cv))
+        # The account whose CDN is served: the one this connection's CDN names public (cdn init
+        # --public-account), through a connection of its own when it is another.
+        self._public: conveyor.Conveyor | None = None
+        try:
+            public = self.store.settings(account_of(cv)).public_account
+            if public != account_of(cv):
+                cv = self._public = conveyor.connect(cv.url, account_id=public)
+            self.settings = self.store.settings(public)
+        except BaseException:
+            self.store.close()
+            if self._public is not None:
+                self._public.close()
+            raise
+        self.cv = cv
         self.catalog = Catalog(metadata_namespace(cv))
         mirror = cv.bucket(self.settings.mirror_bucket) if self.settings.mirror_bucket else None
         self.source = source or ObjectSource(cv.bucket(self.settings.primary_bucket), mirror)
@@ -218,6 +232,8 @@ class CdnApp:
     def close(self) -> None:
         self.source.close()
         self.store.close()
+        if self._public is not None:
+            self._public.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -457,6 +473,7 @@ def serve(
     command += ["--cache-bytes", str(cache_bytes), "--parent", str(os.getpid())]
     if cv.url:
         command += ["--url", cv.url]
+    command += ["--account", account_of(cv)]
     children = [subprocess.Popen(command, pass_fds=[listener.fileno()]) for _ in range(processes - 1)]
 
     def stop_children() -> None:
@@ -526,6 +543,7 @@ def _child() -> None:
     parser.add_argument("--cache-bytes", type=int, required=True)
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("--url", default=None)
+    parser.add_argument("--account", default=None)
     options = parser.parse_args()
     listener = socket.socket(fileno=options.fd)
 
@@ -535,7 +553,7 @@ def _child() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=orphaned, daemon=True).start()
-    with conveyor.connect(options.url) as cv:
+    with conveyor.connect(options.url, account_id=options.account) as cv:
         _run(cv, listener, options.cache_bytes, None)
 
 

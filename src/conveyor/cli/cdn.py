@@ -173,3 +173,61 @@ def audit(state: CliState, repair: bool, as_json: bool) -> None:
     emit(as_json, shown, text)
     if any(not d.repaired for d in report.divergences):
         raise click.exceptions.Exit(1)
+
+
+@cdn_group.command("run")
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address cdn serve listens on.")
+@click.option("--port", default=8788, show_default=True, help="The port to serve on (0: any free one).")
+@click.option(
+    "--compressors",
+    type=click.IntRange(0, 64),
+    default=None,
+    help="Compressor processes (default: one per core; 0: none here, they run elsewhere).",
+)
+@click.option("--processes", type=click.IntRange(1, 64), default=1, show_default=True, help="Serving processes.")
+@click.option("--cache-mb", default=256, show_default=True, help="MiB of file bodies kept in memory (per process).")
+@click.option(
+    "--update-now/--no-update-now",
+    default=True,
+    show_default=True,
+    help="Check every package for new versions at once, besides on the cron.",
+)
+@click.option(
+    "--visibility-timeout",
+    type=click.FloatRange(1, 43_200),
+    default=30.0,
+    show_default=True,
+    help="Seconds the work of a process that died stays held before another takes it up.",
+)
+@pass_state
+def run(
+    state: CliState,
+    host: str,
+    port: int,
+    compressors: int | None,
+    processes: int,
+    cache_mb: int,
+    update_now: bool,
+    visibility_timeout: float,
+) -> None:
+    """Run the whole CDN until SIGINT/SIGTERM: its workflows (the update on its cron, downloads,
+    processing, publishing), compressor processes and the server (files and the libraries API)."""
+    from conveyor.cdn.runner import default_compressors
+    from conveyor.cdn.runner import run as run_cdn
+
+    count = default_compressors() if compressors is None else compressors
+
+    def ready(bound: int) -> None:
+        click.echo(f"serving the CDN on http://{host}:{bound} ({count} compressor(s); stop with Ctrl-C)", err=True)
+
+    run_cdn(
+        state.connect(),
+        host=host,
+        port=port,
+        compressors=count,
+        processes=processes,
+        cache_bytes=cache_mb * 1024 * 1024,
+        update_now=update_now,
+        visibility_timeout=visibility_timeout,
+        on_ready=ready,
+    )

@@ -3,6 +3,7 @@ children) from what the engine stored."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -12,6 +13,8 @@ from rich.tree import Tree
 
 from conveyor.cli.context import CliState, emit, json_option, pass_state
 from conveyor.workflows.traces import MAX_INSTANCES, trace_tree
+
+EVENT_CHARS = 200  # of an event's payload, shown under the wait that took it
 
 STATUS_STYLE = {
     "complete": "green",
@@ -82,6 +85,11 @@ def _add_step(tree: Tree, step: dict[str, Any]) -> None:
             sent = under.add(Text(f"message {message['queue']}/{message['id']}", style="dim"))
             for child in message["instances"]:
                 _add_instance(sent, child)
+    event = step.get("event")
+    if event is not None:
+        payload = json.dumps(event["payload"], separators=(",", ":"))
+        shown_payload = payload if len(payload) <= EVENT_CHARS else payload[: EVENT_CHARS - 1] + "…"
+        branch.add(Text(f"event {event['type']}  {_clock(event['timestamp'])}  {shown_payload}", style="dim"))
     for child in step["children"]:
         _add_instance(branch, child)
 

@@ -52,7 +52,9 @@ def trace_tree(client: Conveyor, trace_id: str) -> dict[str, Any]:
     instance is ``{"workflow", "id", "status", "error", "output", "created_on", "start", "end",
     "origin", "steps": [...], "children": [...]}``, a step ``{"name", "type", "status", "start",
     "end", "error", "attempts": [{"number", "start", "end", "success", "error", "messages":
-    [{"queue", "id", "instances": [...]}]}], "children": [...]}``. Times are ISO-8601 UTC."""
+    [{"queue", "id", "instances": [...]}]}], "event", "children": [...]}`` where ``event`` is
+    the event a completed ``waitForEvent`` took, ``{"type", "payload", "timestamp"}`` (else None).
+    Times are ISO-8601 UTC."""
     from conveyor.workflows.client import workflow_store
 
     trace_id = check_trace_id(trace_id)
@@ -129,8 +131,17 @@ def _step(step: StepRow) -> dict[str, Any]:
         "end": _iso(step.end_ms),
         "error": attempts[-1].get("error") if attempts and step.status == "errored" else None,
         "attempts": [_attempt(i, a) for i, a in enumerate(attempts, 1)],
+        "event": _event(step),
         "children": [],
     }
+
+
+def _event(step: StepRow) -> dict[str, Any] | None:
+    """The event a completed wait took: what woke it, and from whom when its payload says."""
+    if step.type != "waitForEvent" or step.status != "complete" or step.output is None:
+        return None
+    taken = json.loads(step.output)
+    return {"type": taken.get("type"), "payload": taken.get("payload"), "timestamp": _iso(taken.get("timestamp"))}
 
 
 def _attempt(number: int, attempt: dict[str, Any]) -> dict[str, Any]:
