@@ -25,7 +25,8 @@ with ``gzip_static`` and ``brotli_static`` (``libnginx-mod-http-brotli-static``)
 h2load are installed with apt-get when missing. One server runs at a time; each is measured by:
 
 - **peak req/s**: ``wrk -t2 -c64`` (closed loop), ``Accept-Encoding: gzip`` and ``br``; target
-  Conveyor ≥ 0.25 × nginx;
+  Conveyor ≥ 0.25 × nginx; with it the server's CPU microseconds per request (all its processes,
+  from /proc), a steadier figure than req/s when other sessions share the cores;
 - **p99 at 1,000 req/s**: ``h2load --h1`` (nghttp2-client, C, a few % of a core at this rate),
   20 connections each at ``--rps 50``, 1 s of warm-up, percentiles from its per-request log (from
   each request's send: a request delayed behind a slow one on its connection is not counted from
@@ -412,7 +413,9 @@ def nginx_server(nginx: str, root: Path, docroot: Path) -> Iterator[str]:
         [nginx, "-p", str(root), "-c", str(conf), "-e", str(root / "nginx-error.log")], stdout=log, stderr=log
     )
     try:
-        yield answering(f"http://127.0.0.1:{port}", process, root / "nginx-error.log")
+        base = answering(f"http://127.0.0.1:{port}", process, root / "nginx-error.log")
+        SERVER_PIDS[base] = [process.pid, *map(int, children_of(process.pid))]
+        yield base
     finally:
         process.terminate()
         process.wait(30)
@@ -430,8 +433,11 @@ def cdn_serve(url: str, root: Path, processes: int, cache_mb: int = 256) -> Iter
     try:
         base = answering(f"http://127.0.0.1:{port}", process, log_path)
         if processes > 1:  # the children start after the parent listens: let them settle
-            time.sleep(0.5)
+            deadline = time.monotonic() + 60
+            while len(children_of(process.pid)) < processes - 1 and time.monotonic() < deadline:
+                time.sleep(0.1)
             settled([int(pid) for pid in children_of(process.pid)])
+        SERVER_PIDS[base] = [process.pid, *map(int, children_of(process.pid))]
         yield base
     finally:
         process.terminate()
@@ -461,8 +467,14 @@ def answering(base: str, process: subprocess.Popen[bytes], log: Path) -> str:
             time.sleep(0.1)
 
 
-def wrk_peak(wrk: str, base: str, encoding: str, seconds: int) -> float:
-    """Peak req/s: wrk, 2 threads, 64 connections, closed loop."""
+SERVER_PIDS: dict[str, list[int]] = {}  # a running server's base URL → its processes
+
+
+def wrk_peak(wrk: str, base: str, encoding: str, seconds: int) -> tuple[float, float]:
+    """Peak req/s (wrk, 2 threads, 64 connections, closed loop) and the server's CPU microseconds
+    per request (all its processes, from /proc) — steadier than req/s on a shared machine."""
+    pids = SERVER_PIDS[base]
+    cpu_before = sum(cpu_seconds(pid) for pid in pids)
     done = subprocess.run(
         [wrk, "-t2", "-c64", f"-d{seconds}s", "-H", f"Accept-Encoding: {encoding}", base + SERVE_PATH],
         capture_output=True,
@@ -472,10 +484,12 @@ def wrk_peak(wrk: str, base: str, encoding: str, seconds: int) -> float:
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", done.stdout)
     if errors or "Socket errors" in done.stdout:
         raise RuntimeError(f"wrk saw errors on {base}:\n{done.stdout}")
+    cpu = sum(cpu_seconds(pid) for pid in pids) - cpu_before
     found = re.search(r"Requests/sec:\s+([\d.]+)", done.stdout)
-    if found is None:
+    count = re.search(r"(\d+) requests in", done.stdout)
+    if found is None or count is None:
         raise RuntimeError(f"wrk's output has no Requests/sec:\n{done.stdout}{done.stderr}")
-    return float(found[1])
+    return float(found[1]), cpu * 1e6 / int(count[1])
 
 
 def fixed_rate(
@@ -530,11 +544,12 @@ def serving(quick: bool, rounds: int) -> None:
             for which in order:
                 with contenders[which]() as base:
                     load = os.getloadavg()[0]
-                    result: dict[str, Any] = {
-                        "gzip_rps": wrk_peak(tools["wrk"], base, "gzip", seconds),
-                        "br_rps": wrk_peak(tools["wrk"], base, "br", seconds),
-                        "rate": fixed_rate(tools["h2load"], base, "gzip", seconds, root),
-                    }
+                    result: dict[str, Any] = {}
+                    for encoding in ("gzip", "br"):
+                        result[f"{encoding}_rps"], result[f"{encoding}_cpu_us"] = wrk_peak(
+                            tools["wrk"], base, encoding, seconds
+                        )
+                    result["rate"] = fixed_rate(tools["h2load"], base, "gzip", seconds, root)
                     result["load1"] = round(max(load, os.getloadavg()[0]), 2)
                 runs[which].append(result)
                 for encoding in ("gzip", "br"):
@@ -547,6 +562,7 @@ def serving(quick: bool, rounds: int) -> None:
                         encoding=encoding,
                         bytes=sizes["gz" if encoding == "gzip" else "br"],
                         load_generator="wrk -t2 -c64",
+                        server_cpu_us_per_request=round(result[f"{encoding}_cpu_us"], 1),
                         round=r,
                         load1=result["load1"],
                     )
@@ -581,6 +597,17 @@ def serving(quick: bool, rounds: int) -> None:
                     rounds=[round(x, 3) for x in peak],
                     load1=load_range,
                 )
+            cpu = [o["gzip_cpu_us"] / n["gzip_cpu_us"] for o, n in zip(runs[ours], runs["nginx"], strict=True)]
+            emit(
+                "cdn_serving_cpu_per_request_vs_nginx",
+                statistics.median(cpu),
+                "ratio",
+                rounds,
+                contender=ours,
+                encoding="gzip",
+                rounds=[round(x, 3) for x in cpu],
+                load1=load_range,
+            )
             tail = [o["rate"]["p99_ms"] / n["rate"]["p99_ms"] for o, n in zip(runs[ours], runs["nginx"], strict=True)]
             emit(
                 "cdn_serving_p99_vs_nginx",

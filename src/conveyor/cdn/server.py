@@ -20,8 +20,10 @@ Files, as cdnjs's origin serves them:
 
 A file's bytes come from an in-process cache (least recently used out past ``cache_bytes``), else
 the primary bucket, else the mirror (:class:`~conveyor.cdn.sources.ObjectSource`: a circuit
-breaker, so a primary that is down costs no request a timeout). A cached answer is a dictionary
-look-up and two ``send`` calls: its headers are built once.
+breaker, so a primary that is down costs no request a timeout). A cached answer's head is built
+once; a plain keep-alive ``GET`` of a cached file is answered by the connection's protocol itself
+(:class:`FileProtocol`: a dictionary look-up and one write, no ASGI task), everything else by the
+ASGI app, each response's head written with its body.
 
 A successful API answer is reused for 5 s by the process that made it (a missing library or
 version is asked for again at once). ``/metrics`` shows the server's counters and the last audit's
