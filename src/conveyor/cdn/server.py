@@ -494,7 +494,9 @@ class FileProtocol(OneWriteProtocol):
     one is in progress, a client not reading — takes the ASGI path (:class:`CdnApp`)."""
 
     files: ClassVar[CdnApp]
-    _defaults: ClassVar[list[Any]] = [None, b""]  # uvicorn's default header list, and its bytes
+    # uvicorn's default header list (a new one each second, with its date) and its bytes: one
+    # tuple, replaced whole, so servers running in threads of one process never mix two.
+    _defaults: ClassVar[tuple[object, bytes]] = (None, b"")
 
     def on_headers_complete(self) -> None:
         entry = None
@@ -514,9 +516,10 @@ class FileProtocol(OneWriteProtocol):
         self.waiting.pop(self, None)
         self.cycle = _ANSWERED  # type: ignore[assignment]
         defaults = self.server_state.default_headers
-        if defaults is not FileProtocol._defaults[0]:
-            FileProtocol._defaults = [defaults, b"".join(b"%s: %s\r\n" % header for header in defaults)]
-        self.transport.writelines([b"HTTP/1.1 200 OK\r\n", FileProtocol._defaults[1], entry.head, entry.body])
+        known = FileProtocol._defaults
+        if known[0] is not defaults:
+            known = FileProtocol._defaults = (defaults, b"".join(b"%s: %s\r\n" % header for header in defaults))
+        self.transport.writelines([b"HTTP/1.1 200 OK\r\n", known[1], entry.head, entry.body])
         self.on_response_complete()
 
 
