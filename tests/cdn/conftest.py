@@ -22,8 +22,7 @@ import uvicorn
 
 import conveyor
 from conveyor import cdn
-from conveyor.cdn.server import CdnApp
-from conveyor.server.serve import uvicorn_config
+from conveyor.cdn.server import CdnApp, server_config
 from conveyor.server.testing import free_port
 from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
 from tests.storage.conftest import make_bucket
@@ -188,7 +187,7 @@ def cdn_server(cv: conveyor.Conveyor, **options: Any) -> Iterator[CdnServer]:
     """``cdn serve``'s app on a free port of 127.0.0.1 in a thread, under the project's uvicorn set-up."""
     app = CdnApp(cv, **options)
     port = free_port()
-    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port))
+    server = uvicorn.Server(server_config(app, "127.0.0.1", port))  # as cdn serve runs it
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import os
 import signal
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 import brotli
 import httpx
+import orjson
 import pytest
 
 import conveyor
@@ -126,6 +128,62 @@ def test_files_are_served_in_each_encoding_with_cdnjs_headers(
         assert client.post(path).status_code == 405
         metrics = client.get("/metrics").text
         assert "conveyor_cdn_cache_hits_total" in metrics and 'conveyor_cdn_responses_total{status="200"}' in metrics
+
+
+def responses(raw: bytes, methods: list[str]) -> list[tuple[int, dict[str, str], bytes]]:
+    """The HTTP/1.1 responses to ``methods``' requests, one after another in ``raw`` (each body of
+    its Content-Length; none for HEAD and 304): status, headers, body."""
+    answers = []
+    for method in methods:
+        head, _, raw = raw.partition(b"\r\n\r\n")
+        status_line, *lines = head.decode("latin-1").split("\r\n")
+        headers = {name.lower(): value.strip() for name, value in (line.split(":", 1) for line in lines)}
+        status = int(status_line.split()[1])
+        length = 0 if status == 304 or method == "HEAD" else int(headers.get("content-length", "0"))
+        answers.append((status, headers, raw[:length]))
+        raw = raw[length:]
+    assert raw == b"", raw[:200]
+    return answers
+
+
+def test_pipelined_requests_on_one_connection_are_answered_in_order_cached_or_not(
+    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path
+) -> None:
+    """Cached GETs are answered in the connection's own callback (one write), the rest through the
+    app: on one keep-alive connection, pipelined, each answer comes whole and in its request's order."""
+    published_widget(cv, registry, tmp_path)
+    path = "/ajax/libs/widget/1.1.0/widget.js"
+    with cdn_server(cv) as server, httpx.Client(base_url=server.url) as client:
+        cached, gz = fetch(client, path, "gzip")  # now in the cache
+        etag = cached.headers["etag"]
+        requests = [
+            ("GET", path, "Accept-Encoding: gzip"),  # cached
+            ("HEAD", path, "Accept-Encoding: gzip"),
+            ("GET", path, f"Accept-Encoding: gzip\r\nIf-None-Match: {etag}"),
+            ("GET", "/ajax/libs/widget/1.0.0/widget.js", "Accept-Encoding: identity"),  # a miss, then cached
+            ("GET", path + "?v=1", "Accept-Encoding: gzip"),
+            ("GET", "/ajax/libs/widget/1.0.0/widget.js", "Accept-Encoding: identity"),
+            ("GET", "/libraries/widget?fields=version", "Accept: */*"),
+            ("GET", "/ajax/libs/widget/1.1.0/nothere.js", "Accept-Encoding: gzip"),
+            ("GET", path, "Accept-Encoding: gzip\r\nConnection: close"),
+        ]
+        wire = b"".join(
+            f"{method} {target} HTTP/1.1\r\nHost: cdn\r\n{extra}\r\n\r\n".encode() for method, target, extra in requests
+        )
+        host, port = server.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as connection:
+            connection.sendall(wire)
+            raw = b""
+            while chunk := connection.recv(65536):
+                raw += chunk
+    answers = responses(raw, [method for method, _, _ in requests])
+    assert [status for status, _, _ in answers] == [200, 200, 304, 200, 200, 200, 200, 404, 200]
+    for index in (0, 4, 8):
+        assert answers[index][2] == gz and answers[index][1]["content-encoding"] == "gzip"
+        assert answers[index][1]["etag"] == etag and answers[index][1]["vary"] == "Accept-Encoding"
+    assert answers[3][2] == answers[5][2] == script("1.0.0")
+    assert orjson.loads(answers[6][2]) == {"version": "1.1.0"}
+    assert "date" in answers[0][1] and answers[0][1]["cache-control"] == "public, max-age=30672000, immutable"
 
 
 def test_the_libraries_api_answers_in_cdnjs_shapes(cv: conveyor.Conveyor, registry: Registry, tmp_path: Path) -> None:
