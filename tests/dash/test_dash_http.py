@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import httpx
 
+import conveyor
 from conveyor.engine.history import HistoryRecorder
 from conveyor.server.dash import sessions
 from conveyor.server.testing import RunningServer
 from tests.dash.conftest import csrf_of, logged_in
+from tests.engine.postgres.support import drop_schema, new_schema, schema_url
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
@@ -205,3 +207,17 @@ def test_static_files_are_the_packaged_ones_only(server: RunningServer) -> None:
     assert client.get("/dash/static/vendor/uPlot.LICENSE").status_code == 200
     assert client.get("/dash/static/../sessions.py").status_code == 404
     assert client.get("/dash/static/vendor/VERSIONS.json").status_code == 404
+
+
+def test_postgres_deployments_keep_one_session_key() -> None:
+    schema = new_schema()
+    try:
+        client = conveyor.connect(schema_url(schema))  # applies the migrations
+        try:
+            deployment = client.engine.deployment()
+            first, second = sessions.deployment_secret(deployment), sessions.deployment_secret(deployment)
+            assert first == second and len(first) >= 48
+        finally:
+            client.close()
+    finally:
+        drop_schema(schema)

@@ -45,11 +45,12 @@ from conveyor.server.dash import pages
 STATIC = resources.files("conveyor.server.dash").joinpath("static")
 # Only the files the package ships are served, read once: no path from a request touches the disk.
 _FILES: dict[str, tuple[bytes, str]] = {}
-for _entry in [*STATIC.iterdir(), *STATIC.joinpath("vendor").iterdir()]:
-    if _entry.is_file() and not _entry.name.endswith(".json"):
-        _name = ("vendor/" if "vendor" in str(_entry) else "") + _entry.name
-        _type = mimetypes.guess_type(_entry.name)[0] or "text/plain"
-        _FILES[_name] = (_entry.read_bytes(), _type + ("; charset=utf-8" if _type.startswith(("text", "app")) else ""))
+for _folder, _prefix in ((STATIC, ""), (STATIC.joinpath("vendor"), "vendor/")):
+    for _entry in _folder.iterdir():
+        if _entry.is_file() and not _entry.name.endswith(".json"):
+            _type = mimetypes.guess_type(_entry.name)[0] or "text/plain"
+            _charset = "; charset=utf-8" if _type.startswith(("text/", "application/javascript")) else ""
+            _FILES[_prefix + _entry.name] = (_entry.read_bytes(), _type + _charset)
 
 
 async def static(request: Request) -> Response:
