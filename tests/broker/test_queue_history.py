@@ -10,8 +10,11 @@ import pytest
 
 import conveyor
 from conveyor.broker.coordinator import Coordinator
+from conveyor.client.history import queue_history
 from conveyor.engine.history import HistoryRecorder, HistorySettings, history_rows, open_history, rates
+from conveyor.errors import InvalidRequest, QueueNotFound
 from conveyor.model import WorkerEntry, WorkerRun
+from conveyor.server.testing import InProcessRemoteEngine, http_client
 from tests.cli.support import Cli
 from tests.conftest import ENGINES
 from tests.waiting import wait_for
@@ -105,3 +108,20 @@ def test_queues_info_history_prints_points(data_dir: Path) -> None:
     assert [row["backlog"] for row in data["history"]] == [3]
     assert "jobs: history" in run.ok("queues", "info", "jobs", "--history").stdout
     run.fails("queues", "info", "missing", "--history", code=10104)
+
+
+def test_a_client_of_a_server_reads_the_history_the_server_keeps(tmp_path: Path) -> None:
+    remote = http_client(tmp_path / "data", "acme")
+    try:
+        remote.create_queue("far").send_batch([{"body": n} for n in range(2)])
+        assert isinstance(remote.engine, InProcessRemoteEngine)
+        recorder = HistoryRecorder(remote.engine.server_engine)
+        recorder()
+        recorder.close()
+        assert [row["backlog"] for row in queue_history(remote, "far", 5)] == [2]
+        with pytest.raises(QueueNotFound):
+            queue_history(remote, "nowhere", 5)
+        with pytest.raises(InvalidRequest, match="minutes"):
+            remote.engine.queue_history(remote.queue("far").id, 0)
+    finally:
+        remote.close()

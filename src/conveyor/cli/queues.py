@@ -11,7 +11,7 @@ from conveyor.cli.context import CliError, CliState, ConveyorGroup, emit, json_o
 from conveyor.cli.render import history_table, plural, queue_panel, queues_table
 from conveyor.cli.shapes import counters_json, metrics_json, queue_json
 from conveyor.cli.workers import unserved
-from conveyor.engine.history import history_rows, open_history
+from conveyor.client.history import queue_history
 from conveyor.errors import StorageError
 from conveyor.model import QueueInfo
 
@@ -102,15 +102,7 @@ def info(state: CliState, name: str, history: bool, minutes: int, as_json: bool)
     cv = state.connect()
     q = cv.queue(name)
     if history:
-        q.info()  # a queue that does not exist is refused, not shown as an empty history
-        deployment = cv.engine.deployment()
-        store = open_history(deployment)
-        try:
-            since = cv.engine.clock.now_ms() - minutes * 60_000
-            qualified = f"{deployment.account}/{name}" if deployment.account else name
-            rows = history_rows(store.of_queue(qualified, since))
-        finally:
-            store.close()
+        rows = queue_history(cv, name, minutes)
         emit(as_json, {"queue_name": name, "history": rows}, lambda: history_table(name, rows))
         return
     queue, metrics, counters = q.info(), q.metrics(), q.counters()

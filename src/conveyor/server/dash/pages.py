@@ -19,7 +19,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from conveyor.client.sync import Conveyor
 from conveyor.client.validation import check_queue_name
 from conveyor.engine.accounts import INTERNAL_MARK, SEPARATOR, check_account_id
-from conveyor.engine.history import HistoryStore, history_rows, open_history
+from conveyor.engine.history import HistoryStore, history_rows
 from conveyor.errors import ConveyorError, Forbidden, InvalidRequest, QueueNotFound, Unauthorized
 from conveyor.model import QueueInfo
 from conveyor.server.dash import sessions, views
@@ -53,11 +53,10 @@ templates = jinja2.Environment(
 @dataclass
 class Dashboard:
     """The dashboard's state in one server: the session signer (made on first use from the
-    deployment's key) and the history store."""
+    deployment's key), and the server's history store."""
 
     service: Service
     _signer: sessions.SessionSigner | None = None
-    _history: HistoryStore | None = None
 
     def signer(self) -> sessions.SessionSigner:
         if self._signer is None:
@@ -65,7 +64,7 @@ class Dashboard:
         return self._signer
 
     def history(self) -> HistoryStore:
-        return self.service.store("dash-history", lambda deployment, clock: open_history(deployment))
+        return self.service.history()
 
 
 def dashboard(request: Request) -> Dashboard:
