@@ -70,6 +70,10 @@ def test_recorder_keeps_each_queues_figures_and_rates(deployment: conveyor.Conve
         store.close()
 
 
+def test_no_points_make_no_rows() -> None:
+    assert history_rows([]) == [] and rates([]) == []
+
+
 def test_coordinator_records_history_on_its_interval(deployment: conveyor.Conveyor) -> None:
     deployment.create_queue("ticks").send("x", content_type="text")
     coordinator = Coordinator(deployment.engine, history=HistorySettings(interval=0.2))

@@ -121,7 +121,7 @@ def history_rows(points: Sequence[QueuePoint]) -> list[dict[str, Any]]:
     """The points as plain rows (``queues info --history --json``, the dashboard's charts): the
     figures of each point, and the rates since the point before (0 for the first)."""
     rows = []
-    previous = [None, *rates(points)]
+    previous = [None, *rates(points)][: len(points)]
     for point, rate in zip(points, previous, strict=True):
         rows.append(
             {
