@@ -95,6 +95,7 @@ def test_a_read_only_token_sees_no_buttons_and_its_writes_are_refused(server: Ru
         refused = client.post(f"/dash/a/acme/q/orders/{action}", data={"csrf": csrf, "confirm": "orders"})
         assert refused.status_code == 403 and "read-only" in refused.text
     assert server.service.client("acme").queue("orders").metrics().backlog_count == 1
+    assert client.post("/dash/logout", data={"csrf": csrf}).headers["location"] == "/dash/login"
 
 
 def test_another_accounts_queues_never_appear(server: RunningServer) -> None:

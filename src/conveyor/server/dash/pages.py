@@ -131,17 +131,23 @@ def page(handler: PageHandler) -> Handler:
     return run
 
 
+async def _post(request: Request) -> tuple[Visit, dict[str, str]]:
+    """A same-origin form post of a session, carrying that session's CSRF token."""
+    sessions.check_same_origin(request)
+    visit = await blocking(_session, request)
+    form = await read_form(request)
+    given = request.headers.get("x-csrf-token") or form.get("csrf", "")
+    dashboard(request).signer().check_csrf(visit.session_id, given)
+    return visit, form
+
+
 def action(handler: Callable[[Request, Visit, dict[str, str]], Awaitable[Response]]) -> Handler:
     """A write: a session, a same-origin post with the session's CSRF token, a token that may write."""
 
     @functools.wraps(handler)
     async def run(request: Request) -> Response:
         try:
-            sessions.check_same_origin(request)
-            visit = await blocking(_session, request)
-            form = await read_form(request)
-            given = request.headers.get("x-csrf-token") or form.get("csrf", "")
-            dashboard(request).signer().check_csrf(visit.session_id, given)
+            visit, form = await _post(request)
             visit.session.check_write()
             return await handler(request, visit, form)
         except ConveyorError as exc:
@@ -203,8 +209,12 @@ async def login(request: Request) -> Response:
     return response
 
 
-@action
-async def logout(request: Request, visit: Visit, form: dict[str, str]) -> Response:
+async def logout(request: Request) -> Response:
+    """End the session (any session may, read-only ones too; the CSRF token still guards it)."""
+    try:
+        await _post(request)
+    except ConveyorError as exc:
+        return _error_page(exc)
     response = RedirectResponse("/dash/login", status_code=303)
     sessions.clear_cookie(response, request)
     return response
