@@ -86,6 +86,9 @@ def test_log_in_and_watch_a_backlog_move(page: Page, served: ServeProcess, clien
     expect(backlog).to_have_text("15")
     expect(page.locator('tr[data-queue="orders"] svg.spark')).to_be_visible()
     page.screenshot(path=screenshot_path("overview-backlog"), full_page=True)
+    page.emulate_media(color_scheme="dark")
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone
+    page.screenshot(path=screenshot_path("overview-phone-dark"), full_page=True)
     page.get_by_label("Name contains").fill("qui")
     expect(page.locator('tr[data-queue="orders"]')).to_have_count(0)
     expect(page.locator('tr[data-queue="quiet"]')).to_have_count(1)
