@@ -7,6 +7,7 @@ import httpx
 
 import conveyor
 from conveyor.engine.history import HistoryRecorder
+from conveyor.model import WorkerEntry, WorkerRun
 from conveyor.server.dash import sessions
 from conveyor.server.testing import RunningServer
 from tests.dash.conftest import csrf_of, logged_in
@@ -166,6 +167,25 @@ def test_overview_shows_figures_sparklines_filter_and_no_worker(server: RunningS
     assert "idle" in filtered and "busy" not in filtered
     history = client.get("/dash/a/acme/q/busy/history").json()["history"]
     assert [row["backlog"] for row in history] == [0, 7]
+
+
+def test_overview_lists_the_workers_of_the_accounts_queues(server: RunningServer) -> None:
+    secret, _ = server.tokens.create("acme")
+    cv = server.service.client("acme")
+    served = cv.create_queue("served")
+    served.add_consumer("worker", script_name="app.handlers:handle")
+    cv.engine.record_worker(
+        WorkerEntry("w-acme", "host-a", 4242, 0, 0, (WorkerRun(served.id, "served", "app.handlers:handle", 8, 3),))
+    )
+    rival = server.service.client("rival").create_queue("elsewhere")
+    server.service.client("rival").engine.record_worker(
+        WorkerEntry("w-rival", "host-r", 99, 0, 0, (WorkerRun(rival.id, "elsewhere", "rival:run", None, 1),))
+    )
+    record(server)
+    page = logged_in(server, secret).get("/dash/a/acme").text
+    assert "host-a" in page and "served · app.handlers:handle · 3/8" in page
+    assert "host-r" not in page and "rival:run" not in page
+    assert "no worker" not in page
 
 
 def test_purge_needs_the_typed_name(server: RunningServer) -> None:

@@ -7,11 +7,11 @@ Structure (the whole dashboard; the first slice builds the parts marked *built*)
     /dash                  -> the session's account overview (an operator's: /dash/accounts)
     /dash/accounts         an operator's list of accounts (read-only, cross-account)     (built)
     /dash/a/{acc}          overview: every queue, figures from the history, sparklines,
-                           sort, name filter, "no worker"; rows re-polled (htmx)          (built)
+                           sort, name filter, "no worker"; rows re-polled (htmx); the
+                           live workers that run the account's queues                     (built)
     /dash/a/{acc}/q/{q}    a queue: live figures, charts of backlog and concurrency,
                            settings, consumer, peeked messages; pause / resume, purge,
                            a dead letter queue's redrive                                  (built)
-    /dash/a/{acc}/workers  the workers and what they run                                  (later)
     /dash/a/{acc}/workflows[/{name}[/{instance}]]  instances, a step timeline            (later)
     /dash/a/{acc}/migrations, /cdn, /prober, /buckets, /kv                                 (later)
     /dash/static/{file}    the vendored htmx and uPlot, the dashboard's CSS and JS       (built)

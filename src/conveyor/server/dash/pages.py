@@ -250,7 +250,8 @@ def _overview_rows(request: Request, visit: Visit) -> dict[str, Any]:
     history = dashboard(request).history()
     since = client.engine.clock.now_ms() - OVERVIEW_MINUTES * 60_000
     points = history.of_prefix(account + SEPARATOR, since)
-    missing = views.unserved(queues, client.engine.list_workers())
+    workers = client.engine.list_workers()
+    missing = views.unserved(queues, workers)
     rows = [
         views.queue_row(q, points.get(account + SEPARATOR + q.queue_name, []), q.queue_name in missing) for q in queues
     ]
@@ -270,6 +271,7 @@ def _overview_rows(request: Request, visit: Visit) -> dict[str, Any]:
         "visit": visit,
         "poll": POLL_SECONDS,
         "sorts": views.SORTS,
+        "workers": views.worker_rows(workers, visit.session.sees, client.engine.clock.now_ms()),
     }
 
 

@@ -5,7 +5,7 @@ bodies made safe to show."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from conveyor.engine.history import QueuePoint, rates
@@ -49,6 +49,31 @@ def unserved(queues: Sequence[QueueInfo], workers: Sequence[WorkerEntry]) -> set
         for c in q.consumers
         if c.type == "worker" and (q.queue_id, c.script_name) not in running
     }
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRow:
+    """A live worker process and the runs of it the session may see (``conveyor workers list``)."""
+
+    host: str
+    pid: int
+    up_s: float
+    heard_s: float
+    runs: tuple[tuple[str, str, int, int | None], ...]  # queue, script, concurrency, its limit
+
+
+def worker_rows(workers: Sequence[WorkerEntry], sees: Callable[[str], bool], now_ms: int) -> list[WorkerRow]:
+    rows = []
+    for entry in workers:
+        runs = tuple(
+            (run.queue_name, run.script_name, run.concurrency, run.max_concurrency)
+            for run in entry.runs
+            if sees(run.queue_name)
+        )
+        if runs:
+            up, heard = (now_ms - entry.started_ms) / 1000, (now_ms - entry.heartbeat_ms) / 1000
+            rows.append(WorkerRow(entry.host, entry.pid, max(0.0, up), max(0.0, heard), runs))
+    return rows
 
 
 def sparkline(values: Sequence[int]) -> str:
