@@ -43,5 +43,5 @@ def test_serve_reports_a_damaged_queue_once_and_serves_the_others(tmp_path: Path
         log = (data.parent / f"serve-{serve.url.rsplit(':', 1)[1]}.log").read_text()
 
     reports = [line for line in log.splitlines() if "skips queue acc1/victim" in line]
-    assert len(reports) == 2, log  # retention expiry and shard split, once each
+    assert len(reports) == 3, log  # retention expiry, shard split and the queue history, once each
     assert "Traceback" not in log, log

@@ -13,6 +13,10 @@ Services, each on its own interval:
   stayed above ``limits.SHARD_SPLIT_RATE`` (5,000 msg/s) over one ``SHARD_SAMPLE_SECONDS`` window,
   add a shard (up to ``limits.MAX_SHARDS``). Producer processes spread over the shards by their home
   slot, so a split pays off when several processes produce.
+- **queue history**: every ``history_interval`` seconds (10), one point per queue (backlog, oldest
+  message, in flight, lifetime counters, the workers' concurrency), kept ``history_keep`` seconds
+  (24 h) in the engine (:mod:`conveyor.engine.history`); the dashboard and ``conveyor queues info
+  --history`` read it.
 - **catalog snapshot** (engines that publish one, as the SQLite engine does): republish it when it is
   behind the catalog, say because a process died between a catalog commit and its publish.
 
@@ -30,6 +34,7 @@ from typing import Protocol, runtime_checkable
 
 from conveyor import limits
 from conveyor.engine.base import Engine
+from conveyor.engine.history import MIN_INTERVAL_SECONDS, HistoryRecorder, HistorySettings
 from conveyor.engine.queue_faults import QueueFaults
 from conveyor.engine.reconnecting_loop import Backoff, ReconnectingLoop
 from conveyor.errors import ConveyorError
@@ -76,11 +81,18 @@ class ShardSplitter:
 
 
 class Coordinator:
-    def __init__(self, engine: Engine) -> None:
+    """``history``: how often the queue history is recorded and how long it is kept."""
+
+    def __init__(self, engine: Engine, *, history: HistorySettings | None = None) -> None:
+        history = history or HistorySettings()
+        if history.interval < MIN_INTERVAL_SECONDS:
+            raise ValueError(f"history interval must be at least {MIN_INTERVAL_SECONDS} s, not {history.interval}")
         self.engine = engine
+        self.history = HistoryRecorder(engine, history.keep)
         self.services: list[tuple[str, float, Callable[[], object]]] = [
             ("retention", RETENTION_INTERVAL, engine.expire),
             ("shard-split", limits.SHARD_SAMPLE_SECONDS, ShardSplitter(engine)),
+            ("queue-history", history.interval, self.history),
         ]
         if isinstance(engine, PublishesCatalogSnapshot):
             self.services.append(("catalog-snapshot", SNAPSHOT_CHECK_INTERVAL, engine.refresh_catalog_snapshot))
@@ -108,6 +120,7 @@ class Coordinator:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        self.history.close()
         if self.leader:
             self.engine.release_leadership()
             self.leader = False

@@ -8,9 +8,10 @@ from rich.text import Text
 from conveyor import limits
 from conveyor.cli.consumers import consumer_group
 from conveyor.cli.context import CliError, CliState, ConveyorGroup, emit, json_option, pass_state
-from conveyor.cli.render import plural, queue_panel, queues_table
+from conveyor.cli.render import history_table, plural, queue_panel, queues_table
 from conveyor.cli.shapes import counters_json, metrics_json, queue_json
 from conveyor.cli.workers import unserved
+from conveyor.client.history import queue_history
 from conveyor.errors import StorageError
 from conveyor.model import QueueInfo
 
@@ -85,12 +86,25 @@ def list_(state: CliState, as_json: bool) -> None:
 
 @queues_group.command("info", short_help="Show a queue: settings, consumer, backlog.")
 @click.argument("name")
+@click.option("--history", is_flag=True, help="Show the figures the coordinator recorded (every 10 s) instead.")
+@click.option(
+    "--minutes",
+    type=click.IntRange(min=1, max=7 * 24 * 60),
+    default=60,
+    show_default=True,
+    help="With --history: how far back.",
+)
 @json_option
 @pass_state
-def info(state: CliState, name: str, as_json: bool) -> None:
-    """Show the queue NAME: settings, consumer, backlog and lifetime counters."""
+def info(state: CliState, name: str, history: bool, minutes: int, as_json: bool) -> None:
+    """Show the queue NAME: settings, consumer, backlog and lifetime counters; with --history, its
+    backlog, oldest message age, in flight, rates and concurrency over the last --minutes."""
     cv = state.connect()
     q = cv.queue(name)
+    if history:
+        rows = queue_history(cv, name, minutes)
+        emit(as_json, {"queue_name": name, "history": rows}, lambda: history_table(name, rows))
+        return
     queue, metrics, counters = q.info(), q.metrics(), q.counters()
     missing = unserved([queue], cv.engine.list_workers())
     data = queue_json(queue) | {

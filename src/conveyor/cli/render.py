@@ -119,6 +119,28 @@ def queue_panel(
     return Group(*parts)
 
 
+def history_table(name: str, rows: Sequence[dict[str, Any]]) -> RenderableType:
+    """``queues info --history``: one line per recorded point."""
+    if not rows:
+        return Text(f"no history recorded for {name} yet (the coordinator records every 10 s)")
+    table = Table(title=f"{name}: history")
+    for column in ("time", "backlog", "oldest", "in flight", "sent/s", "acked/s", "retried/s", "DLQ/s", "concurrency"):
+        table.add_column(column, justify="left" if column == "time" else "right")
+    for row in rows:
+        table.add_row(
+            _ms_time(row["at_ms"]),
+            str(row["backlog"]),
+            f"{row['oldest_age_ms'] / 1000:.0f}s",
+            str(row["in_flight"]),
+            f"{row['sent_per_second']:.1f}",
+            f"{row['acked_per_second']:.1f}",
+            f"{row['retried_per_second']:.1f}",
+            f"{row['dead_lettered_per_second']:.1f}",
+            str(row["concurrency"]),
+        )
+    return table
+
+
 def consumers_table(consumers: Sequence[ConsumerInfo]) -> RenderableType:
     if not consumers:
         return Text("no consumer", style="dim")

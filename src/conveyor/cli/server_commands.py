@@ -14,6 +14,12 @@ from conveyor.cli.context import CliError, CliState, pass_state
 from conveyor.cli.egress_option import egress_allow_option
 from conveyor.client.backpressure import QueueLimits
 from conveyor.client.connect import DEFAULT_URL, open_engine
+from conveyor.engine.history import (
+    DEFAULT_INTERVAL_SECONDS,
+    DEFAULT_KEEP_SECONDS,
+    MIN_INTERVAL_SECONDS,
+    HistorySettings,
+)
 from conveyor.server.http_protocol import BODY_SECONDS, HEAD_SECONDS, MAX_CONNECTIONS, ConnectionLimits
 from conveyor.server.serve import DEFAULT_PORT, KEEP_ALIVE_SECONDS, serve
 from conveyor.server.token_tables import NOT_A_DEPLOYMENT, open_token_store
@@ -142,6 +148,22 @@ def _queue_limit(flag: str, kind: click.ParamType[Any], what: str, code: int) ->
 )
 @_queue_limit("--max-backlog", click.IntRange(min=1), "Messages each queue holds at most", 10251)
 @_queue_limit("--max-queue-bytes", click.IntRange(min=1), "Bytes of message bodies each queue holds at most", 10251)
+@click.option(
+    "--history-interval",
+    type=click.FloatRange(min=MIN_INTERVAL_SECONDS),
+    default=DEFAULT_INTERVAL_SECONDS,
+    show_default=True,
+    metavar="SECONDS",
+    help="How often the coordinator records each queue's figures for the dashboard and `queues info --history`.",
+)
+@click.option(
+    "--history-hours",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_KEEP_SECONDS / 3600,
+    show_default=True,
+    metavar="HOURS",
+    help="How long the queue history is kept.",
+)
 @egress_allow_option
 @pass_state
 def serve_command(
@@ -163,6 +185,8 @@ def serve_command(
     max_send_rate: float | None,
     max_backlog: int | None,
     max_queue_bytes: int | None,
+    history_interval: float,
+    history_hours: float,
 ) -> None:
     """Serve the deployment over HTTP: Cloudflare's Queues REST API v4, /metrics, /openapi.json.
 
@@ -206,6 +230,7 @@ def serve_command(
         limits=ConnectionLimits(head_seconds=head_timeout, body_seconds=body_timeout, max_connections=max_connections),
         keep_alive_seconds=keep_alive_timeout,
         queue_limits=QueueLimits(max_send_rate, max_backlog, max_queue_bytes),
+        history=HistorySettings(history_interval, history_hours * 3600),
     )
 
 

@@ -328,6 +328,12 @@ class RemoteEngine(Engine):
     def counters(self, queue_id: str) -> Counters:
         return self._result(wire.Counters, "GET", f"{self._cv}/{queue_id}/counters").to_model()
 
+    def queue_history(self, queue_id: str, minutes: int) -> list[dict[str, Any]]:
+        """The queue's history as the server's coordinator recorded it (``history_rows``' shape)."""
+        path = f"{self._cv}/{queue_id}/history"
+        points = self._answer(list[wire.HistoryPoint], "GET", path, params={"minutes": minutes}).result
+        return [wire.to_builtins(point) for point in points]
+
     def expire(self) -> dict[str, int]:
         """Retention runs in the server's coordinator; a remote client has nothing to expire."""
         return {}

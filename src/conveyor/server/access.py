@@ -40,6 +40,9 @@ class Scope(enum.Enum):
     ACCOUNT = "account"
     # Nothing that needs a token (health, the OpenAPI document).
     PUBLIC = "public"
+    # The dashboard's pages: no bearer token, its session cookie instead, which the dashboard checks
+    # itself with the same rules (conveyor.server.dash.sessions).
+    SESSION = "session"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,7 @@ TOKEN_QUEUES_WRITE = Access(Scope.TOKEN_QUEUES)
 ACCOUNT_WRITE = Access(Scope.ACCOUNT)
 METRICS = Access(Scope.TOKEN_QUEUES, read_only=True, operator=True)
 PUBLIC = Access(Scope.PUBLIC, read_only=True, operator=True)
+DASHBOARD = Access(Scope.SESSION, read_only=True, operator=True)
 
 
 class DeclaredRoute(Route):
@@ -107,7 +111,7 @@ async def admit(request: Request, access: Access) -> None:
     outside the token's queues (the answer an unknown queue gets). What it learns is kept on
     ``request.state``: ``token``, and on account routes ``account`` and the handlers'
     :func:`~conveyor.server.service.context`."""
-    if access.scope is Scope.PUBLIC:
+    if access.scope in (Scope.PUBLIC, Scope.SESSION):
         return
     service: Service = request.app.state.service
     token = service.auth.token(request)

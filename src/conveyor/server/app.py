@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from conveyor import tracing
 from conveyor.errors import ConveyorError, InvalidRequest
 from conveyor.server import (
+    dash,
     engine_routes,
     kv_routes,
     object_routes,
@@ -165,6 +166,7 @@ def build_app(service: Service) -> Starlette:
         *workflow_store_routes.ROUTES,
         *slurper_routes.ROUTES,
         *prober_routes.ROUTES,
+        *dash.ROUTES,
         declared("/metrics", metrics_endpoint, "GET", METRICS),
         declared("/openapi.json", openapi_endpoint, "GET", PUBLIC),
         declared("/healthz", health, "GET", PUBLIC),

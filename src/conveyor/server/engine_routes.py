@@ -20,6 +20,7 @@ from starlette.responses import Response
 from conveyor import limits, wire
 from conveyor.client import validation as check
 from conveyor.codec import check_content_type, decode_json
+from conveyor.engine.history import history_rows
 from conveyor.errors import BatchTooLarge, InvalidMessage, InvalidRequest
 from conveyor.model import DeliveryPolicy, NewMessage
 from conveyor.server import worker_routes
@@ -31,6 +32,7 @@ from conveyor.tracing import check_traceparent
 # A long-poll wait holds a thread; cap both its length and how many run at once, so waiting
 # workers never starve the pool that answers everyone else.
 MAX_WAIT_SECONDS = 5.0
+MAX_HISTORY_MINUTES = 7 * 24 * 60
 _waiters = anyio.CapacityLimiter(64)
 # A held lease (no thread) lasts at most this long: under the 30 s after which the server closes an
 # idle connection, so a held request never looks idle to it, and under the clients' read timeout.
@@ -158,6 +160,23 @@ async def counters(request: Request) -> Response:
     return ok(wire.counters(await blocking(ctx.client.engine.counters, queue.id)))
 
 
+async def history(request: Request) -> Response:
+    """The queue's recorded history over the last ``minutes`` (query parameter, 1 to 10080; 60)."""
+    ctx = context(request)
+    queue = await ctx.queue(request.path_params["queue_id"])
+    given = request.query_params.get("minutes", "60")
+    if not given.isdigit() or not 1 <= int(given) <= MAX_HISTORY_MINUTES:
+        raise InvalidRequest(f"minutes is {given!r}; it must be a whole number from 1 to {MAX_HISTORY_MINUTES}")
+    qualified = f"{ctx.account_id}/{queue.name}"
+
+    def rows() -> list[wire.HistoryPoint]:
+        since = ctx.client.engine.clock.now_ms() - int(given) * 60_000
+        points = ctx.service.history().of_queue(qualified, since)
+        return [wire.HistoryPoint(**row) for row in history_rows(points)]
+
+    return ok(await blocking(rows))
+
+
 async def next_visible(request: Request) -> Response:
     ctx = context(request)
     queue = await ctx.queue(request.path_params["queue_id"])
@@ -203,6 +222,7 @@ ROUTES = [
     declared(PREFIX + "/release", release, "POST", WRITE),
     declared(PREFIX + "/counters", counters, "GET", READ),
     declared(PREFIX + "/next-visible", next_visible, "GET", READ),
+    declared(PREFIX + "/history", history, "GET", READ),
     # wait reads, but holds one of the few threads that waits may have: for consumers, which write.
     declared(PREFIX + "/wait", wait, "POST", WRITE),
     declared(PREFIX + "/wake", wake, "POST", WRITE),

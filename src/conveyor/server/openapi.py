@@ -137,6 +137,9 @@ ROUTES = (
     Op("post", CV + "/release", "Give leased, unstarted messages back", wire.ReleaseRequest),
     Op("get", CV + "/counters", "Lifetime counters and messages in flight", None, wire.Counters),
     Op("get", CV + "/next-visible", "When the next message becomes deliverable", None, wire.NextVisible),
+    Op(
+        "get", CV + "/history", "The queue's recorded figures (?minutes=, 60 by default)", None, list[wire.HistoryPoint]
+    ),
     Op("post", CV + "/wait", "Wait (at most 5 s) until messages may have arrived", wire.WaitRequest),
     Op("post", CV + "/redrive", "Move every message to another queue", wire.RedriveRequest, wire.Moved),
     Op("post", CV + "/purge", "Delete every message; returns how many", None, wire.Purged),

@@ -18,6 +18,7 @@ from conveyor.broker.coordinator import Coordinator
 from conveyor.client.backpressure import QueueLimits
 from conveyor.client.connect import DEFAULT_URL, open_engine, sqlite_directory
 from conveyor.client.sync import Conveyor
+from conveyor.engine.history import HistorySettings
 from conveyor.server.app import build_app
 from conveyor.server.auth import Authenticator
 from conveyor.server.dev_token import dev_token
@@ -97,6 +98,7 @@ def serve(
     limits: ConnectionLimits | None = None,
     keep_alive_seconds: int = KEEP_ALIVE_SECONDS,
     queue_limits: QueueLimits | None = None,
+    history: HistorySettings | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM. ``no_auth`` is refused on anything but a loopback address.
 
@@ -106,6 +108,7 @@ def serve(
     tokens file to import into the deployment. ``dev_token_account``: keep the directory's dev token
     of that account (``dev_token.py``) and pass its secret to ``on_ready``, called once the server
     listens. ``queue_limits``: refuse sends past a queue's rate (10250), backlog or size (10251).
+    ``history``: how often the coordinator records the queue history, and for how long.
     """
     from conveyor.server import logs
 
@@ -126,7 +129,7 @@ def serve(
     workers = Workers(engine, sources)
     auth = Authenticator(store, no_auth=no_auth)
     service = Service(engine, auth, concurrency=workers.concurrency, queue_limits=queue_limits)
-    coordinator = Coordinator(engine)
+    coordinator = Coordinator(engine, history=history)
     storage_maintenance = add_storage_services(coordinator, engine)
     platform = Conveyor(engine, url or "")  # deployment-wide, for the workflows' maintenance
     add_workflow_services(coordinator, platform)

@@ -17,6 +17,7 @@ from conveyor.client.limited_engine import LimitedEngine
 from conveyor.client.sync import INFO_SECONDS, Conveyor, Queue
 from conveyor.deployment import Deployment
 from conveyor.engine.base import Clock, Engine
+from conveyor.engine.history import HistoryStore, open_history
 from conveyor.errors import InvalidQueueId, QueueNotFound
 from conveyor.model import QueueInfo
 from conveyor.server.accounts import AccountEngine, check_account_id
@@ -95,6 +96,10 @@ class Service:
             if key not in self._stores:
                 self._stores[key] = open(self.engine.deployment(), EngineClock(self.engine))
             return cast(S, self._stores[key])
+
+    def history(self) -> HistoryStore:
+        """The deployment's queue history (:mod:`conveyor.engine.history`), opened once."""
+        return self.store("history", lambda deployment, clock: open_history(deployment))
 
     def close_stores(self) -> None:
         with self._lock:

@@ -173,6 +173,21 @@ class NextVisible(Shape):
     next_visible_ms: int | None
 
 
+class HistoryPoint(Shape):
+    """One recorded point of a queue's history (``conveyor.engine.history.history_rows``)."""
+
+    at_ms: int
+    backlog: int
+    backlog_bytes: int
+    oldest_age_ms: int
+    in_flight: int
+    concurrency: int
+    sent_per_second: float
+    acked_per_second: float
+    retried_per_second: float
+    dead_lettered_per_second: float
+
+
 class Moved(Shape):
     moved: int
 

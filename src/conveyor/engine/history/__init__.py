@@ -1,0 +1,343 @@
+"""The queue history: each queue's figures, recorded every few seconds and kept for a day.
+
+The coordinator's ``queue-history`` service (:class:`HistoryRecorder`) reads every queue's
+backlog, oldest message, in-flight count, lifetime counters and the live workers' concurrency every
+``interval`` seconds (10 by default) and stores one row per queue; rows older than ``keep`` seconds
+(24 hours by default) are pruned in the same round. The dashboard's overview and charts and
+``conveyor queues info --history`` read these rows, so drawing a thousand queues opens no shard file.
+
+Where the rows live: a SQLite deployment keeps them in ``history.db`` beside ``catalog.db`` (a file
+versioned like the catalog, so the catalog's change counter, which every process watches, does not
+move every ten seconds); a PostgreSQL deployment in the ``queue_history`` table (migration
+``0021_dashboard.sql``). Rows are keyed by the queue's qualified name (``ACCOUNT/NAME``), so an
+account reads only its own.
+
+>>> history = open_history(engine.deployment())
+>>> points = history.of_queue("local/emails", since_ms=now_ms - 3_600_000)
+>>> rates(points)[-1].sent_per_second
+12.5
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from conveyor.deployment import Deployment
+from conveyor.engine.base import Engine, prefix_range
+from conveyor.engine.queue_faults import QueueFaults
+from conveyor.engine.sqlfile import load_queries
+from conveyor.engine.sqlite.storage import open_database, translate_error
+from conveyor.errors import InvalidRequest
+from conveyor.model import QueueInfo
+
+log = logging.getLogger("conveyor.coordinator")
+T = TypeVar("T")
+
+DEFAULT_INTERVAL_SECONDS = 10.0
+DEFAULT_KEEP_SECONDS = 24 * 3600.0
+MIN_INTERVAL_SECONDS = 0.2
+FILE_NAME = "history.db"
+SQLITE = load_queries("conveyor.engine.history", "history_sqlite.sql")
+POSTGRES = load_queries("conveyor.engine.history", "history_postgres.sql")
+SQLITE_VERSION = 1
+COLUMNS = (
+    "queue_id",
+    "queue_name",
+    "at_ms",
+    "backlog",
+    "backlog_bytes",
+    "oldest_ms",
+    "in_flight",
+    "sent",
+    "acked",
+    "retried",
+    "dead_lettered",
+    "concurrency",
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueuePoint:
+    """One queue's figures at ``at_ms``. ``queue_name`` is qualified (``ACCOUNT/NAME``) as stored;
+    the counters are lifetime totals (:func:`rates` turns two points into rates)."""
+
+    queue_id: str
+    queue_name: str
+    at_ms: int
+    backlog: int
+    backlog_bytes: int
+    oldest_ms: int
+    in_flight: int
+    sent: int
+    acked: int
+    retried: int
+    dead_lettered: int
+    concurrency: int
+
+    @property
+    def oldest_age_ms(self) -> int:
+        """How old the oldest stored message was at ``at_ms`` (0 when the queue was empty)."""
+        return 0 if self.oldest_ms <= 0 else max(0, self.at_ms - self.oldest_ms)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueRates:
+    """Messages per second between a point and the one before it."""
+
+    at_ms: int
+    sent_per_second: float
+    acked_per_second: float
+    retried_per_second: float
+    dead_lettered_per_second: float
+
+
+def rates(points: Sequence[QueuePoint]) -> list[QueueRates]:
+    """The rates between consecutive points of one queue (one fewer than the points). A counter that
+    went down (the queue was deleted and made again under its name) counts as a rate of 0."""
+    out = []
+    for before, after in itertools.pairwise(points):
+        seconds = max(0.001, (after.at_ms - before.at_ms) / 1000)
+        deltas = [
+            max(0, a - b) / seconds
+            for a, b in (
+                (after.sent, before.sent),
+                (after.acked, before.acked),
+                (after.retried, before.retried),
+                (after.dead_lettered, before.dead_lettered),
+            )
+        ]
+        out.append(QueueRates(after.at_ms, *deltas))
+    return out
+
+
+def history_rows(points: Sequence[QueuePoint]) -> list[dict[str, Any]]:
+    """The points as plain rows (``queues info --history --json``, the dashboard's charts): the
+    figures of each point, and the rates since the point before (0 for the first)."""
+    rows = []
+    previous = [None, *rates(points)][: len(points)]
+    for point, rate in zip(points, previous, strict=True):
+        rows.append(
+            {
+                "at_ms": point.at_ms,
+                "backlog": point.backlog,
+                "backlog_bytes": point.backlog_bytes,
+                "oldest_age_ms": point.oldest_age_ms,
+                "in_flight": point.in_flight,
+                "concurrency": point.concurrency,
+                "sent_per_second": rate.sent_per_second if rate else 0.0,
+                "acked_per_second": rate.acked_per_second if rate else 0.0,
+                "retried_per_second": rate.retried_per_second if rate else 0.0,
+                "dead_lettered_per_second": rate.dead_lettered_per_second if rate else 0.0,
+            }
+        )
+    return rows
+
+
+class HistoryStore(Protocol):
+    """Where the points live (one implementation per engine kind)."""
+
+    def record(self, points: Sequence[QueuePoint]) -> None: ...
+
+    def prune(self, before_ms: int) -> None: ...
+
+    def of_queue(self, queue_name: str, since_ms: int) -> list[QueuePoint]:
+        """One queue's points (by qualified name) since ``since_ms``, oldest first."""
+        ...
+
+    def of_prefix(self, prefix: str, since_ms: int) -> dict[str, list[QueuePoint]]:
+        """The points since ``since_ms`` of every queue whose qualified name starts with ``prefix``
+        (``"ACCOUNT/"``: an account's queues; ``""``: all), by qualified name, oldest first."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def _point(row: Sequence[Any]) -> QueuePoint:
+    return QueuePoint(*row)
+
+
+def _grouped(rows: Sequence[Sequence[Any]]) -> dict[str, list[QueuePoint]]:
+    out: dict[str, list[QueuePoint]] = {}
+    for row in rows:
+        point = _point(row)
+        out.setdefault(point.queue_name, []).append(point)
+    return out
+
+
+def _range(prefix: str) -> tuple[str, str]:
+    return prefix_range(prefix) if prefix else ("", "\U0010ffff")
+
+
+class SqliteHistory:
+    """``history.db`` in a SQLite deployment's directory (made on first open)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / FILE_NAME
+        self._lock = threading.Lock()
+        self._conn = open_database(self.path, SQLITE["schema"], version=SQLITE_VERSION, upgrades={})
+
+    def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool = False) -> T:
+        with self._lock:
+            try:
+                if not write:
+                    return fn(self._conn)
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = fn(self._conn)
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+                return result
+            except sqlite3.Error as exc:
+                raise translate_error(exc, str(self.path)) from None
+
+    def record(self, points: Sequence[QueuePoint]) -> None:
+        rows = [dataclasses.asdict(p) for p in points]
+        self._run(lambda c: c.executemany(SQLITE["insert"], rows), write=True)
+
+    def prune(self, before_ms: int) -> None:
+        self._run(lambda c: c.execute(SQLITE["prune"], {"cutoff": before_ms}), write=True)
+
+    def of_queue(self, queue_name: str, since_ms: int) -> list[QueuePoint]:
+        rows = self._run(lambda c: c.execute(SQLITE["of_queue"], {"name": queue_name, "since": since_ms}).fetchall())
+        return [_point(r) for r in rows]
+
+    def of_prefix(self, prefix: str, since_ms: int) -> dict[str, list[QueuePoint]]:
+        lo, hi = _range(prefix)
+        args = {"lo": lo, "hi": hi, "since": since_ms}
+        return _grouped(self._run(lambda c: c.execute(SQLITE["of_prefix"], args).fetchall()))
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class PostgresHistory:
+    """The ``queue_history`` table of a PostgreSQL deployment (the engine applied the migrations)."""
+
+    def __init__(self, url: str) -> None:
+        from conveyor.engine.postgres.database import ReadPool
+
+        self._pool = ReadPool(url, max_size=2)
+
+    def record(self, points: Sequence[QueuePoint]) -> None:
+        rows = [dataclasses.asdict(p) for p in points]
+
+        def insert(conn: Any) -> None:
+            with conn.transaction(), conn.cursor() as cur:
+                cur.executemany(POSTGRES["insert"], rows)
+
+        self._pool.run(insert, "record the queue history")
+
+    def prune(self, before_ms: int) -> None:
+        self._pool.run(lambda c: c.execute(POSTGRES["prune"], {"cutoff": before_ms}), "prune the queue history")
+
+    def of_queue(self, queue_name: str, since_ms: int) -> list[QueuePoint]:
+        args = {"name": queue_name, "since": since_ms}
+        rows = self._pool.run(lambda c: c.execute(POSTGRES["of_queue"], args).fetchall(), "read the queue history")
+        return [_point(r) for r in rows]
+
+    def of_prefix(self, prefix: str, since_ms: int) -> dict[str, list[QueuePoint]]:
+        lo, hi = _range(prefix)
+        args = {"lo": lo, "hi": hi, "since": since_ms}
+        return _grouped(self._pool.run(lambda c: c.execute(POSTGRES["of_prefix"], args).fetchall(), "read history"))
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def open_history(deployment: Deployment) -> HistoryStore:
+    """The history store of a SQLite or PostgreSQL deployment (a server's URL has none here: its
+    clients read the history through the server)."""
+    if deployment.kind == "sqlite":
+        return SqliteHistory(Path(deployment.location))
+    if deployment.kind == "postgresql":
+        return PostgresHistory(deployment.location)
+    raise InvalidRequest(f"the queue history is kept by the deployment, and {deployment.location} is a server")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HistorySettings:
+    """How often the coordinator records the history, and how long it keeps it (seconds)."""
+
+    interval: float = DEFAULT_INTERVAL_SECONDS
+    keep: float = DEFAULT_KEEP_SECONDS
+
+
+class HistoryRecorder:
+    """The coordinator's ``queue-history`` service: one point per queue per round, then a prune.
+
+    ``keep_seconds``: how long points are kept (24 hours by default)."""
+
+    def __init__(self, engine: Engine, keep_seconds: float = DEFAULT_KEEP_SECONDS) -> None:
+        if keep_seconds <= 0:
+            raise InvalidRequest(f"history keep must be more than 0 seconds, not {keep_seconds}")
+        self.engine = engine
+        self.keep_ms = int(keep_seconds * 1000)
+        self.faults = QueueFaults("queue history", log)
+        self._store: HistoryStore | None = None
+        self._lock = threading.Lock()
+
+    def _opened(self) -> HistoryStore | None:
+        with self._lock:
+            if self._store is None:
+                deployment = self.engine.deployment()
+                if deployment.kind == "http":
+                    return None
+                self._store = open_history(deployment)
+            return self._store
+
+    def __call__(self) -> int:
+        """Record every queue's point now; the number recorded."""
+        store = self._opened()
+        if store is None:
+            return 0
+        now = self.engine.clock.now_ms()
+        concurrency: dict[str, int] = {}
+        for entry in self.engine.list_workers():
+            for run in entry.runs:
+                concurrency[run.queue_id] = concurrency.get(run.queue_id, 0) + run.concurrency
+        # An account's view lists its queues by their plain names: stored qualified all the same.
+        account = self.engine.deployment().account
+        points = []
+        for queue in self.engine.list_queues():
+            with self.faults.isolated(queue):
+                point = self._point(queue, now, concurrency.get(queue.queue_id, 0))
+                points.append(
+                    dataclasses.replace(point, queue_name=f"{account}/{queue.queue_name}") if account else point
+                )
+        store.record(points)
+        store.prune(now - self.keep_ms)
+        return len(points)
+
+    def _point(self, queue: QueueInfo, now_ms: int, concurrency: int) -> QueuePoint:
+        metrics = self.engine.metrics(queue.queue_id)
+        counters = self.engine.counters(queue.queue_id)
+        return QueuePoint(
+            queue.queue_id,
+            queue.queue_name,
+            now_ms,
+            metrics.backlog_count,
+            metrics.backlog_bytes,
+            metrics.oldest_message_timestamp_ms,
+            counters.in_flight,
+            counters.sent,
+            counters.acked,
+            counters.retried,
+            counters.dead_lettered,
+            concurrency,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None

@@ -1,0 +1,409 @@
+"""The dashboard's request handlers: login and logout, the overview, one queue's page and its
+actions. Each page handler is wrapped by :func:`page`, which finds the session (or sends the
+browser to the login form) and turns refusals into an HTML page; each write by :func:`action`,
+which also checks the CSRF token and the origin, and refuses read-only sessions."""
+
+from __future__ import annotations
+
+import functools
+import time
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from conveyor.client.sync import Conveyor
+from conveyor.client.validation import check_queue_name
+from conveyor.engine.accounts import INTERNAL_MARK, SEPARATOR, check_account_id
+from conveyor.engine.history import HistoryStore, history_rows
+from conveyor.errors import ConveyorError, Forbidden, InvalidRequest, QueueNotFound, Unauthorized
+from conveyor.model import QueueInfo
+from conveyor.server.dash import sessions, views
+from conveyor.server.service import Service, blocking
+from conveyor.server.tokens import hash_secret
+
+OVERVIEW_MINUTES = 30  # the history the overview's sparklines draw
+CHART_MINUTES = 60  # and a queue's charts
+PEEK_COUNT = 20
+POLL_SECONDS = 3
+FORM_BYTES = 16 * 1024
+SECURITY_HEADERS = {
+    # Nothing but this server's own files: no inline script, no frames, forms post only here.
+    "content-security-policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    ),
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",  # no-referrer would make browsers send Origin: null
+    "cache-control": "no-store",
+}
+
+templates = jinja2.Environment(
+    loader=jinja2.PackageLoader("conveyor.server.dash", "templates"),
+    autoescape=True,  # every page escapes everything it shows; nothing is marked safe
+    undefined=jinja2.StrictUndefined,
+)
+
+
+@dataclass
+class Dashboard:
+    """The dashboard's state in one server: the session signer (made on first use from the
+    deployment's key), and the server's history store."""
+
+    service: Service
+    _signer: sessions.SessionSigner | None = None
+
+    def signer(self) -> sessions.SessionSigner:
+        if self._signer is None:
+            self._signer = sessions.SessionSigner(sessions.deployment_secret(self.service.engine.deployment()))
+        return self._signer
+
+    def history(self) -> HistoryStore:
+        return self.service.history()
+
+
+def dashboard(request: Request) -> Dashboard:
+    service: Service = request.app.state.service
+    dash = getattr(request.app.state, "dashboard", None)
+    if dash is None:
+        dash = request.app.state.dashboard = Dashboard(service)
+    return dash
+
+
+@dataclass(frozen=True, slots=True)
+class Visit:
+    """One request's session, with the cookie's session id (for the CSRF token)."""
+
+    session: sessions.Session
+    session_id: str
+
+
+def _session(request: Request) -> Visit:
+    dash = dashboard(request)
+    raw = request.cookies.get(sessions.COOKIE)
+    data = dash.signer().load(raw) if raw else None
+    if data is None:
+        raise sessions.no_session()
+    auth = dash.service.auth
+    if auth.no_auth:
+        token = None
+    else:
+        assert auth.store is not None
+        token = auth.store.table.find(data["h"])  # revoked: gone, and so is the session
+        if token is None:
+            raise sessions.no_session()
+    account = token.account_id if token is not None and not token.operator else data["a"]
+    return Visit(sessions.Session(token, account, dash.signer().csrf(data["s"])), data["s"])
+
+
+def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return HTMLResponse(templates.get_template(name).render(**context), status_code=status, headers=SECURITY_HEADERS)
+
+
+def _error_page(exc: ConveyorError) -> HTMLResponse:
+    return render("error.html", status=exc.status, message=exc.message, code=exc.code)
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+PageHandler = Callable[[Request, Visit], Awaitable[Response]]
+
+
+def page(handler: PageHandler) -> Handler:
+    """A page: the session's, or the login form for a browser without one."""
+
+    @functools.wraps(handler)
+    async def run(request: Request) -> Response:
+        try:
+            visit = await blocking(_session, request)
+            return await handler(request, visit)
+        except Unauthorized:
+            if request.headers.get("hx-request"):
+                return Response(status_code=401, headers={"hx-redirect": "/dash/login"})
+            return RedirectResponse("/dash/login", status_code=303)
+        except ConveyorError as exc:
+            return _error_page(exc)
+
+    return run
+
+
+async def _post(request: Request) -> tuple[Visit, dict[str, str]]:
+    """A same-origin form post of a session, carrying that session's CSRF token."""
+    sessions.check_same_origin(request)
+    visit = await blocking(_session, request)
+    form = await read_form(request)
+    given = request.headers.get("x-csrf-token") or form.get("csrf", "")
+    dashboard(request).signer().check_csrf(visit.session_id, given)
+    return visit, form
+
+
+def action(handler: Callable[[Request, Visit, dict[str, str]], Awaitable[Response]]) -> Handler:
+    """A write: a session, a same-origin post with the session's CSRF token, a token that may write."""
+
+    @functools.wraps(handler)
+    async def run(request: Request) -> Response:
+        try:
+            visit, form = await _post(request)
+            visit.session.check_write()
+            return await handler(request, visit, form)
+        except ConveyorError as exc:
+            return _error_page(exc)
+
+    return run
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """An ``application/x-www-form-urlencoded`` body (every form of the dashboard), at most
+    ``FORM_BYTES``; a field given twice, or any other body, is refused."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
+        raise InvalidRequest("the dashboard takes form posts (application/x-www-form-urlencoded) only")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > FORM_BYTES:
+            raise InvalidRequest(f"a form of the dashboard is at most {FORM_BYTES} bytes")
+    pairs = urllib.parse.parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+    form = dict(pairs)
+    if len(form) != len(pairs):
+        raise InvalidRequest("a form field was given twice")
+    return form
+
+
+# -- login ------------------------------------------------------------------------------------
+async def login_form(request: Request) -> Response:
+    no_auth = dashboard(request).service.auth.no_auth
+    return render("login.html", no_auth=no_auth, error="")
+
+
+async def login(request: Request) -> Response:
+    dash = dashboard(request)
+    try:
+        sessions.check_same_origin(request)
+    except Forbidden as exc:
+        return _error_page(exc)
+    try:
+        form = await read_form(request)
+    except InvalidRequest as exc:
+        return _error_page(exc)
+    secret = form.get("token", "").strip()
+    auth = dash.service.auth
+    if auth.no_auth:
+        account = form.get("account", "").strip()
+        try:
+            check_account_id(account)
+        except InvalidRequest as exc:
+            return render("login.html", status=400, no_auth=True, error=exc.message)
+        token_hash = ""
+    else:
+        token = await blocking(auth.store.verify, secret) if auth.store is not None and secret else None
+        if token is None:
+            return render("login.html", status=401, no_auth=False, error="that token is not valid")
+        account, token_hash = token.account_id, hash_secret(secret)
+    signer = await blocking(dash.signer)
+    response = RedirectResponse("/dash", status_code=303)
+    sessions.set_cookie(response, request, signer.cookie_value(token_hash, account), signer.max_age)
+    return response
+
+
+async def logout(request: Request) -> Response:
+    """End the session (any session may, read-only ones too; the CSRF token still guards it)."""
+    try:
+        await _post(request)
+    except ConveyorError as exc:
+        return _error_page(exc)
+    response = RedirectResponse("/dash/login", status_code=303)
+    sessions.clear_cookie(response, request)
+    return response
+
+
+@page
+async def home(request: Request, visit: Visit) -> Response:
+    if visit.session.operator:
+        return RedirectResponse("/dash/accounts", status_code=303)
+    return RedirectResponse(f"/dash/a/{visit.session.account_id}", status_code=303)
+
+
+@page
+async def accounts(request: Request, visit: Visit) -> Response:
+    if not visit.session.operator:
+        raise QueueNotFound("only an operator's session lists the accounts")
+    names = await blocking(dashboard(request).service.engine.list_queues)
+    found = sorted({q.queue_name.partition(SEPARATOR)[0] for q in names if SEPARATOR in q.queue_name})
+    return render("accounts.html", visit=visit, accounts=found)
+
+
+# -- the overview -----------------------------------------------------------------------------
+def _client(request: Request, visit: Visit) -> tuple[str, Conveyor]:
+    account = request.path_params["account_id"]
+    check_account_id(account)
+    visit.session.check_account(account)
+    return account, dashboard(request).service.client(account)
+
+
+def _overview_rows(request: Request, visit: Visit) -> dict[str, Any]:
+    account, client = _client(request, visit)
+    queues = [q for q in client.engine.list_queues() if visit.session.sees(q.queue_name)]
+    history = dashboard(request).history()
+    since = client.engine.clock.now_ms() - OVERVIEW_MINUTES * 60_000
+    points = history.of_prefix(account + SEPARATOR, since)
+    workers = client.engine.list_workers()
+    missing = views.unserved(queues, workers)
+    rows = [
+        views.queue_row(q, points.get(account + SEPARATOR + q.queue_name, []), q.queue_name in missing) for q in queues
+    ]
+    wanted = request.query_params.get("q", "").strip().lower()
+    if wanted:
+        rows = [r for r in rows if wanted in r.name]
+    sort = request.query_params.get("sort", "name")
+    sort = sort if sort in views.SORTS else "name"
+    descending = request.query_params.get("desc", "") == "1"
+    return {
+        "account": account,
+        "rows": views.sort_rows(rows, sort, descending),
+        "sort": sort,
+        "desc": descending,
+        "q": wanted,
+        "total": len(queues),
+        "visit": visit,
+        "poll": POLL_SECONDS,
+        "sorts": views.SORTS,
+        "workers": views.worker_rows(workers, visit.session.sees, client.engine.clock.now_ms()),
+    }
+
+
+@page
+async def overview(request: Request, visit: Visit) -> Response:
+    return render("overview.html", **await blocking(_overview_rows, request, visit))
+
+
+@page
+async def overview_rows(request: Request, visit: Visit) -> Response:
+    return render("_queue_rows.html", **await blocking(_overview_rows, request, visit))
+
+
+# -- one queue --------------------------------------------------------------------------------
+def _queue(request: Request, visit: Visit) -> tuple[str, Conveyor, QueueInfo]:
+    account, client = _client(request, visit)
+    name = check_queue_name(request.path_params["queue_name"])
+    if INTERNAL_MARK in name or not visit.session.sees(name):
+        raise QueueNotFound(f"queue {name!r} does not exist")
+    return account, client, client.queue(name).info()
+
+
+def _queue_page(request: Request, visit: Visit) -> dict[str, Any]:
+    account, client, info = _queue(request, visit)
+    engine = client.engine
+    all_queues = engine.list_queues()
+    sources = [s for s in views.dead_letter_sources(all_queues).get(info.queue_name, []) if visit.session.sees(s)]
+    messages = engine.peek(info.queue_id, PEEK_COUNT)
+    return {
+        "account": account,
+        "queue": info,
+        "visit": visit,
+        "sources": sources,
+        "messages": [(m, views.show_body(m)) for m in messages],
+        "no_worker": info.queue_name in views.unserved([info], engine.list_workers()),
+        "done": request.query_params.get("done", ""),
+        "poll": POLL_SECONDS,
+        **_live(client, info),
+    }
+
+
+def _live(client: Conveyor, info: QueueInfo) -> dict[str, Any]:
+    """This one queue's figures now (its own shards only)."""
+    metrics, counters = client.engine.metrics(info.queue_id), client.engine.counters(info.queue_id)
+    now = client.engine.clock.now_ms()
+    oldest = metrics.oldest_message_timestamp_ms
+    return {
+        "metrics": metrics,
+        "counters": counters,
+        "oldest_age_s": max(0, now - oldest) / 1000 if oldest else 0.0,
+        "now": time.strftime("%H:%M:%S", time.gmtime(now / 1000)),
+    }
+
+
+@page
+async def queue_page(request: Request, visit: Visit) -> Response:
+    return render("queue.html", **await blocking(_queue_page, request, visit))
+
+
+@page
+async def queue_live(request: Request, visit: Visit) -> Response:
+    def figures() -> dict[str, Any]:
+        account, client, info = _queue(request, visit)
+        return {"account": account, "queue": info, **_live(client, info)}
+
+    return render("_queue_live.html", **await blocking(figures))
+
+
+@page
+async def queue_history(request: Request, visit: Visit) -> Response:
+    def rows() -> list[dict[str, Any]]:
+        account, client, info = _queue(request, visit)
+        since = client.engine.clock.now_ms() - CHART_MINUTES * 60_000
+        return history_rows(dashboard(request).history().of_queue(account + SEPARATOR + info.queue_name, since))
+
+    return JSONResponse({"history": await blocking(rows)}, headers=SECURITY_HEADERS)
+
+
+def _back(account: str, name: str, done: str) -> Response:
+    return RedirectResponse(f"/dash/a/{account}/q/{name}?done={done}", status_code=303)
+
+
+def _confirmed(form: dict[str, str], name: str) -> None:
+    if form.get("confirm", "") != name:
+        raise InvalidRequest(f"type the queue's name, {name}, to confirm")
+
+
+@action
+async def pause(request: Request, visit: Visit, form: dict[str, str]) -> Response:
+    def run() -> Response:
+        account, client, info = _queue(request, visit)
+        client.queue(info.queue_name).pause_delivery()
+        dashboard(request).service.forget(account, info.queue_id)
+        return _back(account, info.queue_name, "paused")
+
+    return await blocking(run)
+
+
+@action
+async def resume(request: Request, visit: Visit, form: dict[str, str]) -> Response:
+    def run() -> Response:
+        account, client, info = _queue(request, visit)
+        client.queue(info.queue_name).resume_delivery()
+        dashboard(request).service.forget(account, info.queue_id)
+        return _back(account, info.queue_name, "resumed")
+
+    return await blocking(run)
+
+
+@action
+async def purge(request: Request, visit: Visit, form: dict[str, str]) -> Response:
+    def run() -> Response:
+        account, client, info = _queue(request, visit)
+        _confirmed(form, info.queue_name)
+        count = client.queue(info.queue_name).purge()
+        return _back(account, info.queue_name, f"purged-{count}")
+
+    return await blocking(run)
+
+
+@action
+async def redrive(request: Request, visit: Visit, form: dict[str, str]) -> Response:
+    """Move the dead letter queue's messages back to a queue that dead-letters into it."""
+
+    def run() -> Response:
+        account, client, info = _queue(request, visit)
+        _confirmed(form, info.queue_name)
+        target = form.get("to", "")
+        sources = views.dead_letter_sources(client.engine.list_queues()).get(info.queue_name, [])
+        if target not in sources or not visit.session.sees(target):
+            raise InvalidRequest(f"to: {target!r} is not a queue that dead-letters into {info.queue_name}")
+        count = client.queue(info.queue_name).redrive(target)
+        return _back(account, info.queue_name, f"redriven-{count}")
+
+    return await blocking(run)

@@ -1,0 +1,166 @@
+"""What the dashboard's pages show, computed from the catalog and the queue history (never from
+the queues' shards, except on one queue's own page): rows of the overview, sparklines, and message
+bodies made safe to show."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from conveyor.engine.history import QueuePoint, rates
+from conveyor.model import QueueInfo, StoredMessage, WorkerEntry
+
+NO_WORKER = "no worker"
+SPARK_WIDTH, SPARK_HEIGHT = 120, 24
+# A body longer than this shows folded (its head first, the whole on demand) ...
+FOLD_CHARS = 600
+# ... and past this it is cut: a page of peeked messages stays small whatever they hold.
+SHOW_BYTES = 64 * 1024
+SORTS = ("name", "backlog", "oldest", "in_flight", "sent", "concurrency")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    """One line of the overview."""
+
+    name: str
+    paused: bool
+    consumer: str  # "worker", "http_pull" or ""
+    no_worker: bool
+    backlog: int | None  # None: nothing recorded yet
+    oldest_age_s: float
+    in_flight: int
+    sent_per_s: float
+    acked_per_s: float
+    retried_per_s: float
+    dead_lettered_per_s: float
+    concurrency: int
+    spark: str  # the SVG polyline's points of the backlog over the history shown
+    at_ms: int
+
+
+def unserved(queues: Sequence[QueueInfo], workers: Sequence[WorkerEntry]) -> set[str]:
+    """Names of queues with a push consumer whose script no live worker runs."""
+    running = {(run.queue_id, run.script_name) for entry in workers for run in entry.runs}
+    return {
+        q.queue_name
+        for q in queues
+        for c in q.consumers
+        if c.type == "worker" and (q.queue_id, c.script_name) not in running
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRow:
+    """A live worker process and the runs of it the session may see (``conveyor workers list``)."""
+
+    host: str
+    pid: int
+    up_s: float
+    heard_s: float
+    runs: tuple[tuple[str, str, int, int | None], ...]  # queue, script, concurrency, its limit
+
+
+def worker_rows(workers: Sequence[WorkerEntry], sees: Callable[[str], bool], now_ms: int) -> list[WorkerRow]:
+    rows = []
+    for entry in workers:
+        runs = tuple(
+            (run.queue_name, run.script_name, run.concurrency, run.max_concurrency)
+            for run in entry.runs
+            if sees(run.queue_name)
+        )
+        if runs:
+            up, heard = (now_ms - entry.started_ms) / 1000, (now_ms - entry.heartbeat_ms) / 1000
+            rows.append(WorkerRow(entry.host, entry.pid, max(0.0, up), max(0.0, heard), runs))
+    return rows
+
+
+def sparkline(values: Sequence[int]) -> str:
+    """The ``points`` of an SVG polyline drawing ``values`` in a SPARK_WIDTH x SPARK_HEIGHT box."""
+    if not values:
+        return ""
+    top = max(values) or 1
+    step = SPARK_WIDTH / max(1, len(values) - 1)
+    return " ".join(
+        f"{i * step:.1f},{SPARK_HEIGHT - 1 - (v / top) * (SPARK_HEIGHT - 2):.1f}" for i, v in enumerate(values)
+    )
+
+
+def queue_row(queue: QueueInfo, points: Sequence[QueuePoint], no_worker: bool) -> QueueRow:
+    last = points[-1] if points else None
+    rate = rates(points[-2:])
+    consumer = queue.consumers[0].type if queue.consumers else ""
+    return QueueRow(
+        name=queue.queue_name,
+        paused=queue.settings.delivery_paused,
+        consumer=consumer,
+        no_worker=no_worker,
+        backlog=last.backlog if last else None,
+        oldest_age_s=(last.oldest_age_ms / 1000) if last else 0.0,
+        in_flight=last.in_flight if last else 0,
+        sent_per_s=rate[0].sent_per_second if rate else 0.0,
+        acked_per_s=rate[0].acked_per_second if rate else 0.0,
+        retried_per_s=rate[0].retried_per_second if rate else 0.0,
+        dead_lettered_per_s=rate[0].dead_lettered_per_second if rate else 0.0,
+        concurrency=last.concurrency if last else 0,
+        spark=sparkline([p.backlog for p in points]),
+        at_ms=last.at_ms if last else 0,
+    )
+
+
+def sort_rows(rows: list[QueueRow], sort: str, descending: bool) -> list[QueueRow]:
+    keys = {
+        "name": lambda r: (r.name,),
+        "backlog": lambda r: (r.backlog or 0, r.name),
+        "oldest": lambda r: (r.oldest_age_s, r.name),
+        "in_flight": lambda r: (r.in_flight, r.name),
+        "sent": lambda r: (r.sent_per_s, r.name),
+        "concurrency": lambda r: (r.concurrency, r.name),
+    }
+    return sorted(rows, key=keys.get(sort, keys["name"]), reverse=descending)
+
+
+@dataclass(frozen=True, slots=True)
+class ShownBody:
+    """A message body as the page shows it: always text (escaped by the template), with how it was
+    read; ``head`` is what shows folded when ``folded``."""
+
+    kind: str  # "text", "json" or "hex"
+    text: str
+    head: str
+    folded: bool
+    cut: bool
+    size: int
+
+
+def _hex(data: bytes) -> str:
+    return "\n".join(data[i : i + 32].hex(" ") for i in range(0, len(data), 32))
+
+
+def show_body(message: StoredMessage) -> ShownBody:
+    """Render a body by its content type: text as text, JSON pretty-printed, anything else (bytes,
+    v8) as hex; cut past SHOW_BYTES, folded past FOLD_CHARS. Never markup: the template escapes it."""
+    body = message.body
+    shown, cut = body[:SHOW_BYTES], len(body) > SHOW_BYTES
+    if message.content_type == "json" and not cut:
+        try:
+            kind, text = "json", json.dumps(json.loads(shown), indent=2, ensure_ascii=False)
+        except ValueError:
+            kind, text = "text", shown.decode("utf-8", "replace")
+    elif message.content_type in ("text", "json"):
+        kind, text = "text", shown.decode("utf-8", "replace")
+    else:
+        kind, text = "hex", _hex(shown)
+    folded = len(text) > FOLD_CHARS
+    return ShownBody(kind, text, text[:FOLD_CHARS] if folded else text, folded, cut, len(body))
+
+
+def dead_letter_sources(queues: Sequence[QueueInfo]) -> dict[str, list[str]]:
+    """For each queue some consumer dead-letters into: the queues whose consumers do."""
+    sources: dict[str, list[str]] = {}
+    for q in queues:
+        for c in q.consumers:
+            if c.dead_letter_queue:
+                sources.setdefault(c.dead_letter_queue, []).append(q.queue_name)
+    return sources
