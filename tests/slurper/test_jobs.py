@@ -326,18 +326,19 @@ def test_the_throttle_postpones_listing_while_transfers_fail_and_the_job_still_c
 ) -> None:
     bucket = s3_server.new_bucket()
     client: Any = s3_server.client()
-    for i in range(24):  # every one refused by the target (a content type it does not keep)
+    for i in range(40):  # every one refused by the target (a content type it does not keep)
         client.put_object(Bucket=bucket, Key=f"k{i:02d}", Body=b"x", ContentType="application/" + "x" * 300)
     local_bucket(cv, "refusing")
     job = cv.slurper.create_job(source=s3_source(s3_server, bucket), target={"vendor": "r2", "bucket": "refusing"})
     window = FailureWindow(seconds=1.5, minimum=4, ratio=0.5, delay=1)
-    # Twelve pages of two: listing does not wait for transfers, so enough pages must remain to be
-    # listed when the first failures come in, however fast a loaded machine lists.
-    with pipeline_running(cv, page_size=2, max_retries=0, throttle=window) as app:
+    # Forty pages of one: listing does not wait for transfers, so enough pages must remain to be
+    # listed when the first failures come in, however fast the listing is (each page is a queue hop;
+    # the first four transfers fail a few hops after the first page).
+    with pipeline_running(cv, page_size=1, max_retries=0, throttle=window) as app:
         wait_for(job, timeout=180)
     pipeline = app.pipeline  # type: ignore[attr-defined]
     assert pipeline.throttled >= 1
-    assert (job.progress().objects, job.progress().failed_objects) == (24, 24)
+    assert (job.progress().objects, job.progress().failed_objects) == (40, 40)
 
 
 def test_the_failure_window_spikes_on_failures_and_passes_with_time() -> None:
