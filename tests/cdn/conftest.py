@@ -25,6 +25,7 @@ from conveyor import cdn
 from conveyor.cdn.server import CdnApp, server_config
 from conveyor.server.testing import free_port
 from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
+from tests.engine.postgres.support import ThrowawayEngine
 from tests.storage.conftest import make_bucket
 from tests.storage.conftest import s3_server as s3_server  # the moto_server of the mirror buckets
 from tests.storage.deployments import deployment_client
@@ -197,3 +198,15 @@ def cdn_server(cv: conveyor.Conveyor, **options: Any) -> Iterator[CdnServer]:
         server.should_exit = True
         thread.join(30)
         app.close()
+
+
+def deployment_url(engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh deployment's URL for processes that connect by URL (as account "local"): a SQLite
+    directory, or a throwaway PostgreSQL schema with the buckets in shared directories."""
+    monkeypatch.setenv(SHARED_DIRECTORIES_VARIABLE, str(tmp_path / "shared"))
+    if engine == "sqlite":
+        return f"sqlite://{tmp_path / 'data'}"
+    throwaway = ThrowawayEngine()
+    url = throwaway.url
+    throwaway.close()
+    return url

@@ -25,10 +25,16 @@ from conveyor.cdn.minify import TOOL, MinifyFailed, minify, plan_minified
 from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, account_of, download_id
 from conveyor.cdn.store import CdnStore, ProcessedFile
 from conveyor.cdn.tarball import sri
-from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
-from tests.cdn.conftest import Registry, bucket_urls, build_tarball, package_config, worker, write_config
+from tests.cdn.conftest import (
+    Registry,
+    bucket_urls,
+    build_tarball,
+    deployment_url,
+    package_config,
+    worker,
+    write_config,
+)
 from tests.cli.support import Cli
-from tests.engine.postgres.support import ThrowawayEngine
 from tests.waiting import wait_for
 
 CONVEYOR = Path(sys.executable).with_name("conveyor")
@@ -205,14 +211,7 @@ def test_optimization_flags_turn_minifying_off(cv: conveyor.Conveyor, registry: 
 def test_a_separate_compressor_process_compresses_and_a_sigkilled_one_leaves_no_file_behind(
     engine: str, registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Both processes connect by URL, as account "local" (deployment_client's PostgreSQL client has none).
-    monkeypatch.setenv(SHARED_DIRECTORIES_VARIABLE, str(tmp_path / "shared"))
-    url = f"sqlite://{tmp_path / 'data'}"
-    if engine == "postgres":
-        throwaway = ThrowawayEngine()
-        url = throwaway.url
-        throwaway.close()
-    with conveyor.connect(url) as cv:
+    with conveyor.connect(deployment_url(engine, tmp_path, monkeypatch)) as cv:
         sigkilled_compressor(cv, registry, tmp_path)
 
 

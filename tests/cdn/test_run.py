@@ -18,10 +18,8 @@ import pytest
 
 import conveyor
 from conveyor import cdn
-from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
-from tests.cdn.conftest import Registry, bucket_urls, build_tarball, package_config, write_config
+from tests.cdn.conftest import Registry, bucket_urls, build_tarball, deployment_url, package_config, write_config
 from tests.cli.support import Cli
-from tests.engine.postgres.support import ThrowawayEngine
 from tests.waiting import wait_for
 
 CONVEYOR = Path(sys.executable).with_name("conveyor")
@@ -84,14 +82,7 @@ def test_cdn_run_refuses_a_deployment_without_a_cdn(tmp_path: Path) -> None:
 def test_cdn_run_publishes_serves_and_stops_on_sigterm(
     engine: str, tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Every process connects by URL, as account "local"; PostgreSQL's buckets in shared directories.
-    monkeypatch.setenv(SHARED_DIRECTORIES_VARIABLE, str(tmp_path / "shared"))
-    url = f"sqlite://{tmp_path / 'data'}"
-    if engine == "postgres":
-        throwaway = ThrowawayEngine()
-        url = throwaway.url
-        throwaway.close()
-    with conveyor.connect(url) as cv:
+    with conveyor.connect(deployment_url(engine, tmp_path, monkeypatch)) as cv:
         run_and_serve(cv, tmp_path, registry)
 
 

@@ -32,7 +32,7 @@ import conveyor
 from conveyor.cdn.client import update
 from conveyor.cdn.compression import add_compressor
 from conveyor.cdn.pipeline import account_of, add_workflows
-from conveyor.cdn.server import CACHE_BYTES, DEFAULT_PORT, serve
+from conveyor.cdn.server import CACHE_BYTES, DEFAULT_PORT, serve, stop_when_orphaned
 from conveyor.cdn.store import CdnStore
 
 log = logging.getLogger("conveyor.cdn")
@@ -184,12 +184,7 @@ def _compressor_child() -> None:
     options = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
-    def orphaned() -> None:
-        while os.getppid() == options.parent:
-            time.sleep(1.0)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=orphaned, daemon=True).start()
+    stop_when_orphaned(options.parent)
     with conveyor.connect(options.url, account_id=options.account) as cv:
         app = conveyor.App(cv, grace_period=COMPRESSOR_GRACE_SECONDS)
         add_compressor(app, visibility_timeout_ms=options.visibility_timeout_ms)

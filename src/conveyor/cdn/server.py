@@ -625,6 +625,18 @@ def _run(
         app.close()
 
 
+def stop_when_orphaned(parent: int) -> None:
+    """In a child process: SIGTERM itself (a graceful stop) once ``parent`` is gone, checked every
+    second, so a parent killed with SIGKILL leaves no child serving or compressing."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True, name="orphan-watch").start()
+
+
 def _child() -> None:
     """A serving process of :func:`serve`'s listening socket (``python -m conveyor.cdn.server``);
     it stops when its parent is gone."""
@@ -639,12 +651,7 @@ def _child() -> None:
     options = parser.parse_args()
     listener = socket.socket(fileno=options.fd)
 
-    def orphaned() -> None:
-        while os.getppid() == options.parent:
-            time.sleep(1.0)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=orphaned, daemon=True).start()
+    stop_when_orphaned(options.parent)
     with conveyor.connect(options.url, account_id=options.account) as cv:
         _run(cv, listener, options.cache_bytes, None)
 
