@@ -23,30 +23,27 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import sqlite3
 import threading
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from conveyor.deployment import Deployment
 from conveyor.engine.base import Engine, prefix_range
 from conveyor.engine.queue_faults import QueueFaults
-from conveyor.engine.sqlfile import load_queries
-from conveyor.engine.sqlite.storage import open_database, translate_error
+from conveyor.engine.sqlfile import load_queries, load_script
+from conveyor.engine.tables import SqliteFile, Tables, Transaction, open_tables
 from conveyor.errors import InvalidRequest
 from conveyor.model import QueueInfo
 
 log = logging.getLogger("conveyor.coordinator")
-T = TypeVar("T")
 
 DEFAULT_INTERVAL_SECONDS = 10.0
 DEFAULT_KEEP_SECONDS = 24 * 3600.0
 MIN_INTERVAL_SECONDS = 0.2
 FILE_NAME = "history.db"
-SQLITE = load_queries("conveyor.engine.history", "history_sqlite.sql")
-POSTGRES = load_queries("conveyor.engine.history", "history_postgres.sql")
-SQLITE_VERSION = 1
+QUERIES = load_queries("conveyor.engine.history", "queries.sql")
+# Version 1; a later version adds an upgrade script, as the catalog's do.
+SQLITE_FILE = SqliteFile(FILE_NAME, load_script("conveyor.engine.history", "history_sqlite.sql"), version=1)
 COLUMNS = (
     "queue_id",
     "queue_name",
@@ -175,92 +172,42 @@ def _range(prefix: str) -> tuple[str, str]:
     return prefix_range(prefix) if prefix else ("", "\U0010ffff")
 
 
-class SqliteHistory:
-    """``history.db`` in a SQLite deployment's directory (made on first open)."""
+class HistoryTables:
+    """The points in the deployment's tables (engine/tables.py): ``history.db`` on SQLite, the
+    ``queue_history`` table on PostgreSQL; one set of queries for both."""
 
-    def __init__(self, directory: Path) -> None:
-        self.path = directory / FILE_NAME
-        self._lock = threading.Lock()
-        self._conn = open_database(self.path, SQLITE["schema"], version=SQLITE_VERSION, upgrades={})
-
-    def _run(self, fn: Callable[[sqlite3.Connection], T], *, write: bool = False) -> T:
-        with self._lock:
-            try:
-                if not write:
-                    return fn(self._conn)
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    result = fn(self._conn)
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-                self._conn.execute("COMMIT")
-                return result
-            except sqlite3.Error as exc:
-                raise translate_error(exc, str(self.path)) from None
+    def __init__(self, tables: Tables) -> None:
+        self._tables = tables
 
     def record(self, points: Sequence[QueuePoint]) -> None:
-        rows = [dataclasses.asdict(p) for p in points]
-        self._run(lambda c: c.executemany(SQLITE["insert"], rows), write=True)
+        def insert(tx: Transaction) -> None:
+            for point in points:
+                tx.run("insert", dataclasses.asdict(point))
+
+        self._tables.transaction(insert, "record the queue history")
 
     def prune(self, before_ms: int) -> None:
-        self._run(lambda c: c.execute(SQLITE["prune"], {"cutoff": before_ms}), write=True)
-
-    def of_queue(self, queue_name: str, since_ms: int) -> list[QueuePoint]:
-        rows = self._run(lambda c: c.execute(SQLITE["of_queue"], {"name": queue_name, "since": since_ms}).fetchall())
-        return [_point(r) for r in rows]
-
-    def of_prefix(self, prefix: str, since_ms: int) -> dict[str, list[QueuePoint]]:
-        lo, hi = _range(prefix)
-        args = {"lo": lo, "hi": hi, "since": since_ms}
-        return _grouped(self._run(lambda c: c.execute(SQLITE["of_prefix"], args).fetchall()))
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-
-class PostgresHistory:
-    """The ``queue_history`` table of a PostgreSQL deployment (the engine applied the migrations)."""
-
-    def __init__(self, url: str) -> None:
-        from conveyor.engine.postgres.database import ReadPool
-
-        self._pool = ReadPool(url, max_size=2)
-
-    def record(self, points: Sequence[QueuePoint]) -> None:
-        rows = [dataclasses.asdict(p) for p in points]
-
-        def insert(conn: Any) -> None:
-            with conn.transaction(), conn.cursor() as cur:
-                cur.executemany(POSTGRES["insert"], rows)
-
-        self._pool.run(insert, "record the queue history")
-
-    def prune(self, before_ms: int) -> None:
-        self._pool.run(lambda c: c.execute(POSTGRES["prune"], {"cutoff": before_ms}), "prune the queue history")
+        self._tables.transaction(lambda tx: tx.run("prune", {"cutoff": before_ms}), "prune the queue history")
 
     def of_queue(self, queue_name: str, since_ms: int) -> list[QueuePoint]:
         args = {"name": queue_name, "since": since_ms}
-        rows = self._pool.run(lambda c: c.execute(POSTGRES["of_queue"], args).fetchall(), "read the queue history")
-        return [_point(r) for r in rows]
+        return [_point(r) for r in self._tables.read(lambda tx: tx.rows("of_queue", args), "read the queue history")]
 
     def of_prefix(self, prefix: str, since_ms: int) -> dict[str, list[QueuePoint]]:
         lo, hi = _range(prefix)
         args = {"lo": lo, "hi": hi, "since": since_ms}
-        return _grouped(self._pool.run(lambda c: c.execute(POSTGRES["of_prefix"], args).fetchall(), "read history"))
+        return _grouped(self._tables.read(lambda tx: tx.rows("of_prefix", args), "read the queue history"))
 
     def close(self) -> None:
-        self._pool.close()
+        self._tables.close()
 
 
 def open_history(deployment: Deployment) -> HistoryStore:
     """The history store of a SQLite or PostgreSQL deployment (a server's URL has none here: its
     clients read the history through the server)."""
-    if deployment.kind == "sqlite":
-        return SqliteHistory(Path(deployment.location))
-    if deployment.kind == "postgresql":
-        return PostgresHistory(deployment.location)
+    tables = open_tables(deployment, SQLITE_FILE, QUERIES, pool_size=2)
+    if tables is not None:
+        return HistoryTables(tables)
     raise InvalidRequest(f"the queue history is kept by the deployment, and {deployment.location} is a server")
 
 

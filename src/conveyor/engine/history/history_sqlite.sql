@@ -3,7 +3,6 @@
 -- often (every process re-reads its snapshot when the catalog's data_version moves).
 -- Version 1. Later versions add an upgrade script `history_v1_to_v2.sql`, as the catalog does.
 
--- name: schema
 PRAGMA application_id = 1131376246;  -- 'Conv': marks the file as Conveyor's
 PRAGMA user_version = 1;
 CREATE TABLE queue_history (
@@ -22,25 +21,3 @@ CREATE TABLE queue_history (
     PRIMARY KEY (queue_name, at_ms)
 ) WITHOUT ROWID;
 CREATE INDEX queue_history_at ON queue_history (at_ms);
-
--- name: insert
-INSERT OR REPLACE INTO queue_history
-    (queue_id, queue_name, at_ms, backlog, backlog_bytes, oldest_ms, in_flight, sent, acked, retried,
-     dead_lettered, concurrency)
-VALUES (:queue_id, :queue_name, :at_ms, :backlog, :backlog_bytes, :oldest_ms, :in_flight, :sent, :acked,
-        :retried, :dead_lettered, :concurrency);
-
--- name: prune
-DELETE FROM queue_history WHERE at_ms < :cutoff;
-
--- name: of_queue
-SELECT queue_id, queue_name, at_ms, backlog, backlog_bytes, oldest_ms, in_flight, sent, acked, retried,
-       dead_lettered, concurrency
-FROM queue_history WHERE queue_name = :name AND at_ms >= :since ORDER BY at_ms;
-
--- name: of_prefix
--- Every queue whose qualified name is in [lo, hi) (an account's queues), since a time.
-SELECT queue_id, queue_name, at_ms, backlog, backlog_bytes, oldest_ms, in_flight, sent, acked, retried,
-       dead_lettered, concurrency
-FROM queue_history WHERE queue_name >= :lo AND queue_name < :hi AND at_ms >= :since
-ORDER BY queue_name, at_ms;
