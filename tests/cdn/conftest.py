@@ -7,6 +7,9 @@ import base64
 import hashlib
 import io
 import os
+import re
+import subprocess
+import sys
 import tarfile
 import threading
 from collections.abc import Callable, Iterator
@@ -210,3 +213,32 @@ def deployment_url(engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     url = throwaway.url
     throwaway.close()
     return url
+
+
+@contextmanager
+def cdn_command(
+    url: str, log: Path, command: str, *options: str, timeout: float = 120
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``conveyor cdn COMMAND`` (``run`` or ``serve``) on a free port as a real process, with the
+    URL it says it serves on; killed at the end if it is still running."""
+    conveyor_command = Path(sys.executable).with_name("conveyor")
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [str(conveyor_command), "--url", url, "cdn", command, "--port", "0", *options],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        found: list[str] = []
+
+        def listening() -> bool:
+            found[:] = re.findall(r"serving the CDN on (http://\S+)", log.read_text())
+            return bool(found) or process.poll() is not None
+
+        wait_for(listening, timeout, f"cdn {command} to serve", poll=0.05)
+        assert found, log.read_text()
+        yield process, found[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

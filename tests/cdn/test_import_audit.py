@@ -6,10 +6,7 @@ corrupted behind Conveyor's back is found, repaired from the primary, and counte
 from __future__ import annotations
 
 import gzip
-import re
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import brotli
@@ -24,10 +21,9 @@ from conveyor.cdn.errors import InvalidImportTree
 from conveyor.cdn.importer import import_tree
 from conveyor.cdn.metadata import METADATA_NAMESPACE, Catalog
 from conveyor.cdn.tarball import sri
-from tests.cdn.conftest import bucket_urls, cdn_server, s3_bucket
+from tests.cdn.conftest import bucket_urls, cdn_command, cdn_server, s3_bucket
 from tests.cli.support import Cli
 from tests.storage.s3_server import S3Server
-from tests.waiting import wait_for
 
 TREE = {
     "alpha/1.0.0/alpha.js": b"var alpha = 1;\n" * 30,
@@ -167,29 +163,12 @@ def test_cdn_serve_runs_as_a_command_of_two_processes_until_terminated(tmp_path:
     run = Cli(url)
     run.json("cdn", "init")
     run.json("cdn", "import", str(write_tree(tmp_path / "cdnjs")))
-    conveyor_command = Path(sys.executable).with_name("conveyor")
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(
-            [str(conveyor_command), "--url", url, "cdn", "serve", "--port", "0", "--processes", "2"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        found: list[str] = []
-
-        def listening() -> bool:
-            found[:] = re.findall(r"serving the CDN on (http://\S+)", log.read_text())
-            return bool(found) or server.poll() is not None
-
-        wait_for(listening, 60, "cdn serve to listen", poll=0.05)
-        assert found, log.read_text()
+    with cdn_command(url, tmp_path / "serve.log", "serve", "--processes", "2", timeout=60) as (server, served):
         for _ in range(20):  # new connections, taken by either process
-            assert httpx.get(found[0] + "/stats").json() == {"libraries": 2}
-            answer = httpx.get(found[0] + "/ajax/libs/beta.js/2.0.0/beta.js", headers={"Accept-Encoding": "identity"})
+            assert httpx.get(served + "/stats").json() == {"libraries": 2}
+            answer = httpx.get(served + "/ajax/libs/beta.js/2.0.0/beta.js", headers={"Accept-Encoding": "identity"})
             assert answer.content == TREE["beta.js/2.0.0/beta.js"]
-    finally:
         server.terminate()
         assert server.wait(30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it shut down on
     with pytest.raises(httpx.ConnectError):  # its child has stopped too: nothing listens any more
-        httpx.get(found[0] + "/stats")
+        httpx.get(served + "/stats")

@@ -5,12 +5,9 @@ SIGTERM stops every part; a cdn run SIGKILLed mid-pipeline leaves its work to th
 
 from __future__ import annotations
 
-import re
 import subprocess
-import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import httpx
@@ -18,11 +15,17 @@ import pytest
 
 import conveyor
 from conveyor import cdn
-from tests.cdn.conftest import Registry, bucket_urls, build_tarball, deployment_url, package_config, write_config
+from tests.cdn.conftest import (
+    Registry,
+    bucket_urls,
+    build_tarball,
+    cdn_command,
+    deployment_url,
+    package_config,
+    write_config,
+)
 from tests.cli.support import Cli
 from tests.waiting import wait_for
-
-CONVEYOR = Path(sys.executable).with_name("conveyor")
 
 
 def compressor_pids(parent: int) -> list[int]:
@@ -46,29 +49,9 @@ def gone(pid: int) -> bool:
         return True
 
 
-@contextmanager
-def cdn_run(url: str, log: Path, *options: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+def cdn_run(url: str, log: Path, *options: str) -> AbstractContextManager[tuple[subprocess.Popen[bytes], str]]:
     """``conveyor cdn run`` on a free port, with the URL it says it serves on."""
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(CONVEYOR), "--url", url, "cdn", "run", "--port", "0", *options],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        found: list[str] = []
-
-        def listening() -> bool:
-            found[:] = re.findall(r"serving the CDN on (http://\S+)", log.read_text())
-            return bool(found) or process.poll() is not None
-
-        wait_for(listening, 120, "cdn run to serve", poll=0.05)
-        assert found, log.read_text()
-        yield process, found[0]
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    return cdn_command(url, log, "run", *options)
 
 
 def test_cdn_run_refuses_a_deployment_without_a_cdn(tmp_path: Path) -> None:
