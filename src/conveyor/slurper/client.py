@@ -25,7 +25,15 @@ from conveyor.slurper.endpoints import (
     precheck_target,
 )
 from conveyor.slurper.errors import TooManyJobs
-from conveyor.slurper.model import JobInfo, JobLog, JobProgress, parse_overwrite, parse_source, parse_target
+from conveyor.slurper.model import (
+    LOG_TYPES,
+    JobInfo,
+    JobLog,
+    JobProgress,
+    parse_overwrite,
+    parse_source,
+    parse_target,
+)
 from conveyor.slurper.rules import MAX_OBJECT_BYTES, changed, skip_reason
 from conveyor.slurper.store import job_store
 
@@ -110,11 +118,17 @@ class Job:
         progress: JobProgress = self._row().progress()
         return progress
 
-    def logs(self, limit: int = 100, offset: int = 0) -> list[JobLog]:
-        """The job's log entries, oldest first."""
+    def logs(self, limit: int = 100, offset: int = 0, *, log_type: str | None = None) -> list[JobLog]:
+        """The job's log entries, oldest first; only those of ``log_type`` (``migrationStart``,
+        ``importErrorRetryExhaustion`` ...) when it is given.
+
+        >>> job.logs(limit=50, log_type="importErrorRetryExhaustion")
+        """
         limit, offset = _page(limit, offset)
+        if log_type is not None and log_type not in LOG_TYPES:
+            raise InvalidRequest(f"log_type is {log_type!r}; it must be one of {', '.join(LOG_TYPES)}")
         self._row()
-        return job_store(self._cv).logs(self.id, limit, offset)
+        return job_store(self._cv).logs(self.id, limit, offset, log_type)
 
     def _change(self, action: str) -> JobInfo:
         row = job_store(self._cv).change_status(

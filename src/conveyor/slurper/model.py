@@ -38,6 +38,7 @@ OBJECT_LOG_TYPES = (
     "importSkippedInvalidMedia",
     "importSkippedRequiresRetrieval",
 )
+LOG_TYPES = JOB_LOG_TYPES + OBJECT_LOG_TYPES
 VENDORS = ("s3", "r2")
 JURISDICTIONS = ("default", "eu", "us", "fedramp")
 MAX_KEYS = 100_000

@@ -91,3 +91,7 @@ VALUES (:job_id, :created_ms, :log_type, :message, :object_key);
 -- name: logs_of_job
 SELECT created_ms, log_type, message, object_key FROM slurper_logs
 WHERE job_id = :job_id ORDER BY id LIMIT :limit OFFSET :offset;
+
+-- name: logs_of_job_by_type
+SELECT created_ms, log_type, message, object_key FROM slurper_logs
+WHERE job_id = :job_id AND log_type = :log_type ORDER BY id LIMIT :limit OFFSET :offset;

@@ -208,11 +208,11 @@ class JobStore:
     def log(self, job_id: str, now_ms: int, log_type: str, message: str, key: str | None = None) -> None:
         self.db.transaction(lambda tx: _log(tx, job_id, now_ms, log_type, message, key), "logging")
 
-    def logs(self, job_id: str, limit: int, offset: int) -> list[JobLog]:
-        rows = self.db.transaction(
-            lambda tx: tx.rows("logs_of_job", {"job_id": job_id, "limit": limit, "offset": offset}),
-            "reading a job's logs",
-        )
+    def logs(self, job_id: str, limit: int, offset: int, log_type: str | None = None) -> list[JobLog]:
+        """The job's log entries, oldest first; only those of ``log_type`` when it is given."""
+        params = {"job_id": job_id, "limit": limit, "offset": offset, "log_type": log_type}
+        query = "logs_of_job" if log_type is None else "logs_of_job_by_type"
+        rows = self.db.transaction(lambda tx: tx.rows(query, params), "reading a job's logs")
         return [log_entry(job_id, int(r[0]), r[1], r[2], r[3]) for r in rows]
 
     # -- listings -----------------------------------------------------------------------------

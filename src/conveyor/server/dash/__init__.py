@@ -13,17 +13,22 @@ Structure (the whole dashboard; the first slice builds the parts marked *built*)
                            settings, consumer, peeked messages; pause / resume, purge,
                            a dead letter queue's redrive                                  (built)
     /dash/a/{acc}/workflows[/{name}[/{instance}]]  instances, a step timeline            (later)
-    /dash/a/{acc}/migrations, /cdn, /prober, /buckets, /kv                                 (later)
+    /dash/a/{acc}/migrations[/{job}]  migration jobs: live progress, rate and ETA;
+                           a job's source, target and logs; pause / resume / abort        (built)
+    /dash/a/{acc}/cdn[/p/{name}[/v/{version}]]  the CDN's packages, versions and their
+                           publish state, a version's files and SRIs, the audit's counts  (built)
+    /dash/a/{acc}/prober, /buckets, /kv                                                    (later)
     /dash/static/{file}    the vendored htmx and uPlot, the dashboard's CSS and JS       (built)
 
 Pieces: :mod:`.sessions` (login, signed cookies, CSRF), :mod:`.pages` (handlers: ``page`` for
-reads, ``action`` for writes), :mod:`.views` (what a page shows, from the catalog and the queue
-history: a page never opens every queue's shards), ``templates/`` (Jinja2, autoescaped; ``base.html``
-holds the navigation a new section adds itself to), ``static/`` (no build step: plain CSS and JS,
-htmx and uPlot vendored from npm by ``scripts/vendor_dash.py``). A later section adds its handlers
-to a module of its own, its routes to :data:`ROUTES` (each wrapped by ``page`` or ``action``, so
-sessions, CSRF and read-only refusals come for free), a template extending ``base.html``, and a
-``nav`` entry.
+reads, ``action`` for writes), :mod:`.migrations` and :mod:`.cdn` (those sections' handlers),
+:mod:`.views` (what a page shows, from the catalog and the queue history: a page never opens every
+queue's shards), ``templates/`` (Jinja2, autoescaped; ``base.html`` holds the navigation a new
+section adds itself to), ``static/`` (no build step: plain CSS and JS, htmx and uPlot vendored from
+npm by ``scripts/vendor_dash.py``). A later section adds its handlers to a module of its own, its
+routes to :data:`ROUTES` (each wrapped by ``page`` or ``action``, so sessions, CSRF and read-only
+refusals come for free), a template extending ``base.html``, and a ``nav`` entry (shown when
+:func:`.pages.tools` says the account has the tool).
 
 Rules every page keeps: what a token may not see does not appear (its account's queues, or its
 queues only); a read-only or operator session sees no buttons and its posts are refused (403);
@@ -40,7 +45,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from conveyor.server.access import DASHBOARD, DeclaredRoute, declared
-from conveyor.server.dash import pages
+from conveyor.server.dash import cdn, migrations, pages
 
 STATIC = resources.files("conveyor.server.dash").joinpath("static")
 # Only the files the package ships are served, read once: no path from a request touches the disk.
@@ -67,6 +72,10 @@ async def static(request: Request) -> Response:
 
 A = "/dash/a/{account_id}"
 Q = A + "/q/{queue_name}"
+M = A + "/migrations"
+J = M + "/{job_id}"
+C = A + "/cdn"
+P = C + "/p/{name}"
 ROUTES: list[DeclaredRoute] = [
     declared("/dash", pages.home, "GET", DASHBOARD),
     declared("/dash/login", pages.login_form, "GET", DASHBOARD),
@@ -83,4 +92,15 @@ ROUTES: list[DeclaredRoute] = [
     declared(Q + "/resume", pages.resume, "POST", DASHBOARD),
     declared(Q + "/purge", pages.purge, "POST", DASHBOARD),
     declared(Q + "/redrive", pages.redrive, "POST", DASHBOARD),
+    declared(M, migrations.jobs_page, "GET", DASHBOARD),
+    declared(M + "/rows", migrations.jobs_rows, "GET", DASHBOARD),
+    declared(J, migrations.job_page, "GET", DASHBOARD),
+    declared(J + "/live", migrations.job_live, "GET", DASHBOARD),
+    declared(J + "/pause", migrations.pause, "POST", DASHBOARD),
+    declared(J + "/resume", migrations.resume, "POST", DASHBOARD),
+    declared(J + "/abort", migrations.abort, "POST", DASHBOARD),
+    declared(C, cdn.cdn_page, "GET", DASHBOARD),
+    declared(C + "/rows", cdn.cdn_rows, "GET", DASHBOARD),
+    declared(P, cdn.package_page, "GET", DASHBOARD),
+    declared(P + "/v/{version}", cdn.version_page, "GET", DASHBOARD),
 ]

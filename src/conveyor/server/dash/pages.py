@@ -9,13 +9,16 @@ import functools
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from conveyor.cdn.errors import CdnNotInitialized
+from conveyor.cdn.store import SQLITE_FILE, CdnStore
 from conveyor.client.sync import Conveyor
 from conveyor.client.validation import check_queue_name
 from conveyor.engine.accounts import INTERNAL_MARK, SEPARATOR, check_account_id
@@ -25,6 +28,7 @@ from conveyor.model import QueueInfo
 from conveyor.server.dash import sessions, views
 from conveyor.server.service import Service, blocking
 from conveyor.server.tokens import hash_secret
+from conveyor.slurper.pipeline import LIST_QUEUE
 
 OVERVIEW_MINUTES = 30  # the history the overview's sparklines draw
 CHART_MINUTES = 60  # and a queue's charts
@@ -57,6 +61,7 @@ class Dashboard:
 
     service: Service
     _signer: sessions.SessionSigner | None = None
+    rates: views.RateBook = field(default_factory=views.RateBook)
 
     def signer(self) -> sessions.SessionSigner:
         if self._signer is None:
@@ -65,6 +70,14 @@ class Dashboard:
 
     def history(self) -> HistoryStore:
         return self.service.history()
+
+    def cdn(self) -> CdnStore | None:
+        """The deployment's CDN store, or None on a SQLite deployment that never had a CDN (its
+        ``cdn.db`` is not made by looking)."""
+        deployment = self.service.engine.deployment()
+        if deployment.kind == "sqlite" and not (Path(deployment.location) / SQLITE_FILE.name).exists():
+            return None
+        return self.service.store("cdn", lambda deployment, clock: CdnStore.open(deployment))
 
 
 def dashboard(request: Request) -> Dashboard:
@@ -236,8 +249,34 @@ async def accounts(request: Request, visit: Visit) -> Response:
     return render("accounts.html", visit=visit, accounts=found)
 
 
+# -- the account's tools ---------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Tools:
+    """The account-wide tools an account has, for the navigation: migrations once it has made a
+    job (the slurper's queues exist), the CDN once ``cdn init`` made it."""
+
+    migrations: bool
+    cdn: bool
+
+
+def tools(request: Request, account: str, visit: Visit) -> Tools:
+    if not visit.session.whole_account:
+        return Tools(False, False)
+    client = dashboard(request).service.client(account)
+    migrations = any(q.queue_name == LIST_QUEUE for q in client.engine.list_queues())
+    store = dashboard(request).cdn()
+    if store is None:
+        return Tools(migrations, False)
+    try:
+        store.settings(account)
+    except CdnNotInitialized:
+        return Tools(migrations, False)
+    return Tools(migrations, True)
+
+
 # -- the overview -----------------------------------------------------------------------------
-def _client(request: Request, visit: Visit) -> tuple[str, Conveyor]:
+def client_of(request: Request, visit: Visit) -> tuple[str, Conveyor]:
+    """The account of the request's path, if the session may see it, and its client."""
     account = request.path_params["account_id"]
     check_account_id(account)
     visit.session.check_account(account)
@@ -245,7 +284,7 @@ def _client(request: Request, visit: Visit) -> tuple[str, Conveyor]:
 
 
 def _overview_rows(request: Request, visit: Visit) -> dict[str, Any]:
-    account, client = _client(request, visit)
+    account, client = client_of(request, visit)
     queues = [q for q in client.engine.list_queues() if visit.session.sees(q.queue_name)]
     history = dashboard(request).history()
     since = client.engine.clock.now_ms() - OVERVIEW_MINUTES * 60_000
@@ -277,7 +316,11 @@ def _overview_rows(request: Request, visit: Visit) -> dict[str, Any]:
 
 @page
 async def overview(request: Request, visit: Visit) -> Response:
-    return render("overview.html", **await blocking(_overview_rows, request, visit))
+    def build() -> dict[str, Any]:
+        found = _overview_rows(request, visit)
+        return {**found, "tools": tools(request, found["account"], visit)}
+
+    return render("overview.html", **await blocking(build))
 
 
 @page
@@ -287,7 +330,7 @@ async def overview_rows(request: Request, visit: Visit) -> Response:
 
 # -- one queue --------------------------------------------------------------------------------
 def _queue(request: Request, visit: Visit) -> tuple[str, Conveyor, QueueInfo]:
-    account, client = _client(request, visit)
+    account, client = client_of(request, visit)
     name = check_queue_name(request.path_params["queue_name"])
     if INTERNAL_MARK in name or not visit.session.sees(name):
         raise QueueNotFound(f"queue {name!r} does not exist")
@@ -309,6 +352,7 @@ def _queue_page(request: Request, visit: Visit) -> dict[str, Any]:
         "no_worker": info.queue_name in views.unserved([info], engine.list_workers()),
         "done": request.query_params.get("done", ""),
         "poll": POLL_SECONDS,
+        "tools": tools(request, account, visit),
         **_live(client, info),
     }
 

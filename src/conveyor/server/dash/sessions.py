@@ -97,6 +97,12 @@ class Session:
     def sees(self, queue_name: str) -> bool:
         return self.token is None or self.token.allows_queue(queue_name)
 
+    @property
+    def whole_account(self) -> bool:
+        """Whether the session reaches its account's account-wide tools (migrations, the CDN):
+        a queue-scoped token does not, as over the REST API."""
+        return self.token is None or not self.token.queues
+
     def check_write(self) -> None:
         if self.read_only:
             raise Forbidden("this session's token is read-only")

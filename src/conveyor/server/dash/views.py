@@ -5,11 +5,13 @@ bodies made safe to show."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from conveyor.engine.history import QueuePoint, rates
 from conveyor.model import QueueInfo, StoredMessage, WorkerEntry
+from conveyor.slurper import JobProgress
 
 NO_WORKER = "no worker"
 SPARK_WIDTH, SPARK_HEIGHT = 120, 24
@@ -164,3 +166,71 @@ def dead_letter_sources(queues: Sequence[QueueInfo]) -> dict[str, list[str]]:
             if c.dead_letter_queue:
                 sources.setdefault(c.dead_letter_queue, []).append(q.queue_name)
     return sources
+
+
+# -- migrations -------------------------------------------------------------------------------
+RATE_WINDOW_MS = 60_000  # a job's rate is what it did over about the last minute of polls
+RATE_JOBS = 1_000  # the jobs whose samples one server keeps (the oldest seen are dropped)
+
+
+@dataclass(frozen=True, slots=True)
+class JobFigures:
+    """A migration job's progress as a page shows it: counts, bytes, and the rate and ETA of the
+    polls this server has seen (``None`` until it has two samples a second apart)."""
+
+    done_objects: int  # transferred + skipped + failed
+    objects: int
+    percent: float | None  # of the objects listed, once the listing is finished
+    objects_per_s: float | None
+    bytes_per_s: float | None
+    eta_s: float | None
+
+
+class RateBook:
+    """Recent samples of each job's progress, taken when a page polls it, so a page shows a rate
+    and an ETA without the job store keeping a history. Per server and in memory: a page served by
+    another server starts its own samples."""
+
+    def __init__(self) -> None:
+        self._samples: dict[str, list[tuple[int, int, int]]] = {}
+        self._lock = threading.Lock()
+
+    def figures(self, progress: JobProgress, now_ms: int) -> JobFigures:
+        done = progress.transferred_objects + progress.skipped_objects + progress.failed_objects
+        with self._lock:
+            samples = self._samples.pop(progress.id, [])
+            samples = [s for s in samples if 0 <= now_ms - s[0] <= RATE_WINDOW_MS]
+            samples.append((now_ms, done, progress.transferred_bytes))
+            self._samples[progress.id] = samples[-30:]
+            while len(self._samples) > RATE_JOBS:
+                del self._samples[next(iter(self._samples))]
+        first = samples[0]
+        seconds = (now_ms - first[0]) / 1000
+        running = progress.status == "running"
+        objects_rate = (done - first[1]) / seconds if running and seconds >= 1 else None
+        bytes_rate = (progress.transferred_bytes - first[2]) / seconds if running and seconds >= 1 else None
+        left = progress.objects - done
+        eta = left / objects_rate if progress.listing_finished and objects_rate else None
+        percent = 100 * done / progress.objects if progress.listing_finished and progress.objects else None
+        if progress.status == "completed":
+            percent = 100.0
+        return JobFigures(done, progress.objects, percent, objects_rate, bytes_rate, eta)
+
+
+def size(count: float) -> str:
+    """Bytes for people: ``0 B``, ``4.0 KiB``, ``1.2 GiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(count) < 1024 or unit == "TiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    raise AssertionError("unreachable")
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``3 min 5 s``, ``2 h 10 min``."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    return f"{whole // 3600} h {whole % 3600 // 60} min"
