@@ -198,7 +198,7 @@ async def package_page(request: Request, visit: Visit) -> Response:
         return {
             "account": cdn.account,
             "visit": visit,
-            "name": name,
+            "package": name,
             "config": config,
             "record": record or {},
             "versions": versions,
@@ -222,7 +222,7 @@ async def version_page(request: Request, visit: Visit) -> Response:
         return {
             "account": cdn.account,
             "visit": visit,
-            "name": name,
+            "package": name,
             "line": lines[version],
             "row": row,
             "files": _files(cdn, name, version),
