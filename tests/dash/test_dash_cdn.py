@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 
 from conveyor import cdn
 from conveyor.cdn.audit import audit
@@ -16,9 +17,14 @@ from conveyor.cdn.importer import import_tree
 from conveyor.cdn.registry import Dist
 from conveyor.cdn.store import CdnStore
 from conveyor.cdn.tarball import sri
-from conveyor.server.testing import RunningServer
+from conveyor.server.testing import RunningServer, running_server
+from conveyor.storage.service import SHARED_DIRECTORIES_VARIABLE
 from tests.cdn.conftest import package_config, write_config
 from tests.dash.conftest import logged_in
+from tests.dash.test_dash_migrations import make_job
+from tests.engine.postgres.support import drop_schema, new_schema, schema_url
+from tests.storage.conftest import s3_server as s3_server  # the migration's source
+from tests.storage.s3_server import S3Server
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 TREE = {
@@ -116,3 +122,30 @@ def test_accounts_without_a_cdn_others_and_queue_scoped_sessions_see_none(
     assert "/cdn" not in scoped.get("/dash/a/rival").text
     operator = logged_in(server, server.tokens.create_operator()[0])
     assert 'data-package="alpha"' in operator.get("/dash/a/rival/cdn").text
+
+
+def test_the_cdn_and_migrations_pages_on_a_postgres_deployment(
+    s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "shared"
+    monkeypatch.setenv(SHARED_DIRECTORIES_VARIABLE, str(shared))
+    schema = new_schema()
+    try:
+        with running_server(schema_url(schema)) as server:
+            cv = server.service.client("acme")
+            cdn.init(cv, primary_url=(shared / "cdn").as_uri(), staging_url=(shared / "cdn-staging").as_uri())
+            libs = tmp_path / "cdnjs" / "ajax" / "libs"
+            (libs / "alpha" / "1.0.0").mkdir(parents=True)
+            (libs / "alpha" / "1.0.0" / "alpha.js").write_bytes(TREE["alpha/1.0.0/alpha.js"])
+            assert import_tree(cv, libs)["imported"] == ["alpha"]
+            job = make_job(server, s3_server, bucket_url=(shared / "copy").as_uri())
+            client = logged_in(server, server.tokens.create("acme")[0])
+            overview = client.get("/dash/a/acme").text
+            assert 'href="/dash/a/acme/cdn"' in overview and 'href="/dash/a/acme/migrations"' in overview
+            assert 'data-package="alpha"' in client.get("/dash/a/acme/cdn").text
+            version = client.get("/dash/a/acme/cdn/p/alpha/v/1.0.0").text
+            assert sri(TREE["alpha/1.0.0/alpha.js"]) in version
+            page = client.get(f"/dash/a/acme/migrations/{job.id}").text
+            assert "migrationStart" in page and s3_server.secret_access_key not in page
+    finally:
+        drop_schema(schema)

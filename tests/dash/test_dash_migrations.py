@@ -18,15 +18,17 @@ from tests.storage.s3_server import S3Server
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 
-def make_job(server: RunningServer, s3: S3Server, account: str = "acme", **extra: object) -> Job:
-    """A job of ``account`` from a moto bucket of three objects into a Conveyor bucket. No worker
-    runs its pipeline, so it stays as the test leaves it."""
+def make_job(
+    server: RunningServer, s3: S3Server, account: str = "acme", bucket_url: str | None = None, **extra: object
+) -> Job:
+    """A job of ``account`` from a moto bucket of three objects into a Conveyor bucket (at
+    ``bucket_url`` if given). No worker runs its pipeline, so it stays as the test leaves it."""
     bucket = s3.new_bucket()
     client = s3.client()
     for n in range(3):
         client.put_object(Bucket=bucket, Key=f"k{n}", Body=b"x" * 10)  # type: ignore[attr-defined]
     cv = server.service.client(account)
-    cv.create_bucket(f"copy-{bucket}")
+    cv.create_bucket(f"copy-{bucket}", url=bucket_url)
     job = cv.slurper.create_job(
         source=s3_source(s3, bucket, **extra), target={"vendor": "r2", "bucket": f"copy-{bucket}"}
     )
