@@ -5,10 +5,12 @@ read-only, queue-scoped and other accounts' sessions)."""
 
 from __future__ import annotations
 
+import datetime
 import re
 
+from conveyor.server.dash import migrations, views
 from conveyor.server.testing import RunningServer
-from conveyor.slurper import Job
+from conveyor.slurper import Job, JobProgress
 from conveyor.slurper.store import job_store
 from tests.dash.conftest import csrf_of, logged_in
 from tests.slurper.conftest import pipeline_running, s3_source, wait_for
@@ -176,3 +178,28 @@ def test_live_figures_count_objects_and_bytes_as_a_worker_copies(server: Running
     live = client.get(f"/dash/a/acme/migrations/{job.id}/live").text
     assert 'id="live-status">completed<' in live
     assert re.search(r'id="live-objects">3 / 3<', live) and "100%" in live and "30 B / 30 B" in live
+
+
+def test_the_rate_and_eta_come_from_the_polls_of_the_last_minute() -> None:
+    rates = views.RateBook()
+    start = datetime.datetime(2026, 12, 4, tzinfo=datetime.UTC)
+
+    def progress(done: int, copied: int, *, listed: bool = True, status: str = "running") -> JobProgress:
+        return JobProgress("j1", start, status, 100, done, 0, 0, 100_000, copied, listed)  # type: ignore[arg-type]
+
+    first = rates.figures(progress(10, 10_000), now_ms=1_000)
+    assert (first.objects_per_s, first.eta_s, first.percent) == (None, None, 10.0)  # one sample: no rate yet
+    later = rates.figures(progress(30, 30_000), now_ms=11_000)
+    assert later.objects_per_s == 2.0 and later.bytes_per_s == 2_000.0 and later.eta_s == 35.0
+    listing = rates.figures(progress(40, 40_000, listed=False), now_ms=21_000)
+    assert listing.objects_per_s == 1.5 and listing.eta_s is None and listing.percent is None
+    much_later = rates.figures(progress(50, 50_000), now_ms=200_000)  # older samples are forgotten
+    assert much_later.objects_per_s is None
+    paused = rates.figures(progress(50, 50_000, status="paused"), now_ms=210_000)
+    assert paused.objects_per_s is None and paused.eta_s is None
+    assert views.size(0) == "0 B" and views.size(1536) == "1.5 KiB" and views.duration(3725) == "1 h 2 min"
+
+
+def test_an_endpoint_shows_without_credentials_written_into_its_url() -> None:
+    shown = dict(migrations._shown({"vendor": "s3", "endpoint": "https://AKIA:s3cret@s3.example:9000/x", "keys": None}))
+    assert shown == {"vendor": "s3", "endpoint": "https://s3.example:9000/x"}

@@ -9,6 +9,8 @@ token's session does not see them."""
 from __future__ import annotations
 
 import re
+import urllib.parse
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -118,8 +120,8 @@ def _job_page(request: Request, visit: Visit) -> dict[str, Any]:
         **live,
         "visit": visit,
         "info": info,
-        "source": [(k, v) for k, v in info.source.items() if k != "keys" and v is not None],
-        "target": [(k, v) for k, v in info.target.items() if v is not None],
+        "source": _shown(info.source),
+        "target": _shown(info.target),
         "keys": (keys[:KEYS_SHOWN], len(keys)) if keys else None,
         "logs": logs[:LOGS_PAGE],
         "more_logs": len(logs) > LOGS_PAGE,
@@ -131,6 +133,20 @@ def _job_page(request: Request, visit: Visit) -> dict[str, Any]:
         "poll": POLL_SECONDS,
         "tools": tools(request, account, visit),
     }
+
+
+def _shown(end: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """A source's or target's public fields as the page lists them (a key list apart), an endpoint
+    without any ``user:password@`` a tenant may have written into its URL."""
+    shown = []
+    for name, value in end.items():
+        if name == "keys" or value is None:
+            continue
+        if name == "endpoint":
+            parts = urllib.parse.urlsplit(str(value))
+            value = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+        shown.append((name, value))
+    return shown
 
 
 @page
