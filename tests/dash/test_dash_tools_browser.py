@@ -6,6 +6,7 @@ package's version opened with its SRIs. Screenshots go to ``test-artifacts/dash/
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from conveyor.cdn.tarball import sri
 from conveyor.slurper import Job
 from tests.dash.browser import screenshot_path
 from tests.dash.test_dash_browser import ACCOUNT, WAIT_MS, browser, log_in, page, served  # the browser and a server
-from tests.server.process import ServeProcess
+from tests.server.process import ServeProcess, create_token
 from tests.slurper.conftest import pipeline_running, s3_source
 from tests.storage.conftest import s3_server as s3_server  # the source's moto_server
 from tests.storage.s3_server import S3Server, start_s3_server
@@ -135,3 +136,27 @@ def test_open_a_cdn_packages_version_and_its_sris(
     expect(page.locator('tr[data-file="alpha.min.js"] td.sri')).to_have_text(sri(TREE["alpha/1.0.0/alpha.min.js"]))
     expect(page.locator('tr[data-file="css/alpha.css"] td.sri')).to_have_text(sri(TREE["alpha/1.0.0/css/alpha.css"]))
     page.screenshot(path=screenshot_path("cdn-version"), full_page=True)
+
+
+def test_a_read_only_browser_session_cannot_pause_a_migration_even_by_crafting_the_post(
+    page: Page, served: ServeProcess, client: conveyor.Conveyor, s3_server: S3Server
+) -> None:
+    source = s3_server.new_bucket()
+    s3_server.client().put_object(Bucket=source, Key="one", Body=b"1")  # type: ignore[attr-defined]
+    client.create_bucket("copy")
+    job = client.slurper.create_job(source=s3_source(s3_server, source), target={"vendor": "r2", "bucket": "copy"})
+    reader = dataclasses.replace(served, token=create_token(served.data, ACCOUNT, "--read-only"))
+    log_in(page, reader)
+    page.goto(f"{served.url}/dash/a/{ACCOUNT}/migrations/{job.id}")
+    expect(page.locator("#live-status")).to_have_text("running")
+    expect(page.get_by_text("Pause…")).to_have_count(0)
+    expect(page.get_by_role("button", name="Abort")).to_have_count(0)
+    csrf = page.locator('input[name="csrf"]').first.get_attribute("value")  # the logout form's
+    crafted = page.request.post(
+        f"{served.url}/dash/a/{ACCOUNT}/migrations/{job.id}/pause",
+        form={"csrf": csrf or "", "confirm": "yes"},
+        headers={"origin": served.url},
+    )
+    assert crafted.status == 403 and "read-only" in crafted.text()
+    assert job.info().status == "running"
+    page.screenshot(path=screenshot_path("migration-read-only"), full_page=True)
