@@ -147,5 +147,7 @@ def test_the_cdn_and_migrations_pages_on_a_postgres_deployment(
             assert sri(TREE["alpha/1.0.0/alpha.js"]) in version
             page = client.get(f"/dash/a/acme/migrations/{job.id}").text
             assert "migrationStart" in page and s3_server.secret_access_key not in page
+            assert [e.log_type for e in job.logs(log_type="migrationStart")] == ["migrationStart"]
+            assert job.logs(log_type="migrationAbort") == []
     finally:
         drop_schema(schema)
