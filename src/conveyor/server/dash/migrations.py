@@ -61,7 +61,7 @@ def _rows(request: Request, visit: Visit) -> dict[str, Any]:
     jobs = Slurper(client).list_jobs(limit=JOBS_PAGE + 1, offset=offset)
     rows = []
     for info in jobs[:JOBS_PAGE]:
-        progress = Slurper(client).job(info.id).progress()
+        progress = Job(client, info.id).progress()  # listed just now: no second look-up
         rows.append((info, progress, rates.figures(progress, now)))
     return {
         "account": account,
