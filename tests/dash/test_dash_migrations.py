@@ -65,6 +65,8 @@ def test_an_account_without_jobs_has_no_migrations_link(server: RunningServer) -
     client = logged_in(server, secret)
     assert "/migrations" not in client.get("/dash/a/acme").text
     assert "no migration jobs" in client.get("/dash/a/acme/migrations").text
+    bad = client.get("/dash/a/acme/migrations", params={"offset": "-1"})
+    assert bad.status_code == 400 and "offset" in bad.text
 
 
 def test_logs_are_filtered_by_type_and_hostile_messages_and_keys_render_as_text(

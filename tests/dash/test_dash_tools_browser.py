@@ -1,8 +1,9 @@
 """The dashboard's migrations and CDN in a real browser (Debian's chromium, headless, driven by
 Playwright) against a real ``conveyor serve``: a migration between two real S3 servers (two
 moto_servers) is watched, paused through the UI with its confirmation, resumed, and aborted with
-its id typed; a CDN seeded by ``cdn import`` of a small ``ajax/libs`` tree is searched and a
-package's version opened with its SRIs. Screenshots go to ``test-artifacts/dash/``."""
+its id typed, and a read-only session's crafted pause is refused; a CDN seeded by ``cdn import``
+of a small ``ajax/libs`` tree is searched and a package's version opened with its SRIs.
+Screenshots go to ``test-artifacts/dash/``."""
 
 from __future__ import annotations
 
@@ -20,27 +21,26 @@ from conveyor.cdn.importer import import_tree
 from conveyor.cdn.tarball import sri
 from conveyor.slurper import Job
 from tests.dash.browser import screenshot_path
-from tests.dash.test_dash_browser import ACCOUNT, WAIT_MS, browser, log_in, page, served  # the browser and a server
+from tests.dash.test_dash_browser import (  # the browser, a server, and a client of its deployment
+    ACCOUNT,
+    WAIT_MS,
+    browser,
+    client,
+    log_in,
+    page,
+    served,
+)
 from tests.server.process import ServeProcess, create_token
 from tests.slurper.conftest import pipeline_running, s3_source
 from tests.storage.conftest import s3_server as s3_server  # the source's moto_server
 from tests.storage.s3_server import S3Server, start_s3_server
 
-__all__ = ["browser", "page", "served"]
+__all__ = ["browser", "client", "page", "served"]
 # The worker's cap lets two objects through a second, one after the other: the page sees the count
 # move every few seconds (a batch of ten is counted at once), and the job runs for over a minute,
 # so it is still running when it is paused.
 OBJECTS, OBJECT_BYTES = 200, 4096
 BYTES_PER_SECOND = 2 * OBJECT_BYTES
-
-
-@pytest.fixture
-def client(served: ServeProcess) -> Iterator[conveyor.Conveyor]:
-    cv = conveyor.connect(f"sqlite://{served.data}", account_id=ACCOUNT)
-    try:
-        yield cv
-    finally:
-        cv.close()
 
 
 @pytest.fixture

@@ -27,9 +27,8 @@ from conveyor.cdn.errors import CdnNotInitialized, PackageNotFound
 from conveyor.cdn.metadata import METADATA_NAMESPACE, Catalog, sort_versions
 from conveyor.cdn.store import CdnStore, VersionRow
 from conveyor.client.sync import Conveyor
-from conveyor.errors import InvalidRequest
 from conveyor.server.dash import views
-from conveyor.server.dash.pages import Visit, client_of, dashboard, page, render, tools
+from conveyor.server.dash.pages import Visit, client_of, dashboard, offset_of, page, render, tools
 from conveyor.server.service import blocking
 from conveyor.storage.kv_errors import KVNamespaceNotFound
 
@@ -99,7 +98,7 @@ def _packages(request: Request, visit: Visit) -> dict[str, Any]:
     if wanted:
         found = set(cdn.store.search(cdn.account, wanted))
         names = [n for n in names if wanted.lower() in n.lower() or n in found]
-    offset = _offset(request)
+    offset = offset_of(request)
     shown = names[offset : offset + PACKAGES_PAGE]
     records = {r.get("name"): r for r in cdn.catalog.packages(shown)} if cdn.catalog is not None and shown else {}
     rows = []
@@ -118,13 +117,6 @@ def _packages(request: Request, visit: Visit) -> dict[str, Any]:
         "more": offset + PACKAGES_PAGE < len(names),
         "page_size": PACKAGES_PAGE,
     }
-
-
-def _offset(request: Request) -> int:
-    raw = request.query_params.get("offset", "0")
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 12:
-        raise InvalidRequest(f"offset is {raw!r}; it must be a whole number, 0 or more")
-    return int(raw)
 
 
 @page

@@ -19,7 +19,7 @@ from starlette.responses import RedirectResponse, Response
 from conveyor.client.sync import Conveyor
 from conveyor.errors import InvalidRequest
 from conveyor.server.dash import views
-from conveyor.server.dash.pages import POLL_SECONDS, Visit, action, client_of, dashboard, page, render, tools
+from conveyor.server.dash.pages import POLL_SECONDS, Visit, action, client_of, dashboard, offset_of, page, render, tools
 from conveyor.server.service import blocking
 from conveyor.slurper import Job, JobNotFound, Slurper
 from conveyor.slurper.model import LOG_TYPES
@@ -46,16 +46,9 @@ def _job(request: Request, visit: Visit) -> tuple[str, Conveyor, Job]:
     return account, client, Slurper(client).job(job_id)
 
 
-def _offset(request: Request) -> int:
-    raw = request.query_params.get("offset", "0")
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 12:
-        raise InvalidRequest(f"offset is {raw!r}; it must be a whole number, 0 or more")
-    return int(raw)
-
-
 def _rows(request: Request, visit: Visit) -> dict[str, Any]:
     account, client = _account(request, visit)
-    offset = _offset(request)
+    offset = offset_of(request)
     rates = dashboard(request).rates
     now = client.engine.clock.now_ms()
     jobs = Slurper(client).list_jobs(limit=JOBS_PAGE + 1, offset=offset)
@@ -112,7 +105,7 @@ def _job_page(request: Request, visit: Visit) -> dict[str, Any]:
     log_type = request.query_params.get("type", "") or None
     if log_type is not None and log_type not in LOG_TYPES:
         raise InvalidRequest(f"type is {log_type!r}; it must be one of {', '.join(LOG_TYPES)}")
-    offset = _offset(request)
+    offset = offset_of(request)
     logs = job.logs(LOGS_PAGE + 1, offset, log_type=log_type)
     info = job.info()
     keys = info.source.get("keys")

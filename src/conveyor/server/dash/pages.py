@@ -186,6 +186,14 @@ async def read_form(request: Request) -> dict[str, str]:
     return form
 
 
+def offset_of(request: Request) -> int:
+    """A paged list's ``offset`` query parameter (0 when absent)."""
+    raw = request.query_params.get("offset", "0")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 12:
+        raise InvalidRequest(f"offset is {raw!r}; it must be a whole number, 0 or more")
+    return int(raw)
+
+
 # -- login ------------------------------------------------------------------------------------
 async def login_form(request: Request) -> Response:
     no_auth = dashboard(request).service.auth.no_auth
