@@ -31,9 +31,8 @@ import httpx
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from harness import emit, scratch_directory  # noqa: E402
-
 from conveyor.server.testing import running_server  # noqa: E402
+from harness import emit, scratch_directory  # noqa: E402
 
 SERVER = os.environ.get("CONVEYOR_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 NEXT = re.compile(r'href="\?([^"]+)" id="next-page"')
