@@ -194,3 +194,44 @@ def test_pause_resume_restart_and_terminate_through_the_ui(
     assert inst.status().status == "terminated"
     expect(page.get_by_role("button", name="Pause")).to_have_count(0)
     page.screenshot(path=screenshot_path("instance-terminated"), full_page=True)
+
+
+def test_browse_ten_thousand_instances(page: Page, served: ServeProcess) -> None:
+    with conveyor.connect(f"sqlite://{served.data}", account_id=ACCOUNT) as cv:
+        wf = cv.put_workflow("bulk")  # no worker runs it: its instances stay queued
+        for start in range(0, 10_000, 100):
+            assert not wf.create_batch(
+                [{"id": f"b{k:05d}", "params": {"k": k}} for k in range(start, start + 100)]
+            ).errors
+        for instance_id in ("b00007", "b04321", "b09990"):
+            wf.get(instance_id).pause()
+    log_in(page, served)
+    page.get_by_role("link", name="Workflows").click()
+    row = page.locator('tr[data-workflow="bulk"]')
+    expect(row.locator("td.count-queued")).to_have_text("9997")
+    expect(row).to_contain_text("no worker")
+    row.get_by_role("link", name="bulk").click()
+    rows = page.locator("tr[data-instance]")
+    expect(rows).to_have_count(50)
+    expect(rows.first).to_have_attribute("data-instance", "b09999")
+    page.get_by_role("link", name="Next 50").click()
+    expect(rows.first).to_have_attribute("data-instance", "b09949")
+    page.screenshot(path=screenshot_path("workflow-10k-page-2"), full_page=True)
+    page.get_by_role("link", name="First page").click()
+    expect(rows.first).to_have_attribute("data-instance", "b09999")
+
+    page.get_by_label("Status", exact=True).select_option("paused")
+    page.get_by_role("button", name="Filter").click()
+    expect(rows).to_have_count(3)
+    expect(page.get_by_role("link", name="Next 50")).to_have_count(0)
+    page.screenshot(path=screenshot_path("workflow-10k-paused"), full_page=True)
+    page.get_by_role("link", name="Clear").click()
+    page.get_by_label("Instance id").fill("b04321")
+    page.keyboard.press("Enter")
+    expect(rows).to_have_count(1)
+    page.get_by_role("link", name="b04321").click()
+    expect(page.locator("#instance-status")).to_have_text("paused")
+    expect(page.get_by_text("No step has run yet.")).to_be_visible()
+    page.emulate_media(color_scheme="dark")
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone
+    page.screenshot(path=screenshot_path("instance-phone-dark"), full_page=True)
