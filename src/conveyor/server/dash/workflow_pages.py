@@ -27,7 +27,7 @@ from conveyor.workflows.client import COMPONENT, Instance, Workflow, check_insta
 from conveyor.workflows.databases import open_served_store
 from conveyor.workflows.errors import InstanceNotFound
 from conveyor.workflows.execution import queue_name
-from conveyor.workflows.model import FINISHED, STATUSES
+from conveyor.workflows.model import FINISHED, STATUSES, InstanceSummary
 from conveyor.workflows.records import list_workflows
 from conveyor.workflows.store import WorkflowStore
 from conveyor.workflows.traces import check_trace_id, trace_tree
@@ -128,27 +128,15 @@ async def instances(request: Request, visit: Visit) -> Response:
         if wanted:  # an id is unique in its workflow: the one instance, or none
             check_instance_id(wanted)
             try:
-                found = [wf.get(wanted)]
+                found = [_summary_of(wf.get(wanted))]
             except InstanceNotFound:
                 found = []
-            rows = [_summary_of(i) for i in found]
-            next_cursor = None
+            summaries, next_cursor = found, None
         else:
             listed = wf.list_instances(
                 status or None, date_start=start, date_end=end, cursor=cursor, per_page=PER_PAGE, direction=order
             )
-            rows = [
-                {
-                    "id": s.id,
-                    "status": s.status,
-                    "created": _when(s.created_on),
-                    "started": _when(s.started_on),
-                    "ended": _when(s.ended_on),
-                    "version": s.version_id,
-                }
-                for s in listed.instances
-            ]
-            next_cursor = listed.cursor
+            summaries, next_cursor = listed.instances, listed.cursor
         dates = {k: query.get(k, "") for k in ("from", "to") if query.get(k, "")}
         kept = {**({"status": status} if status else {}), **dates, "order": order}
         return {
@@ -158,7 +146,7 @@ async def instances(request: Request, visit: Visit) -> Response:
             "record": wf.record,
             "counts": wf.instance_counts(date_start=start, date_end=end),
             "no_worker": queue_name(wf.name) not in _workers_run(request, account),
-            "rows": rows,
+            "rows": [_row(s) for s in summaries],
             "statuses": STATUSES,
             "chosen": status,
             "from_": query.get("from", ""),
@@ -179,15 +167,20 @@ def _when(when: datetime.datetime | None) -> str:
     return "" if when is None else when.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _summary_of(instance: Instance) -> dict[str, Any]:
+def _summary_of(instance: Instance) -> InstanceSummary:
+    """The list's row of one instance (the id search's answer)."""
     status = instance.status()
+    return InstanceSummary(status.id, status.status, status.queued, None, status.start, status.end, status.version_id)
+
+
+def _row(summary: InstanceSummary) -> dict[str, str]:
     return {
-        "id": status.id,
-        "status": status.status,
-        "created": _when(status.queued),
-        "started": _when(status.start),
-        "ended": _when(status.end),
-        "version": status.version_id,
+        "id": summary.id,
+        "status": summary.status,
+        "created": _when(summary.created_on),
+        "started": _when(summary.started_on),
+        "ended": _when(summary.ended_on),
+        "version": summary.version_id,
     }
 
 
