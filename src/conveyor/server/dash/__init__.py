@@ -12,7 +12,14 @@ Structure (the whole dashboard; the first slice builds the parts marked *built*)
     /dash/a/{acc}/q/{q}    a queue: live figures, charts of backlog and concurrency,
                            settings, consumer, peeked messages; pause / resume, purge,
                            a dead letter queue's redrive                                  (built)
-    /dash/a/{acc}/workflows[/{name}[/{instance}]]  instances, a step timeline            (later)
+    /dash/a/{acc}/workflows the account's workflows: versions, counts by status,
+                           "no worker"                                                    (built)
+    /dash/a/{acc}/workflows/{wf}  its instances: filters (status, dates, id), cursor
+                           pages                                                          (built)
+    /dash/a/{acc}/workflows/{wf}/i/{id}  an instance: params, output, error, trace, the
+                           step timeline (a Gantt); pause / resume / terminate /
+                           restart / send event                                           (built)
+    /dash/a/{acc}/trace/{trace_id}  a trace's tree (``conveyor trace ID``)               (built)
     /dash/a/{acc}/migrations, /cdn, /prober, /buckets, /kv                                 (later)
     /dash/static/{file}    the vendored htmx and uPlot, the dashboard's CSS and JS       (built)
 
@@ -40,7 +47,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from conveyor.server.access import DASHBOARD, DeclaredRoute, declared
-from conveyor.server.dash import pages
+from conveyor.server.dash import pages, workflow_pages
 
 STATIC = resources.files("conveyor.server.dash").joinpath("static")
 # Only the files the package ships are served, read once: no path from a request touches the disk.
@@ -67,6 +74,8 @@ async def static(request: Request) -> Response:
 
 A = "/dash/a/{account_id}"
 Q = A + "/q/{queue_name}"
+WF = A + "/workflows/{workflow_name}"
+INST = WF + "/i/{instance_id}"
 ROUTES: list[DeclaredRoute] = [
     declared("/dash", pages.home, "GET", DASHBOARD),
     declared("/dash/login", pages.login_form, "GET", DASHBOARD),
@@ -83,4 +92,13 @@ ROUTES: list[DeclaredRoute] = [
     declared(Q + "/resume", pages.resume, "POST", DASHBOARD),
     declared(Q + "/purge", pages.purge, "POST", DASHBOARD),
     declared(Q + "/redrive", pages.redrive, "POST", DASHBOARD),
+    declared(A + "/workflows", workflow_pages.workflows, "GET", DASHBOARD),
+    declared(WF, workflow_pages.instances, "GET", DASHBOARD),
+    declared(INST, workflow_pages.instance_page, "GET", DASHBOARD),
+    declared(INST + "/pause", workflow_pages.pause, "POST", DASHBOARD),
+    declared(INST + "/resume", workflow_pages.resume, "POST", DASHBOARD),
+    declared(INST + "/terminate", workflow_pages.terminate, "POST", DASHBOARD),
+    declared(INST + "/restart", workflow_pages.restart, "POST", DASHBOARD),
+    declared(INST + "/event", workflow_pages.send_event, "POST", DASHBOARD),
+    declared(A + "/trace/{trace_id}", workflow_pages.trace, "GET", DASHBOARD),
 ]

@@ -94,6 +94,11 @@ class Session:
         if not self.operator and account_id != self.account_id:
             raise QueueNotFound(f"account {account_id!r} has nothing here for this session")
 
+    @property
+    def whole_account(self) -> bool:
+        """Whether the token reaches its whole account (not some queues only): workflows need it."""
+        return self.token is None or not self.token.queues
+
     def sees(self, queue_name: str) -> bool:
         return self.token is None or self.token.allows_queue(queue_name)
 
