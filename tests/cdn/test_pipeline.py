@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import tarfile
 from pathlib import Path
@@ -96,6 +97,29 @@ def test_an_update_downloads_new_versions_and_records_their_selected_files(
         }
         assert ended(cv, DOWNLOAD_WORKFLOW, download_id(account_of(cv), "widget", "2.0.0")) == "complete"
         assert sorted(versions(cv, "widget")) == ["1.0.0", "1.1.0", "2.0.0", "2.0.0-beta.1"]
+
+
+def test_files_of_a_type_the_cdn_does_not_serve_are_skipped_so_a_packaged_gz_takes_no_compressed_key(
+    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path
+) -> None:
+    source = b"var packaged = 1;"
+    registry.publish(
+        "widget",
+        "1.0.0",
+        build_tarball({"dist/widget.js": source, "dist/widget.js.gz": b"the package's own gzip", "dist/NOTES": b"n"}),
+    )
+    setup(cv, registry, tmp_path, ["*"])
+    with worker(cv):
+        cdn.update(cv)
+        assert ended(cv, PUBLISH_WORKFLOW, publish_id(account_of(cv), "widget", "1.0.0")) == "complete"
+    row = versions(cv, "widget")["1.0.0"]
+    assert [f["dest"] for f in row.files] == ["widget.js"]
+    assert row.skipped == [
+        "dist/NOTES: not a file type the CDN serves",
+        "dist/widget.js.gz: not a file type the CDN serves",
+    ]
+    # The compressed copy at widget.js.gz is the compressor's, of widget.js.
+    assert gzip.decompress(cv.bucket("cdn").get("widget/1.0.0/widget.js.gz").bytes()) == source
 
 
 def _escaping(archive: tarfile.TarFile) -> None:

@@ -67,7 +67,7 @@ def test_pause_a_running_migration_between_two_s3_servers(
         log_in(page, served)
         page.get_by_role("link", name="Migrations", exact=True).click()
         row = page.locator(f'tr[data-job="{job.id}"]')
-        expect(row.locator(".status")).to_have_text("running")
+        expect(row.locator(".job-status")).to_have_text("running")
         progressed = re.compile(r"^[1-9]\d* / ")  # the rows' poll shows objects copied
         expect(row.locator("td.objects")).to_have_text(progressed, timeout=WAIT_MS)
         page.screenshot(path=screenshot_path("migrations"), full_page=True)

@@ -67,6 +67,14 @@ CATEGORIES = {
     "hpb": "Other",
 }
 UNCOMPRESSED_EXTENSIONS = (".woff2",)  # stored and served as they are: no .br/.gz copies
+# What cdnjs's origin serves: the API's whitelist and avif; any other file type gets 403.
+SERVED_EXTENSIONS = frozenset([*CATEGORIES, "avif"])
+
+
+def served(path: str) -> bool:
+    """Whether a file at ``path`` is of a type the CDN serves (its last extension, any case)."""
+    _, dot, extension = path.rpartition("/")[2].rpartition(".")
+    return bool(dot) and extension.lower() in SERVED_EXTENSIONS
 
 
 def metadata_namespace(cv: conveyor.Conveyor) -> KVNamespace:

@@ -42,6 +42,7 @@ from conveyor.cdn.compression import (
 )
 from conveyor.cdn.config import CdnSettings
 from conveyor.cdn.errors import IntegrityMismatch, InvalidTarball, PackageNotFound, UnknownPackage
+from conveyor.cdn.metadata import served
 from conveyor.cdn.minify import MinifyFailed, minify, plan_minified
 from conveyor.cdn.publish import COPY_BATCH, Publisher
 from conveyor.cdn.registry import Dist, RegistryClient, new_versions
@@ -156,7 +157,13 @@ class _Pipeline:
             raise conveyor.NonRetryableError(f"{name}@{version}: {exc}") from None
         for reason in skipped:
             log.info("cdn %s@%s: skipped %s", name, version, reason)
-        selected = config.file_map.select(files)
+        selected = {}
+        for path, dest in config.file_map.select(files).items():
+            if served(dest):
+                selected[path] = dest
+            else:  # never served (403), and a `.gz`/`.br` would take a compressed copy's key
+                skipped.append(f"{path}: not a file type the CDN serves")
+                log.info("cdn %s@%s: skipped %s: not a file type the CDN serves", name, version, path)
         if not selected:
             raise conveyor.NonRetryableError(f"{name}@{version}: autoupdate.fileMap selects no file of the tarball")
         minified = plan_minified(selected, files, config.optimization)

@@ -56,7 +56,7 @@ import uvicorn
 
 import conveyor
 from conveyor.cdn import api
-from conveyor.cdn.metadata import CATEGORIES, UNCOMPRESSED_EXTENSIONS, Catalog, metadata_namespace
+from conveyor.cdn.metadata import SERVED_EXTENSIONS, UNCOMPRESSED_EXTENSIONS, Catalog, metadata_namespace
 from conveyor.cdn.pipeline import account_of
 from conveyor.cdn.sources import ObjectSource
 from conveyor.cdn.store import CdnStore
@@ -77,7 +77,6 @@ ANSWER_SECONDS = 5.0  # a successful API answer is reused this long
 MAX_ANSWERS = 10_000
 FILE_PATH = re.compile(r"^/ajax/libs/(?P<name>[a-zA-Z0-9._-]+)/(?P<version>[^/]+)/(?P<path>.+)$")
 LIBRARY_PATH = re.compile(r"^/libraries/(?P<name>[^/]+)(?:/(?P<version>[^/]+))?/?$")
-EXTENSIONS = frozenset([*CATEGORIES, "avif"])
 # Legacy names cdnjs's origin still maps to the package that took them over.
 ALIASES = {"pie": "css3pie", "nicescroll": "jquery.nicescroll"}
 MEDIA_TYPES = {
@@ -327,7 +326,7 @@ class CdnApp:
         if any(segment in ("", ".", "..") for segment in path[len("/ajax/libs/") :].split("/")):
             return (404, "not found")
         extension = path.rsplit("/", 1)[-1].rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
-        if extension not in EXTENSIONS:
+        if extension not in SERVED_EXTENSIONS:
             return (403, "invalid file type")
         if extension == "swf" and query:
             return (403, "invalid request")

@@ -1,5 +1,5 @@
 """Where a deployment's workflow store lives: ``workflows.db`` in a SQLite deployment's directory,
-tables of migrations 0007, 0010, 0011 and 0014 in a PostgreSQL one.
+tables of migrations 0007, 0010, 0011, 0014 and 0022 in a PostgreSQL one.
 
 >>> store = open_store(cv.deployment, cv.engine.clock)
 """
@@ -19,15 +19,17 @@ from conveyor.workflows.store import WorkflowStore
 
 T = TypeVar("T")
 SQLITE_FILE = "workflows.db"
-SQLITE_VERSION = 4
+SQLITE_VERSION = 5
 # A new file is made at version 1 (sqlite_schema.sql) and brought up by the same scripts that
 # upgrade an old one, from version v to v + 1: 1 -> 2 adds cron ticks and counters; 2 -> 3 keeps
 # the code's settings apart from a PUT's and adds the versions table; 3 -> 4 records instances'
-# traceparents and origins and indexes them by trace id.
+# traceparents and origins and indexes them by trace id; 4 -> 5 indexes them by status and creation
+# time (a status filter's pages).
 SQLITE_UPGRADES = {
     1: load_script("conveyor.workflows", "sqlite_v1_to_v2.sql"),
     2: load_script("conveyor.workflows", "sqlite_v2_to_v3.sql"),
     3: load_script("conveyor.workflows", "sqlite_v3_to_v4.sql"),
+    4: load_script("conveyor.workflows", "sqlite_v4_to_v5.sql"),
 }
 
 

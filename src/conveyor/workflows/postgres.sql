@@ -110,12 +110,36 @@ WHERE account = %(account)s AND workflow = %(workflow)s
     AND (CAST(%(after_ms)s AS bigint) IS NULL OR created_ms > %(after_ms)s OR (created_ms = %(after_ms)s AND id > %(after_id)s))
 ORDER BY created_ms, id LIMIT %(limit)s;
 
+-- name: list_instances_of_status_asc
+-- The same, of one status (a query of its own, so the planner takes the status index).
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+FROM workflow_instances
+WHERE account = %(account)s AND workflow = %(workflow)s
+    AND status = %(status)s
+    AND (CAST(%(start_ms)s AS bigint) IS NULL OR created_ms >= CAST(%(start_ms)s AS bigint))
+    AND (CAST(%(end_ms)s AS bigint) IS NULL OR created_ms <= CAST(%(end_ms)s AS bigint))
+    AND (CAST(%(after_ms)s AS bigint) IS NULL OR created_ms > %(after_ms)s OR (created_ms = %(after_ms)s AND id > %(after_id)s))
+ORDER BY created_ms, id LIMIT %(limit)s;
+
 -- name: list_instances_desc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
     waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE account = %(account)s AND workflow = %(workflow)s
     AND (CAST(%(status)s AS text) IS NULL OR status = CAST(%(status)s AS text))
+    AND (CAST(%(start_ms)s AS bigint) IS NULL OR created_ms >= CAST(%(start_ms)s AS bigint))
+    AND (CAST(%(end_ms)s AS bigint) IS NULL OR created_ms <= CAST(%(end_ms)s AS bigint))
+    AND (CAST(%(after_ms)s AS bigint) IS NULL OR created_ms < %(after_ms)s OR (created_ms = %(after_ms)s AND id < %(after_id)s))
+ORDER BY created_ms DESC, id DESC LIMIT %(limit)s;
+
+-- name: list_instances_of_status_desc
+-- The same, of one status (a query of its own, so the planner takes the status index).
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+FROM workflow_instances
+WHERE account = %(account)s AND workflow = %(workflow)s
+    AND status = %(status)s
     AND (CAST(%(start_ms)s AS bigint) IS NULL OR created_ms >= CAST(%(start_ms)s AS bigint))
     AND (CAST(%(end_ms)s AS bigint) IS NULL OR created_ms <= CAST(%(end_ms)s AS bigint))
     AND (CAST(%(after_ms)s AS bigint) IS NULL OR created_ms < %(after_ms)s OR (created_ms = %(after_ms)s AND id < %(after_id)s))

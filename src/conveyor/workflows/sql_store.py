@@ -336,7 +336,9 @@ class SqlWorkflowStore(WorkflowStore):
             "after_id": far[1],
             "limit": limit,
         }
-        query = "list_instances_desc" if descending else "list_instances_asc"
+        query = ("list_instances_of_status_" if status is not None else "list_instances_") + (
+            "desc" if descending else "asc"
+        )
         rows = self._db.transaction(lambda tx: self._rows(tx, query, **params))
         return [_instance(r) for r in rows]
 

@@ -109,12 +109,36 @@ WHERE account = :account AND workflow = :workflow
     AND (:after_ms IS NULL OR created_ms > :after_ms OR (created_ms = :after_ms AND id > :after_id))
 ORDER BY created_ms, id LIMIT :limit;
 
+-- name: list_instances_of_status_asc
+-- The same, of one status (a query of its own, so the planner takes the status index).
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+FROM workflow_instances
+WHERE account = :account AND workflow = :workflow
+    AND status = :status
+    AND (:start_ms IS NULL OR created_ms >= :start_ms)
+    AND (:end_ms IS NULL OR created_ms <= :end_ms)
+    AND (:after_ms IS NULL OR created_ms > :after_ms OR (created_ms = :after_ms AND id > :after_id))
+ORDER BY created_ms, id LIMIT :limit;
+
 -- name: list_instances_desc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
     waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
 FROM workflow_instances
 WHERE account = :account AND workflow = :workflow
     AND (:status IS NULL OR status = :status)
+    AND (:start_ms IS NULL OR created_ms >= :start_ms)
+    AND (:end_ms IS NULL OR created_ms <= :end_ms)
+    AND (:after_ms IS NULL OR created_ms < :after_ms OR (created_ms = :after_ms AND id < :after_id))
+ORDER BY created_ms DESC, id DESC LIMIT :limit;
+
+-- name: list_instances_of_status_desc
+-- The same, of one status (a query of its own, so the planner takes the status index).
+SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+FROM workflow_instances
+WHERE account = :account AND workflow = :workflow
+    AND status = :status
     AND (:start_ms IS NULL OR created_ms >= :start_ms)
     AND (:end_ms IS NULL OR created_ms <= :end_ms)
     AND (:after_ms IS NULL OR created_ms < :after_ms OR (created_ms = :after_ms AND id < :after_id))

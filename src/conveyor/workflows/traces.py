@@ -26,6 +26,7 @@ from conveyor.workflows.model import InstanceRow, StepRow
 
 if TYPE_CHECKING:
     from conveyor.client.sync import Conveyor
+    from conveyor.workflows.store import WorkflowStore
 
 # The most instances one tree shows (one under the store's largest page over HTTP, 1,000, so that
 # one more can be asked for); ``truncated`` says when more exist.
@@ -46,7 +47,7 @@ def check_trace_id(given: object) -> str:
     )
 
 
-def trace_tree(client: Conveyor, trace_id: str) -> dict[str, Any]:
+def trace_tree(client: Conveyor, trace_id: str, store: WorkflowStore | None = None) -> dict[str, Any]:
     """The trace's instances as a tree of plain JSON data: ``{"trace_id", "instances": [root
     instances], "summary": {"instances": {status: n}, "steps": {status: n}}, "truncated"}``; an
     instance is ``{"workflow", "id", "status", "error", "output", "created_on", "start", "end",
@@ -54,11 +55,12 @@ def trace_tree(client: Conveyor, trace_id: str) -> dict[str, Any]:
     "end", "error", "attempts": [{"number", "start", "end", "success", "error", "messages":
     [{"queue", "id", "instances": [...]}]}], "event", "children": [...]}`` where ``event`` is
     the event a completed ``waitForEvent`` took, ``{"type", "payload", "timestamp"}`` (else None).
-    Times are ISO-8601 UTC."""
+    Times are ISO-8601 UTC. ``store``: the workflow store to read (a server's own), else the
+    client's."""
     from conveyor.workflows.client import workflow_store
 
     trace_id = check_trace_id(trace_id)
-    store = workflow_store(client)
+    store = store if store is not None else workflow_store(client)
     account = client.deployment.account
     rows = store.instances_by_trace(account, trace_id, MAX_INSTANCES + 1)
     truncated = len(rows) > MAX_INSTANCES

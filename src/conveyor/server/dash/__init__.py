@@ -12,7 +12,14 @@ Structure (the whole dashboard; the first slice builds the parts marked *built*)
     /dash/a/{acc}/q/{q}    a queue: live figures, charts of backlog and concurrency,
                            settings, consumer, peeked messages; pause / resume, purge,
                            a dead letter queue's redrive                                  (built)
-    /dash/a/{acc}/workflows[/{name}[/{instance}]]  instances, a step timeline            (later)
+    /dash/a/{acc}/workflows the account's workflows: versions, counts by status,
+                           "no worker"                                                    (built)
+    /dash/a/{acc}/workflows/{wf}  its instances: filters (status, dates, id), cursor
+                           pages                                                          (built)
+    /dash/a/{acc}/workflows/{wf}/i/{id}  an instance: params, output, error, trace, the
+                           step timeline (a Gantt); pause / resume / terminate /
+                           restart / send event                                           (built)
+    /dash/a/{acc}/trace/{trace_id}  a trace's tree (``conveyor trace ID``)               (built)
     /dash/a/{acc}/migrations[/{job}]  migration jobs: live progress, rate and ETA;
                            a job's source, target and logs; pause / resume / abort        (built)
     /dash/a/{acc}/cdn[/p/{name}[/v/{version}]]  the CDN's packages, versions and their
@@ -45,7 +52,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from conveyor.server.access import DASHBOARD, DeclaredRoute, declared
-from conveyor.server.dash import cdn, migrations, pages
+from conveyor.server.dash import cdn, migrations, pages, workflow_pages
 
 STATIC = resources.files("conveyor.server.dash").joinpath("static")
 # Only the files the package ships are served, read once: no path from a request touches the disk.
@@ -72,6 +79,8 @@ async def static(request: Request) -> Response:
 
 A = "/dash/a/{account_id}"
 Q = A + "/q/{queue_name}"
+WF = A + "/workflows/{workflow_name}"
+INST = WF + "/i/{instance_id}"
 M = A + "/migrations"
 J = M + "/{job_id}"
 C = A + "/cdn"
@@ -92,6 +101,15 @@ ROUTES: list[DeclaredRoute] = [
     declared(Q + "/resume", pages.resume, "POST", DASHBOARD),
     declared(Q + "/purge", pages.purge, "POST", DASHBOARD),
     declared(Q + "/redrive", pages.redrive, "POST", DASHBOARD),
+    declared(A + "/workflows", workflow_pages.workflows, "GET", DASHBOARD),
+    declared(WF, workflow_pages.instances, "GET", DASHBOARD),
+    declared(INST, workflow_pages.instance_page, "GET", DASHBOARD),
+    declared(INST + "/pause", workflow_pages.pause, "POST", DASHBOARD),
+    declared(INST + "/resume", workflow_pages.resume, "POST", DASHBOARD),
+    declared(INST + "/terminate", workflow_pages.terminate, "POST", DASHBOARD),
+    declared(INST + "/restart", workflow_pages.restart, "POST", DASHBOARD),
+    declared(INST + "/event", workflow_pages.send_event, "POST", DASHBOARD),
+    declared(A + "/trace/{trace_id}", workflow_pages.trace, "GET", DASHBOARD),
     declared(M, migrations.jobs_page, "GET", DASHBOARD),
     declared(M + "/rows", migrations.jobs_rows, "GET", DASHBOARD),
     declared(J, migrations.job_page, "GET", DASHBOARD),

@@ -94,14 +94,14 @@ class Session:
         if not self.operator and account_id != self.account_id:
             raise QueueNotFound(f"account {account_id!r} has nothing here for this session")
 
-    def sees(self, queue_name: str) -> bool:
-        return self.token is None or self.token.allows_queue(queue_name)
-
     @property
     def whole_account(self) -> bool:
-        """Whether the session reaches its account's account-wide tools (migrations, the CDN):
-        a queue-scoped token does not, as over the REST API."""
+        """Whether the token reaches its whole account (not some queues only): workflows,
+        migrations and the CDN need it, as over the REST API."""
         return self.token is None or not self.token.queues
+
+    def sees(self, queue_name: str) -> bool:
+        return self.token is None or self.token.allows_queue(queue_name)
 
     def check_write(self) -> None:
         if self.read_only:

@@ -3,7 +3,7 @@
 "use strict";
 
 function confirmByName(form) {
-  const input = form.querySelector('input[name="confirm"]');
+  const input = form.querySelector(`input[name="${form.dataset.field || "confirm"}"]`);
   const button = form.querySelector('button[type="submit"]');
   const sync = () => { button.disabled = input.value !== form.dataset.name; };
   input.addEventListener("input", sync);
