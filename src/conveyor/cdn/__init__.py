@@ -88,7 +88,9 @@ the DownloadPackageWorkflow's fan-in marks it ``processed``:
 - ``CdnStore.files(account, name, version)`` lists every output file, originals and twins, with
   its ``size``, ``sha512`` (hex) and ``sri`` (``.js``/``.css`` only, originals and ``.min`` alike);
   a twin also names its original (``source``) and the minifier that made it (``tool``,
-  ``tool_version``), which are None for an original.
+  ``tool_version``); an original has no ``source``, and a ``tool`` only when it is an image that
+  was optimised in place (``zopflipy`` for ``.png``, ``mozjpeg-lossless-optimization`` for
+  ``.jpg``/``.jpeg``).
 """
 
 from __future__ import annotations
