@@ -131,6 +131,17 @@ def test_files_are_served_in_each_encoding_with_cdnjs_headers(
         assert "conveyor_cdn_cache_hits_total" in metrics and 'conveyor_cdn_responses_total{status="200"}' in metrics
 
 
+def exchange(url: str, wire: bytes) -> bytes:
+    """Everything the server at ``url`` sends back for ``wire`` on one connection, until it closes it."""
+    host, port = url.removeprefix("http://").split(":")
+    raw = b""
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(wire)
+        while chunk := connection.recv(65536):
+            raw += chunk
+    return raw
+
+
 def responses(raw: bytes, methods: list[str]) -> list[tuple[int, dict[str, str], bytes]]:
     """The HTTP/1.1 responses to ``methods``' requests, one after another in ``raw`` (each body of
     its Content-Length; none for HEAD and 304): status, headers, body."""
@@ -171,12 +182,7 @@ def test_pipelined_requests_on_one_connection_are_answered_in_order_cached_or_no
         wire = b"".join(
             f"{method} {target} HTTP/1.1\r\nHost: cdn\r\n{extra}\r\n\r\n".encode() for method, target, extra in requests
         )
-        host, port = server.url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=30) as connection:
-            connection.sendall(wire)
-            raw = b""
-            while chunk := connection.recv(65536):
-                raw += chunk
+        raw = exchange(server.url, wire)
     answers = responses(raw, [method for method, _, _ in requests])
     assert [status for status, _, _ in answers] == [200, 200, 304, 200, 200, 200, 200, 404, 200]
     for index in (0, 4, 8):
@@ -217,13 +223,7 @@ def test_cdnjs_legacy_names_serve_the_package_they_name_through_the_app_and_from
     wire = b"".join(f"GET {t} HTTP/1.1\r\nHost: cdn\r\nAccept-Encoding: identity\r\n\r\n".encode() for t in targets)
     wire += b"GET /ajax/libs/pie/1.0.0/lib.js HTTP/1.1\r\nHost: cdn\r\nAccept-Encoding: br\r\nConnection: close\r\n\r\n"
     with cdn_server(cv) as server:
-        host, port = server.url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=30) as connection:
-            connection.sendall(wire)
-            raw = b""
-            while chunk := connection.recv(65536):
-                raw += chunk
-        answers = responses(raw, ["GET"] * (len(targets) + 1))
+        answers = responses(exchange(server.url, wire), ["GET"] * (len(targets) + 1))
         assert server.app.cache_hits == len(LEGACY_NAMES)  # every second request of a name
         with httpx.Client(base_url=server.url) as client:  # the API knows the packages, not the names
             assert client.get("/libraries/css3pie").status_code == 200
