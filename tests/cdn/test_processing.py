@@ -302,7 +302,7 @@ def sigkilled_compressor(cv: conveyor.Conveyor, registry: Registry, tmp_path: Pa
     rng = random.Random(3)
     words = [bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(5000)]
     big = b" ".join(rng.choice(words) for _ in range(500_000))  # some seconds of brotli 11
-    files = {"dist/app.js": b"var answer = 40 + 2;\n", "dist/big.txt": big, "dist/small.txt": b"small"}
+    files = {"dist/app.js": b"var answer = 40 + 2;\n", "dist/big.map": big, "dist/small.map": b"small"}
     publish_widget(registry, "1.0.0", files)
     cdn.init(cv, registry=registry.url, **bucket_urls(cv))  # type: ignore[arg-type]
     cdn.add(cv, write_config(tmp_path, package_config("widget", ["*"])))
@@ -322,7 +322,7 @@ def sigkilled_compressor(cv: conveyor.Conveyor, registry: Registry, tmp_path: Pa
                 "the first compressor to be compressing the big file",
                 poll=0.02,
             )
-            assert not any(o.key.endswith("big.txt.gz") for o in cv.bucket("cdn-staging").list(prefix="files/"))
+            assert not any(o.key.endswith("big.map.gz") for o in cv.bucket("cdn-staging").list(prefix="files/"))
             first.kill()
             first.wait()
             second = compressor_process(cv.url, tmp_path / "compressor.log")
@@ -336,11 +336,11 @@ def sigkilled_compressor(cv: conveyor.Conveyor, registry: Registry, tmp_path: Pa
                 process.kill()
                 process.wait()
     found = outputs(cv, "1.0.0")
-    assert [f.dest for f in found] == ["app.js", "app.min.js", "big.txt", "small.txt"]
+    assert [f.dest for f in found] == ["app.js", "app.min.js", "big.map", "small.map"]
     check_staging(cv, "1.0.0", found)
     assert jobs.metrics().backlog_count == 0
     assert jobs.counters().sent == 4  # one job per output, none sent twice
-    big_gz = cv.bucket("cdn-staging").head("files/widget/1.0.0/big.txt.gz")
+    big_gz = cv.bucket("cdn-staging").head("files/widget/1.0.0/big.map.gz")
     assert big_gz.metadata[COMPRESSOR_METADATA].endswith(f":{second.pid}")  # redone by the second
 
 
