@@ -21,10 +21,12 @@ import pytest
 import conveyor
 from conveyor import cdn
 from conveyor.cdn.compression import COMPRESSION_QUEUE, COMPRESSOR_METADATA, compress
+from conveyor.cdn.images import JPEG_TOOL, PNG_TOOL, optimize
 from conveyor.cdn.minify import TOOL, MinifyFailed, minify, plan_minified
-from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, account_of, download_id
+from conveyor.cdn.pipeline import DOWNLOAD_WORKFLOW, PUBLISH_WORKFLOW, _Pipeline, account_of, download_id, publish_id
 from conveyor.cdn.store import CdnStore, ProcessedFile
 from conveyor.cdn.tarball import sri
+from tests.cdn import conftest
 from tests.cdn.conftest import (
     Registry,
     bucket_urls,
@@ -34,6 +36,7 @@ from tests.cdn.conftest import (
     worker,
     write_config,
 )
+from tests.cdn.images import animated_png, jpeg, pixels, png
 from tests.cli.support import Cli
 from tests.waiting import wait_for
 
@@ -207,6 +210,86 @@ def test_optimization_flags_turn_minifying_off(cv: conveyor.Conveyor, registry: 
     assert [f.dest for f in outputs(cv, "1.0.0")] == ["a.css", "a.js", "a.min.css"]
 
 
+def test_images_are_optimised_in_place_losslessly_with_their_optimiser_recorded(
+    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path
+) -> None:
+    logo, photo = png(64, 48), jpeg(64, 48)
+    optimal = optimize("optimal.png", logo)
+    assert optimal is not None
+    files = {
+        "dist/logo.png": logo,
+        "dist/img/photo.jpg": photo,
+        "dist/img/photo.jpeg": photo,
+        "dist/optimal.png": optimal.data,  # optimising it again makes it no smaller: kept as it is
+        "dist/broken.png": b"\x89PNG\r\n\x1a\n" + bytes(200),  # refused: logged, kept as it is
+        "dist/anim.png": animated_png(),  # refused: ZopfliPNG would drop its frames
+        "dist/app.js": b"var answer = 40 + 2;\n",  # minified as before
+    }
+    publish_widget(registry, "1.0.0", files)
+    cdn.init(cv, registry=registry.url, **bucket_urls(cv))  # type: ignore[arg-type]
+    cdn.add(cv, write_config(tmp_path, package_config("widget", ["**/*"])))
+    with worker(cv):
+        cdn.update(cv)
+        assert ended(cv, "1.0.0") == "complete"
+        assert conftest.ended(cv, PUBLISH_WORKFLOW, publish_id(account_of(cv), "widget", "1.0.0")) == "complete"
+    found = {f.dest: f for f in outputs(cv, "1.0.0")}
+    assert sorted(found) == sorted([*(path.removeprefix("dist/") for path in files), "app.min.js"])
+    staging = cv.bucket("cdn-staging")
+    for dest, tool in (("logo.png", PNG_TOOL), ("img/photo.jpg", JPEG_TOOL), ("img/photo.jpeg", JPEG_TOOL)):
+        original = files[f"dist/{dest}"]
+        staged = staging.get(f"files/widget/1.0.0/{dest}").bytes()
+        made = optimize(dest, original)
+        assert made is not None and staged == made.data  # what the optimiser makes, every time
+        assert len(staged) < len(original) and pixels(staged) == pixels(original)
+        assert (found[dest].source, found[dest].tool, found[dest].tool_version) == (
+            None,
+            tool,
+            importlib.metadata.version(tool),
+        )
+        assert cv.bucket("cdn").get(f"widget/1.0.0/{dest}").bytes() == staged  # published optimised
+    for dest in ("optimal.png", "broken.png", "anim.png"):
+        assert staging.get(f"files/widget/1.0.0/{dest}").bytes() == files[f"dist/{dest}"]
+        assert (found[dest].tool, found[dest].tool_version) == (None, None)
+    assert found["app.min.js"].tool == TOOL
+    check_staging(cv, "1.0.0", list(found.values()))  # .br and .gz made from the optimised bytes
+
+    # A run of the step after one that replaced the image but crashed before its result was kept:
+    # the image is not optimised twice, and the same optimiser is recorded.
+    store = CdnStore.open(cv.deployment)
+    try:
+        pipeline = _Pipeline(cv, store, store.settings(account_of(cv)))
+        params = {"name": "widget", "version": "1.0.0", "dest": "logo.png", "optimize": sri(logo)}
+        assert pipeline.optimize(params) == {"tool": PNG_TOOL, "tool_version": importlib.metadata.version(PNG_TOOL)}
+    finally:
+        store.close()
+    made = optimize("logo.png", logo)
+    assert made is not None and staging.get("files/widget/1.0.0/logo.png").bytes() == made.data
+
+
+def test_optimization_flags_leave_images_untouched(cv: conveyor.Conveyor, registry: Registry, tmp_path: Path) -> None:
+    logo, photo = png(48, 32), jpeg(48, 32)
+    cdn.init(cv, registry=registry.url, **bucket_urls(cv))  # type: ignore[arg-type]
+    staging = cv.bucket("cdn-staging")
+    with worker(cv):
+        for version, optimization in (("1.0.0", {"png": False}), ("1.1.0", {"jpg": False})):
+            publish_widget(registry, version, {"dist/logo.png": logo, "dist/photo.jpg": photo})
+            config = package_config("widget", ["*"], optimization=optimization)
+            cdn.add(cv, write_config(tmp_path, config))
+            cdn.update(cv, package="widget")
+            assert ended(cv, version) == "complete"
+    tools = {(version, f.dest): f.tool for version in ("1.0.0", "1.1.0") for f in outputs(cv, version)}
+    assert tools == {
+        ("1.0.0", "logo.png"): None,
+        ("1.0.0", "photo.jpg"): JPEG_TOOL,
+        ("1.1.0", "logo.png"): PNG_TOOL,
+        ("1.1.0", "photo.jpg"): None,
+    }
+    assert staging.get("files/widget/1.0.0/logo.png").bytes() == logo  # png: false
+    assert staging.get("files/widget/1.1.0/photo.jpg").bytes() == photo  # jpg: false
+    assert len(staging.get("files/widget/1.0.0/photo.jpg").bytes()) < len(photo)
+    assert len(staging.get("files/widget/1.1.0/logo.png").bytes()) < len(logo)
+
+
 @pytest.mark.parametrize("engine", ["sqlite", "postgres"])
 def test_a_separate_compressor_process_compresses_and_a_sigkilled_one_leaves_no_file_behind(
     engine: str, registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -219,7 +302,7 @@ def sigkilled_compressor(cv: conveyor.Conveyor, registry: Registry, tmp_path: Pa
     rng = random.Random(3)
     words = [bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(5000)]
     big = b" ".join(rng.choice(words) for _ in range(500_000))  # some seconds of brotli 11
-    files = {"dist/app.js": b"var answer = 40 + 2;\n", "dist/big.txt": big, "dist/small.txt": b"small"}
+    files = {"dist/app.js": b"var answer = 40 + 2;\n", "dist/big.map": big, "dist/small.map": b"small"}
     publish_widget(registry, "1.0.0", files)
     cdn.init(cv, registry=registry.url, **bucket_urls(cv))  # type: ignore[arg-type]
     cdn.add(cv, write_config(tmp_path, package_config("widget", ["*"])))
@@ -239,7 +322,7 @@ def sigkilled_compressor(cv: conveyor.Conveyor, registry: Registry, tmp_path: Pa
                 "the first compressor to be compressing the big file",
                 poll=0.02,
             )
-            assert not any(o.key.endswith("big.txt.gz") for o in cv.bucket("cdn-staging").list(prefix="files/"))
+            assert not any(o.key.endswith("big.map.gz") for o in cv.bucket("cdn-staging").list(prefix="files/"))
             first.kill()
             first.wait()
             second = compressor_process(cv.url, tmp_path / "compressor.log")
@@ -253,11 +336,11 @@ def sigkilled_compressor(cv: conveyor.Conveyor, registry: Registry, tmp_path: Pa
                 process.kill()
                 process.wait()
     found = outputs(cv, "1.0.0")
-    assert [f.dest for f in found] == ["app.js", "app.min.js", "big.txt", "small.txt"]
+    assert [f.dest for f in found] == ["app.js", "app.min.js", "big.map", "small.map"]
     check_staging(cv, "1.0.0", found)
     assert jobs.metrics().backlog_count == 0
     assert jobs.counters().sent == 4  # one job per output, none sent twice
-    big_gz = cv.bucket("cdn-staging").head("files/widget/1.0.0/big.txt.gz")
+    big_gz = cv.bucket("cdn-staging").head("files/widget/1.0.0/big.map.gz")
     assert big_gz.metadata[COMPRESSOR_METADATA].endswith(f":{second.pid}")  # redone by the second
 
 

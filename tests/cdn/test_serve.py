@@ -20,6 +20,7 @@ import pytest
 
 import conveyor
 from conveyor import cdn
+from conveyor.cdn.importer import import_tree
 from conveyor.cdn.pipeline import PUBLISH_WORKFLOW, account_of, publish_id
 from conveyor.cdn.tarball import sri
 from tests.cdn.conftest import (
@@ -130,6 +131,17 @@ def test_files_are_served_in_each_encoding_with_cdnjs_headers(
         assert "conveyor_cdn_cache_hits_total" in metrics and 'conveyor_cdn_responses_total{status="200"}' in metrics
 
 
+def exchange(url: str, wire: bytes) -> bytes:
+    """Everything the server at ``url`` sends back for ``wire`` on one connection, until it closes it."""
+    host, port = url.removeprefix("http://").split(":")
+    raw = b""
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(wire)
+        while chunk := connection.recv(65536):
+            raw += chunk
+    return raw
+
+
 def responses(raw: bytes, methods: list[str]) -> list[tuple[int, dict[str, str], bytes]]:
     """The HTTP/1.1 responses to ``methods``' requests, one after another in ``raw`` (each body of
     its Content-Length; none for HEAD and 304): status, headers, body."""
@@ -170,12 +182,7 @@ def test_pipelined_requests_on_one_connection_are_answered_in_order_cached_or_no
         wire = b"".join(
             f"{method} {target} HTTP/1.1\r\nHost: cdn\r\n{extra}\r\n\r\n".encode() for method, target, extra in requests
         )
-        host, port = server.url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=30) as connection:
-            connection.sendall(wire)
-            raw = b""
-            while chunk := connection.recv(65536):
-                raw += chunk
+        raw = exchange(server.url, wire)
     answers = responses(raw, [method for method, _, _ in requests])
     assert [status for status, _, _ in answers] == [200, 200, 304, 200, 200, 200, 200, 404, 200]
     for index in (0, 4, 8):
@@ -184,6 +191,47 @@ def test_pipelined_requests_on_one_connection_are_answered_in_order_cached_or_no
     assert answers[3][2] == answers[5][2] == script("1.0.0")
     assert orjson.loads(answers[6][2]) == {"version": "1.1.0"}
     assert "date" in answers[0][1] and answers[0][1]["cache-control"] == "public, max-age=30672000, immutable"
+
+
+# cdnjs's legacy names, each served as the package it points at (cdnjs/origin-worker's constants).
+LEGACY_NAMES = {
+    "pie": "css3pie",
+    "zocial": "css-social-buttons",
+    "angular-morris-chart": "angular-morris",
+    "bower-angular-translate": "angular-translate",
+    "fine-uploader": "file-uploader",
+    "bower-angular-translate-loader-partial": "angular-translate-loader-partial",
+    "bower-angular-translate-loader-url": "angular-translate-loader-url",
+    "bower-angular-translate-loader-static-files": "angular-translate-loader-static-files",
+    "nicescroll": "jquery.nicescroll",
+}
+
+
+def test_cdnjs_legacy_names_serve_the_package_they_name_through_the_app_and_from_the_cache(
+    cv: conveyor.Conveyor, tmp_path: Path
+) -> None:
+    libs = tmp_path / "cdnjs" / "ajax" / "libs"
+    for target in LEGACY_NAMES.values():
+        (libs / target / "1.0.0").mkdir(parents=True)
+        (libs / target / "1.0.0" / "lib.js").write_bytes(f"/* {target} */".encode())
+    cdn.init(cv, **bucket_urls(cv))  # type: ignore[arg-type]
+    assert import_tree(cv, tmp_path / "cdnjs")["failed"] == []
+    # Each legacy name twice on one keep-alive connection: the first through the app (a miss), the
+    # second a plain GET of a cached file, which the connection's protocol answers itself.
+    targets = [f"/ajax/libs/{name}/1.0.0/lib.js" for name in LEGACY_NAMES for _ in range(2)]
+    targets += ["/ajax/libs/css3pi/1.0.0/lib.js", "/ajax/libs/Pie/1.0.0/lib.js"]  # no such names
+    wire = b"".join(f"GET {t} HTTP/1.1\r\nHost: cdn\r\nAccept-Encoding: identity\r\n\r\n".encode() for t in targets)
+    wire += b"GET /ajax/libs/pie/1.0.0/lib.js HTTP/1.1\r\nHost: cdn\r\nAccept-Encoding: br\r\nConnection: close\r\n\r\n"
+    with cdn_server(cv) as server:
+        answers = responses(exchange(server.url, wire), ["GET"] * (len(targets) + 1))
+        assert server.app.cache_hits == len(LEGACY_NAMES)  # every second request of a name
+        with httpx.Client(base_url=server.url) as client:  # the API knows the packages, not the names
+            assert client.get("/libraries/css3pie").status_code == 200
+            assert client.get("/libraries/pie").status_code == 404
+    expected = [f"/* {target} */".encode() for target in LEGACY_NAMES.values() for _ in range(2)]
+    assert [(status, body) for status, _, body in answers[: len(expected)]] == [(200, body) for body in expected]
+    assert [status for status, _, _ in answers[len(expected) :]] == [404, 404, 200]
+    assert answers[-1][1]["content-encoding"] == "br" and brotli.decompress(answers[-1][2]) == b"/* css3pie */"
 
 
 def test_the_libraries_api_answers_in_cdnjs_shapes(cv: conveyor.Conveyor, registry: Registry, tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ def test_the_trace_of_an_update_shows_downloads_processing_compression_and_publi
 ) -> None:
     url = f"sqlite://{tmp_path / 'data'}"
     script = b"function double(longName) {\n  return longName * 2;\n}\n"
-    registry.publish("gadget", "1.0.0", build_tarball({"dist/gadget.js": script, "dist/notes.txt": b"notes"}))
+    registry.publish("gadget", "1.0.0", build_tarball({"dist/gadget.js": script, "dist/notes.json": b"{}"}))
     with conveyor.connect(url) as cv:
         cdn.init(cv, registry=registry.url)
         cdn.add(cv, write_config(tmp_path, package_config("gadget", ["*"])))

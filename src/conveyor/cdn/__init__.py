@@ -30,14 +30,18 @@ The parts, each behind the narrowest interface that serves it (dependencies flow
 - :mod:`.store`: ``CdnStore``, the only code that writes the tool's tables (the account's settings,
   packages with their configs, versions with their state ``queued → downloaded → processed →
   published`` or ``failed``, each version's selected files, each output file's SHA-512 and SRI
-  (and a twin's minifier), one row a file so concurrent children never write one row, the search
-  index and the last audit's counts); ``cdn.db`` in a SQLite deployment's directory, migrations
-  0016-0018 in a PostgreSQL one, one ``queries.sql`` for both.
+  (and a twin's minifier, or an image's optimiser), one row a file so concurrent children never
+  write one row, the search index and the last audit's counts); ``cdn.db`` in a SQLite
+  deployment's directory, migrations 0016-0018 in a PostgreSQL one, one ``queries.sql`` for both.
 - :mod:`.git`: git sources — a repository's semver tags as versions, each packed from the commit
   its tag named when it was found.
 - :mod:`.minify`: ``plan_minified(selected, tarball paths, optimization)`` — cdnjs's rules of
   which files get a ``.min`` twin — and ``minify(dest, data)``, tdewolff/minify in a time-limited
   child process fed on stdin (deterministic; its version recorded with each twin).
+- :mod:`.images`: ``optimizes(dest, optimization)`` and ``optimize(dest, data)`` — ``.png``
+  through ZopfliPNG and ``.jpg``/``.jpeg`` through mozjpeg's jpegtran, lossless, in place, in a
+  time-limited child process (:mod:`.tool_process`, which the minifier uses too); kept only when
+  smaller, the optimiser's version recorded with the file.
 - :mod:`.compression`: the compression service — ``add_compressor(app)`` (what ``conveyor cdn
   compressor`` runs: the queue ``cdn-compress``, brotli 11 + gzip 9 next to each file) and the
   relay that turns the staging bucket's ``.gz`` notification (queue ``cdn-compressed``) into the
@@ -88,7 +92,9 @@ the DownloadPackageWorkflow's fan-in marks it ``processed``:
 - ``CdnStore.files(account, name, version)`` lists every output file, originals and twins, with
   its ``size``, ``sha512`` (hex) and ``sri`` (``.js``/``.css`` only, originals and ``.min`` alike);
   a twin also names its original (``source``) and the minifier that made it (``tool``,
-  ``tool_version``), which are None for an original.
+  ``tool_version``); an original has no ``source``, and a ``tool`` only when it is an image that
+  was optimised in place (``zopflipy`` for ``.png``, ``mozjpeg-lossless-optimization`` for
+  ``.jpg``/``.jpeg``).
 """
 
 from __future__ import annotations

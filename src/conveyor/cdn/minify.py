@@ -14,22 +14,20 @@ extension (``a.js/b.js`` → ``a.js/b.min.js``): cdnjs replaces the first ``.js`
 we do not copy that quirk (docs/cdn.md).
 
 The minifier is tdewolff/minify (its official Python binding, ``tdewolff-minify`` in the ``cdn``
-extra), run in a child Python process per file: the file's text goes in on stdin and the result
-comes out on stdout, so nothing in a package is ever a path, an argument or code to the worker;
-the child is killed after ``timeout`` seconds. A failure (a syntax error, a file that is not UTF-8,
-the time limit) is logged by the caller and only means no twin: the original is still published.
+extra), run in a child Python process per file (:mod:`conveyor.cdn.tool_process`): the file's text
+goes in on stdin and the result comes out on stdout, so nothing in a package is ever a path, an
+argument or code to the worker; the child is killed after ``timeout`` seconds. A failure (a syntax
+error, a file that is not UTF-8, the time limit) is logged by the caller and only means no twin:
+the original is still published.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib.metadata
-import os
 import posixpath
-import subprocess
-import sys
 from collections.abc import Iterable, Mapping
+
+from conveyor.cdn.tool_process import ToolFailed, installed_version, run_tool
 
 TOOL = "tdewolff-minify"
 DEFAULT_TIMEOUT = 60.0
@@ -65,13 +63,12 @@ class Minified:
     tool_version: str
 
 
-@functools.cache
 def tool_version() -> str:
     """The installed minifier's version, recorded with every file it made."""
-    try:
-        return importlib.metadata.version(TOOL)
-    except importlib.metadata.PackageNotFoundError:
-        raise MinifyFailed(f"the minifier is not installed: install conveyor[cdn] ({TOOL})") from None
+    version = installed_version(TOOL)
+    if version is None:
+        raise MinifyFailed(f"the minifier is not installed: install conveyor[cdn] ({TOOL})")
+    return version
 
 
 def _extension(path: str) -> str:
@@ -114,19 +111,8 @@ def minify(dest: str, data: bytes, *, timeout: float = DEFAULT_TIMEOUT) -> Minif
         raise MinifyFailed(f"{dest}: only .js and .css are minified")
     version = tool_version()
     # GOMAXPROCS=1: one file is one core's work; more processes, not more threads, use more cores.
-    env = {"GOMAXPROCS": "1", "PATH": os.environ.get("PATH", "")}
     try:
-        done = subprocess.run(
-            [sys.executable, "-I", "-c", _CHILD, media_type],
-            input=data,
-            capture_output=True,
-            timeout=timeout,
-            env=env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise MinifyFailed(f"{dest}: the minifier ran out of its {timeout:g} s") from None
-    if done.returncode != 0:
-        reason = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise MinifyFailed(f"{dest}: {reason[0] if reason else f'the minifier exited {done.returncode}'}")
-    return Minified(done.stdout, TOOL, version)
+        out = run_tool(_CHILD, media_type, data, dest=dest, role="minifier", timeout=timeout, env={"GOMAXPROCS": "1"})
+    except ToolFailed as exc:
+        raise MinifyFailed(str(exc)) from None
+    return Minified(out, TOOL, version)

@@ -14,11 +14,13 @@ After its files are processed and fanned in, its last step starts the version's
 ``cdn-publish-version`` (PublishingWorkflow, :mod:`conveyor.cdn.publish`), with an id derived from
 the account, package and version; a publish that fails records the version ``failed``.
 
-``cdn-process-file`` (ProcessingWorkflow), one per selected file: the file's SHA-512 and SRI; its
-minified twin when cdnjs's rules give it one (:mod:`conveyor.cdn.minify`, planned by the download
-from the whole tarball); a compression job per output to ``cdn-compress`` and, per output, a wait
-for the staging bucket's notification that its ``.br`` and ``.gz`` exist
-(:mod:`conveyor.cdn.compression`); then both outputs recorded together, and the count down.
+``cdn-process-file`` (ProcessingWorkflow), one per selected file: a ``.png`` / ``.jpg`` optimised
+losslessly in place first (:mod:`conveyor.cdn.images`, where the config allows it); the file's
+SHA-512 and SRI; its minified twin when cdnjs's rules give it one (:mod:`conveyor.cdn.minify`,
+planned by the download from the whole tarball); a compression job per output to
+``cdn-compress`` and, per output, a wait for the staging bucket's notification that its ``.br``
+and ``.gz`` exist (:mod:`conveyor.cdn.compression`); then both outputs recorded together, and the
+count down.
 
 >>> app = conveyor.App(cv); conveyor.cdn.add_workflows(app); app.run()
 """
@@ -42,6 +44,7 @@ from conveyor.cdn.compression import (
 )
 from conveyor.cdn.config import CdnSettings
 from conveyor.cdn.errors import IntegrityMismatch, InvalidTarball, PackageNotFound, UnknownPackage
+from conveyor.cdn.images import OptimizeFailed, optimize, optimizes, tool_of
 from conveyor.cdn.metadata import served
 from conveyor.cdn.minify import MinifyFailed, minify, plan_minified
 from conveyor.cdn.publish import COPY_BATCH, Publisher
@@ -168,13 +171,30 @@ class _Pipeline:
             raise conveyor.NonRetryableError(f"{name}@{version}: autoupdate.fileMap selects no file of the tarball")
         minified = plan_minified(selected, files, config.optimization)
         records = []
+        optimized: dict[str, str] = {}  # the images to optimise in place, with their originals' SRIs
         for path, dest in sorted(selected.items(), key=lambda item: item[1]):
             staging.put(file_key(name, version, dest), files[path])
-            records.append({"path": path, "dest": dest, "size": len(files[path]), "sha512": tarball.sri(files[path])})
+            file_sri = tarball.sri(files[path])
+            records.append({"path": path, "dest": dest, "size": len(files[path]), "sha512": file_sri})
+            if optimizes(dest, config.optimization):
+                optimized[dest] = file_sri
         self.store.record_files(self.account, name, version, records, skipped, now_ms=_now_ms())
-        return {"files": [r["dest"] for r in records], "minify": minified, "skipped": len(skipped)}
+        return {
+            "files": [r["dest"] for r in records],
+            "minify": minified,
+            "optimize": optimized,
+            "skipped": len(skipped),
+        }
 
-    def fan_out(self, instance_id: str, name: str, version: str, files: list[str], minified: dict[str, str]) -> int:
+    def fan_out(
+        self,
+        instance_id: str,
+        name: str,
+        version: str,
+        files: list[str],
+        minified: dict[str, str],
+        optimized: dict[str, str],
+    ) -> int:
         """Count the version's files up, register the fan-in notice, start one ProcessingWorkflow
         per file (ids derived from the download's, so a rerun starts none twice)."""
         counter = self.cv.counter(f"cdn-files:{instance_id}")
@@ -189,6 +209,7 @@ class _Pipeline:
                     "version": version,
                     "dest": dest,
                     "minify": minified.get(dest),
+                    "optimize": optimized.get(dest),
                 },
             }
             for i, dest in enumerate(files)
@@ -204,6 +225,30 @@ class _Pipeline:
             file_key(params["name"], params["version"], params["dest"])
         )
         return _output(params["dest"], data.bytes())
+
+    def optimize(self, params: dict[str, Any]) -> dict[str, str] | None:
+        """The image optimised in place in staging, when that makes it smaller: the ``tool`` and
+        ``tool_version`` to record with it; None (logged) if the optimiser refuses it or gains
+        nothing: the original is published as it is, as cdnjs does."""
+        name, version, dest = params["name"], params["version"], params["dest"]
+        staging = self.cv.bucket(self.settings.staging_bucket)
+        key = file_key(name, version, dest)
+        data = staging.get(key).bytes()
+        try:
+            if tarball.sri(data) != params["optimize"]:
+                # Not the tarball's bytes: a run of this step that crashed before its result was
+                # kept replaced them already, with the same optimiser (its output is deterministic).
+                tool, tool_version = tool_of(dest)
+                return {"tool": tool, "tool_version": tool_version}
+            made = optimize(dest, data)
+        except OptimizeFailed as exc:
+            log.warning("cdn %s@%s: not optimised: %s", name, version, exc)
+            return None
+        if made is None:
+            log.info("cdn %s@%s: %s kept as it is: optimising it made it no smaller", name, version, dest)
+            return None
+        staging.put(key, made.data)
+        return {"tool": made.tool, "tool_version": made.tool_version}
 
     def minify(self, params: dict[str, Any]) -> dict[str, Any] | None:
         """The file's minified twin, written to staging at ``params["minify"]``; None (logged) if
@@ -301,7 +346,8 @@ def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFA
             selected: dict[str, Any] = step.do("verify, extract and select", lambda: pipeline.select(params))
             files: list[str] = selected["files"]
             minified: dict[str, str] = selected.get("minify", {})
-            step.do("fan out", lambda: pipeline.fan_out(me, name, version, files, minified))
+            optimized: dict[str, str] = selected.get("optimize", {})
+            step.do("fan out", lambda: pipeline.fan_out(me, name, version, files, minified, optimized))
             step.wait_for_event("files processed", type=FILES_PROCESSED, timeout="1 hour")
             processed = step.do("fan in", lambda: pipeline.fan_in(me, name, version, len(files)))
             publishing = step.do("start publishing", lambda: pipeline.start_publishing(name, version))
@@ -345,7 +391,10 @@ def add_workflows(app: conveyor.App, *, visibility_timeout_ms: int = limits.DEFA
         outputs: list[dict[str, Any]] = []
         failure: str | None = None
         try:
-            outputs.append(step.do("process", lambda: pipeline.process(params), retries=retries))
+            made: dict[str, str] | None = None
+            if params.get("optimize"):  # an image, optimised in place first (its tool recorded with it)
+                made = step.do("optimize", lambda: pipeline.optimize(params), retries=retries)
+            outputs.append({**step.do("process", lambda: pipeline.process(params), retries=retries), **(made or {})})
             if params.get("minify"):
                 twin = step.do("minify", lambda: pipeline.minify(params), retries=retries)
                 if twin is not None:

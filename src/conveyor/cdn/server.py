@@ -7,6 +7,8 @@ Files, as cdnjs's origin serves them:
 - the path must match ``/ajax/libs/{name}/{version}/{path}`` with a name of ``[a-zA-Z0-9._-]``,
   and be at most 512 characters, else 404; its extension must be one of the whitelist's (or
   ``avif``), else 403, and a ``.swf`` asked for with a query string is refused (403) too;
+- a legacy name (cdnjs's nine aliases, ``pie`` → ``css3pie``, ``nicescroll`` →
+  ``jquery.nicescroll``, ...) is served as the package it names;
 - the version must be in the version list (:meth:`Catalog.published`), else 404: a version being
   published is not served until all of it is;
 - ``Accept-Encoding`` with ``br`` (or ``*``) gets the ``.br`` object, else with ``gzip`` the ``.gz``
@@ -77,8 +79,19 @@ ANSWER_SECONDS = 5.0  # a successful API answer is reused this long
 MAX_ANSWERS = 10_000
 FILE_PATH = re.compile(r"^/ajax/libs/(?P<name>[a-zA-Z0-9._-]+)/(?P<version>[^/]+)/(?P<path>.+)$")
 LIBRARY_PATH = re.compile(r"^/libraries/(?P<name>[^/]+)(?:/(?P<version>[^/]+))?/?$")
-# Legacy names cdnjs's origin still maps to the package that took them over.
-ALIASES = {"pie": "css3pie", "nicescroll": "jquery.nicescroll"}
+# cdnjs's nine legacy names (symlinks in its old tree, which takes no new ones): each is served as
+# the package it points at (cdnjs/origin-worker's ALIASES).
+ALIASES = {
+    "pie": "css3pie",
+    "zocial": "css-social-buttons",
+    "angular-morris-chart": "angular-morris",
+    "bower-angular-translate": "angular-translate",
+    "fine-uploader": "file-uploader",
+    "bower-angular-translate-loader-partial": "angular-translate-loader-partial",
+    "bower-angular-translate-loader-url": "angular-translate-loader-url",
+    "bower-angular-translate-loader-static-files": "angular-translate-loader-static-files",
+    "nicescroll": "jquery.nicescroll",
+}
 MEDIA_TYPES = {
     "js": "application/javascript",
     "mjs": "application/javascript",

@@ -48,7 +48,8 @@ CREATE TABLE cdn_versions (
 -- An output file of a version as ProcessingWorkflow left it (a selected original, or the minified
 -- twin it made): its size, SHA-512 and (for .js and .css, as cdnjs) its SRI. One row per file, so
 -- the children of a version never write one row. A twin names its original (source) and the
--- minifier that made it (tool, tool_version); an original has NULL there.
+-- minifier that made it (tool, tool_version); an original has NULL there, but an image optimised in
+-- place names its optimiser in tool and tool_version.
 CREATE TABLE cdn_files (
     account TEXT NOT NULL,
     name TEXT NOT NULL,

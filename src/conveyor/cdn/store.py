@@ -67,7 +67,7 @@ class ProcessedFile:
     """An output file ProcessingWorkflow left in staging (with its ``.br`` and ``.gz`` unless it is
     ``.woff2``): ``sha512`` in hex; ``sri`` only for ``.js`` and ``.css``. A minified output names
     its original (``source``) and the ``tool`` and ``tool_version`` that made it; an original has
-    None there."""
+    no ``source``, and a ``tool`` only when it is an image the optimiser rewrote in place."""
 
     dest: str
     size: int
