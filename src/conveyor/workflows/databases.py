@@ -147,10 +147,11 @@ class PostgresDatabase:
         self._urgent = ReadPool(conninfo, max_size=URGENT_POOL_SIZE)
 
     def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True, urgent: bool = False) -> T:
+        from conveyor.engine.postgres.database import pipelined_transaction
+
         def run(conn: Any) -> T:
-            with conn.pipeline() as pipeline, conn.transaction():
-                if not durable:  # PostgreSQL's WAL order keeps it before any later flushed commit
-                    conn.execute("SET LOCAL synchronous_commit TO OFF")
+            # durable=False: PostgreSQL's WAL order keeps it before any later flushed commit.
+            with pipelined_transaction(conn, synchronous_commit=durable) as pipeline:
                 return fn(_PostgresTx(conn, pipeline))
 
         return (self._urgent if urgent else self._pool).run(run, "workflow store")
