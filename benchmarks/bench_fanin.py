@@ -18,12 +18,14 @@ path); woke − count-down began is printed too. The baseline is the idle queue'
 handler-start latency on the same deployment (one ``Conveyor`` shared by producer and worker, as
 ``App(cv)``), measured just before. Target: median wake latency ≤ 3 × the median idle latency.
 
-Usage: ``.venv/bin/python benchmarks/bench_fanin.py [--quick]``; one JSON line per measurement.
+Usage: ``.venv/bin/python benchmarks/bench_fanin.py [--quick] [--engine sqlite|postgres]`` (both
+engines unless one is given); one JSON line per measurement.
 PostgreSQL is ``$CONVEYOR_BENCH_PG`` (default ``postgresql://127.0.0.1:5432/test``), in a scratch schema.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import threading
 import time
@@ -33,7 +35,7 @@ from typing import Any
 import conveyor
 from bench_postgres import scratch_schema
 from conveyor.workflows.client import workflow_store
-from harness import arguments, body, emit, quiet_logs, scratch_directory
+from harness import body, emit, quiet_logs, scratch_directory
 
 GAP_SECONDS = 0.03
 TARGET = 3.0
@@ -199,13 +201,18 @@ def measure(engine: str, connect: Callable[[], conveyor.Conveyor], rounds: int, 
 
 
 def main() -> None:
-    args = arguments(__doc__ or "")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 100 children, 2 rounds")
+    parser.add_argument("--engine", choices=["sqlite", "postgres"], help="only this engine (default: both)")
+    args = parser.parse_args()
     quiet_logs()
     rounds, children, sends = (2, 100, 20) if args.quick else (5, 1000, 100)
-    with scratch_directory("fanin") as directory:
-        measure("sqlite", lambda: conveyor.connect(f"sqlite://{directory / 'data'}"), rounds, children, sends)
-    with scratch_schema("fanin") as url:
-        measure("postgres", lambda: conveyor.connect(url), rounds, children, sends)
+    if args.engine in (None, "sqlite"):
+        with scratch_directory("fanin") as directory:
+            measure("sqlite", lambda: conveyor.connect(f"sqlite://{directory / 'data'}"), rounds, children, sends)
+    if args.engine in (None, "postgres"):
+        with scratch_schema("fanin") as url:
+            measure("postgres", lambda: conveyor.connect(url), rounds, children, sends)
 
 
 if __name__ == "__main__":

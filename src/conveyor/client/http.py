@@ -253,8 +253,11 @@ class RemoteEngine(Engine):
         return self._result(wire.Shards, "POST", f"{self._cv}/{queue_id}/shards").shards
 
     # -- messages -----------------------------------------------------------------------------
-    def enqueue(self, queue_id: str, messages: Sequence[NewMessage], *, urgent: bool = False) -> SendBatchResult:
-        """``urgent`` changes nothing here: the server stores each request's send as it comes."""
+    def enqueue(
+        self, queue_id: str, messages: Sequence[NewMessage], *, urgent: bool = False, owed: bool = False
+    ) -> SendBatchResult:
+        """``urgent`` and ``owed`` change nothing here: the server stores each request's send as
+        it comes, durably."""
         body = wire.enqueue_request(list(messages))
         return self._result(wire.EnqueueResult, "POST", f"{self._cv}/{queue_id}/enqueue", body).to_result()
 

@@ -47,10 +47,12 @@ class LimitedEngine(Engine):
     def clock(self, value: Clock) -> None:
         self.inner.clock = value
 
-    def enqueue(self, queue_id: str, messages: Sequence[NewMessage], *, urgent: bool = False) -> SendBatchResult:
+    def enqueue(
+        self, queue_id: str, messages: Sequence[NewMessage], *, urgent: bool = False, owed: bool = False
+    ) -> SendBatchResult:
         self.gate.admit(queue_id, messages)
         try:
-            result = self.inner.enqueue(queue_id, messages, urgent=urgent)
+            result = self.inner.enqueue(queue_id, messages, urgent=urgent, owed=owed)
         except BaseException:
             self.gate.refund(queue_id, len(messages))  # nothing was stored: the batch took nothing
             raise

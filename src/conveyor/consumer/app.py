@@ -120,7 +120,11 @@ class App:
     ) -> Callable[[F], F]:
         """Declare ``fn(event, step) -> output`` (plain or ``async``) as the workflow ``name``; this
         app runs its instances (see :mod:`conveyor.workflows`). Retention of finished instances:
-        3 days complete, 7 days errored unless given (seconds or ``"1 day"``).
+        3 days complete, 7 days errored unless given (seconds or ``"1 day"``). ``concurrency``:
+        instances run at once in this worker, 1 to 250; not set, at most 32
+        (``registration.DEFAULT_CONCURRENCY``, not a queue consumer's 250: more runs on one
+        interpreter lock and one store only wait their turn; set it higher for steps that wait on
+        I/O for long).
 
         >>> @app.workflow("download-package", max_steps=100)
         ... def download(event, step):

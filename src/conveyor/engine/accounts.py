@@ -232,13 +232,15 @@ class AccountEngine(Engine):
         return self.inner.add_shard(self._own(queue_id))
 
     # -- messages -----------------------------------------------------------------------------
-    def enqueue(self, queue_id: str, messages: Sequence[NewMessage], *, urgent: bool = False) -> SendBatchResult:
+    def enqueue(
+        self, queue_id: str, messages: Sequence[NewMessage], *, urgent: bool = False, owed: bool = False
+    ) -> SendBatchResult:
         # The send path: the decorator's work written out (its call and argument packing were
         # most of this layer's cost per send), and the ownership check a set lookup.
         if queue_id not in self._owned:
             self._own(queue_id)
         try:
-            return self.inner.enqueue(queue_id, messages, urgent=urgent)
+            return self.inner.enqueue(queue_id, messages, urgent=urgent, owed=owed)
         except ConveyorError as exc:
             if self._prefix not in exc.message:
                 raise

@@ -135,11 +135,20 @@ class Engine(ABC):
 
     # -- messages -----------------------------------------------------------------------------
     @abstractmethod
-    def enqueue(self, queue_id: str, messages: Sequence[NewMessage], *, urgent: bool = False) -> SendBatchResult:
+    def enqueue(
+        self, queue_id: str, messages: Sequence[NewMessage], *, urgent: bool = False, owed: bool = False
+    ) -> SendBatchResult:
         """Store ``messages`` atomically and durably, all in one shard; returns the ids the engine
         gave them (in order) and the queue's metrics. ``urgent``: a wake-up that someone is waiting
         for (a fan-in's parent), stored ahead of the engine's other writes where they would make it
-        queue (PostgreSQL: on a connection of its own); as durable as any other send."""
+        queue (PostgreSQL: on a connection of its own); as durable as any other send.
+
+        ``owed``: the caller committed a record that it owes this send in the deployment's own
+        database (the workflow store's owed wake-ups), sends it again while that record is there,
+        and deletes the record only after this returns. PostgreSQL then commits the send without
+        waiting for its WAL flush: its one WAL keeps commits in order, so a server crash that loses
+        the send keeps the record too (the record's deletion comes later in the WAL), and the
+        record is sent again. Elsewhere (SQLite's shards are files of their own) it changes nothing."""
 
     @abstractmethod
     def lease(

@@ -11,10 +11,11 @@ What a driver supplies (``S`` is its shard: anything with a ``number``, its plac
 
 - ``shard_map(queue_id)``: the queue's shards (``QueueNotFound`` if there is none), every one and
   those that take writes;
-- ``store(queue_id, shard, messages, ids, now_ms, urgent=)``: store a batch in one shard, atomically
-  and durably, each visible at now + its delay (the queue's ``delivery_delay`` when it has none);
-  returns the queue's metrics, or ``None`` when only the queue's other shards could tell them;
-  ``urgent`` (a wake-up someone waits for): ahead of the driver's other writes, if they queue;
+- ``store(queue_id, shard, messages, ids, now_ms, urgent=, owed=)``: store a batch in one shard,
+  atomically and durably, each visible at now + its delay (the queue's ``delivery_delay`` when it
+  has none); returns the queue's metrics, or ``None`` when only the queue's other shards could tell
+  them; ``urgent`` (a wake-up someone waits for): ahead of the driver's other writes, if they
+  queue; ``owed``: see ``Engine.enqueue``;
 - ``lease_shard(queue_id, shard, now_ms, n, until_ms, token)``: lease up to ``n`` deliverable
   messages until ``until_ms`` under ``token``, counting the delivery; rows whose first six columns
   are ``(seq, id, timestamp_ms, content_type, body, attempts)``;
@@ -186,6 +187,7 @@ class ShardedEngine(Engine, Generic[S]):
         now_ms: int,
         *,
         urgent: bool = False,
+        owed: bool = False,
     ) -> Metrics | None: ...
 
     @abstractmethod
@@ -278,9 +280,12 @@ class ShardedEngine(Engine, Generic[S]):
         self.catalog.remove_consumer(consumer_id)
 
     # -- messages -----------------------------------------------------------------------------
-    def enqueue(self, queue_id: str, messages: Sequence[NewMessage], *, urgent: bool = False) -> SendBatchResult:
+    def enqueue(
+        self, queue_id: str, messages: Sequence[NewMessage], *, urgent: bool = False, owed: bool = False
+    ) -> SendBatchResult:
         ids = new_ids(len(messages))
-        metrics = self.store(queue_id, self.home_shard(queue_id), messages, ids, self.clock.now_ms(), urgent=urgent)
+        shard = self.home_shard(queue_id)
+        metrics = self.store(queue_id, shard, messages, ids, self.clock.now_ms(), urgent=urgent, owed=owed)
         self.announce(queue_id)
         return SendBatchResult(ids, self.metrics(queue_id) if metrics is None else metrics)
 

@@ -127,13 +127,14 @@ class Counter:
         queues = self._client.component(QUEUE_IDS, _QueueIds.open)
         for wakeup in change.wakeups:
             # Urgent: the parent waits, and this send would otherwise queue behind its children's acks.
+            # Owed: the store recorded it, and forgets it (wakeups_sent) only once this returned.
             try:
                 queue_id = queues.get(self._store, self._account, wakeup.workflow, engine)
-                send_wake(engine, queue_id, wakeup.instance, None, urgent=True)
+                send_wake(engine, queue_id, wakeup.instance, None, urgent=True, owed=True)
             except QueueNotFound:  # the workflow was deleted and made again since: look it up anew
                 queues.forget(self._account, wakeup.workflow)
                 queue_id = queues.get(self._store, self._account, wakeup.workflow, engine)
-                send_wake(engine, queue_id, wakeup.instance, None, urgent=True)
+                send_wake(engine, queue_id, wakeup.instance, None, urgent=True, owed=True)
         self._store.wakeups_sent(self._account, [w.seq for w in change.wakeups])
 
 

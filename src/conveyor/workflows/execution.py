@@ -78,10 +78,14 @@ def wake_message(instance_id: str, wake_at_ms: int | None, now_ms: int) -> NewMe
     return NewMessage(body, "json", min(delay, MAX_WAKE_DELAY_SECONDS))
 
 
-def send_wake(engine: Engine, queue_id: str, instance_id: str, wake_at_ms: int | None, *, urgent: bool = False) -> None:
+def send_wake(
+    engine: Engine, queue_id: str, instance_id: str, wake_at_ms: int | None, *, urgent: bool = False, owed: bool = False
+) -> None:
     """Send the instance's wake-up; ``urgent`` for one that a waiting instance needs at once (the
-    engine stores it ahead of its other writes, see ``Engine.enqueue``)."""
-    engine.enqueue(queue_id, [wake_message(instance_id, wake_at_ms, engine.clock.now_ms())], urgent=urgent)
+    engine stores it ahead of its other writes), ``owed`` for one the store records as owed until
+    it is sent (see ``Engine.enqueue``)."""
+    message = wake_message(instance_id, wake_at_ms, engine.clock.now_ms())
+    engine.enqueue(queue_id, [message], urgent=urgent, owed=owed)
 
 
 def version_id(fn: Callable[..., Any], settings: WorkflowSettings) -> str:

@@ -42,8 +42,16 @@ MAX_COUNTER = 2**53
 
 
 class Tx(Protocol):
+    """One transaction's statements. ``rows`` and ``run`` answer at once; ``send`` is a write
+    whose row count nobody reads and ``rows_each`` several reads in order, which a database
+    across a network (PostgreSQL) sends together with the statement that next needs an answer
+    (or the commit): one round trip for them all. A write sent so that fails fails the
+    transaction all the same, at that next statement."""
+
     def rows(self, query: str, params: Mapping[str, Any]) -> list[Row]: ...
     def run(self, query: str, params: Mapping[str, Any]) -> int: ...
+    def send(self, query: str, params: Mapping[str, Any]) -> None: ...
+    def rows_each(self, statements: Sequence[tuple[str, Mapping[str, Any]]]) -> list[list[Row]]: ...
 
 
 class Database(Protocol):
@@ -127,12 +135,15 @@ class SqlWorkflowStore(WorkflowStore):
     def _run(self, tx: Tx, query: str, /, **params: Any) -> int:
         return tx.run(self._q[query], params)
 
+    def _send(self, tx: Tx, query: str, /, **params: Any) -> None:
+        tx.send(self._q[query], params)
+
     def _lock(self, tx: Tx, account: str, workflow: str, instance_id: str) -> InstanceRow | None:
         rows = self._rows(tx, "lock_instance", account=account, workflow=workflow, id=instance_id)
         return _instance(rows[0]) if rows else None
 
     def _write(self, tx: Tx, row: InstanceRow) -> InstanceRow:
-        self._run(tx, "update_instance", **dataclasses.asdict(row))
+        self._send(tx, "update_instance", **dataclasses.asdict(row))
         return row
 
     def _fenced(self, tx: Tx, account: str, workflow: str, instance_id: str, epoch: int) -> InstanceRow | None:
@@ -147,7 +158,7 @@ class SqlWorkflowStore(WorkflowStore):
     ) -> WorkflowRecord:
         def put(tx: Tx) -> WorkflowRecord:
             code = json.dumps(settings.to_json())
-            self._run(
+            self._send(
                 tx, "upsert_workflow_code", account=account, name=name, code_settings=code, code_version=version_id,
                 now=now_ms,
             )  # fmt: skip
@@ -161,7 +172,7 @@ class SqlWorkflowStore(WorkflowStore):
         def put(tx: Tx) -> WorkflowRecord:
             given = json.dumps(overrides.to_json())
             placeholder = json.dumps(WorkflowSettings().to_json())  # set by _put_in_force below
-            self._run(
+            self._send(
                 tx, "upsert_workflow_overrides", account=account, name=name, overrides=given, settings=placeholder,
                 now=now_ms,
             )  # fmt: skip
@@ -174,7 +185,7 @@ class SqlWorkflowStore(WorkflowStore):
         before = _record(self._rows(tx, "lock_workflow", account=account, name=name)[0])
         settings = before.overrides.apply(before.code_settings or WorkflowSettings())
         version = effective_version(before.code_version, before.overrides)
-        self._run(
+        self._send(
             tx,
             "set_workflow_in_force",
             account=account,
@@ -186,11 +197,11 @@ class SqlWorkflowStore(WorkflowStore):
         )
         record = dataclasses.replace(before, settings=settings, version_id=version)
         if settings.schedules:
-            self._run(tx, "put_schedule", account=account, workflow=name, now=now_ms)
+            self._send(tx, "put_schedule", account=account, workflow=name, now=now_ms)
         else:
-            self._run(tx, "drop_schedule", account=account, workflow=name)
+            self._send(tx, "drop_schedule", account=account, workflow=name)
         if version != before.version_id:
-            self._run(
+            self._send(
                 tx,
                 "put_version",
                 account=account,
@@ -216,9 +227,9 @@ class SqlWorkflowStore(WorkflowStore):
         def delete(tx: Tx) -> bool:
             key = {"account": account, "workflow": name}
             for query in ("delete_workflow_steps", "delete_workflow_events", "delete_workflow_instances"):
-                self._run(tx, query, **key)
-            self._run(tx, "delete_workflow_versions", **key)
-            self._run(tx, "drop_schedule", **key)
+                self._send(tx, query, **key)
+            self._send(tx, "delete_workflow_versions", **key)
+            self._send(tx, "drop_schedule", **key)
             return self._run(tx, "delete_workflow", account=account, name=name) > 0
 
         return self._db.transaction(delete)
@@ -279,7 +290,7 @@ class SqlWorkflowStore(WorkflowStore):
                 f"instance.already_exists: workflow {workflow!r} already had an instance {item.id!r}; "
                 "ids are never reused"
             )
-        self._run(tx, "take_instance_id", **key)
+        self._send(tx, "take_instance_id", **key)
         row = InstanceRow(
             account,
             workflow,
@@ -304,7 +315,7 @@ class SqlWorkflowStore(WorkflowStore):
             item.traceparent,
             item.origin,
         )
-        self._run(tx, "insert_instance", **dataclasses.asdict(row))
+        self._send(tx, "insert_instance", **dataclasses.asdict(row))
         return row
 
     def get_instance(self, account: str, workflow: str, instance_id: str) -> InstanceRow | None:
@@ -357,8 +368,8 @@ class SqlWorkflowStore(WorkflowStore):
     def delete_instance(self, account: str, workflow: str, instance_id: str) -> bool:
         def delete(tx: Tx) -> bool:
             key = {"account": account, "workflow": workflow, "id": instance_id}
-            self._run(tx, "delete_steps", **key)
-            self._run(tx, "delete_events", **key)
+            self._send(tx, "delete_steps", **key)
+            self._send(tx, "delete_events", **key)
             return self._run(tx, "delete_instance", **key) > 0
 
         return self._db.transaction(delete)
@@ -372,7 +383,7 @@ class SqlWorkflowStore(WorkflowStore):
                 raise InstanceNotFound(f"workflow {workflow!r} has no instance {instance_id!r}")
             if row.status in FINISHED:
                 raise InvalidInstanceState(f"instance {instance_id!r} is {row.status}; it takes no more events")
-            self._run(
+            self._send(
                 tx,
                 "insert_event",
                 account=account,
@@ -407,8 +418,8 @@ class SqlWorkflowStore(WorkflowStore):
                 if not found:
                     raise InvalidStepConfig(f"instance {row.id!r} has no step {from_step!r} to restart from")
                 seq = found[0][0]
-            self._run(tx, "unconsume_events_from", **key, seq=seq)
-            self._run(tx, "delete_steps_from", **key, seq=seq)
+            self._send(tx, "unconsume_events_from", **key, seq=seq)
+            self._send(tx, "delete_steps_from", **key, seq=seq)
             return change(
                 row,
                 status="queued",
@@ -456,9 +467,15 @@ class SqlWorkflowStore(WorkflowStore):
 
         def claim(tx: Tx) -> Claim | None:
             nonlocal paused
-            row = self._lock(tx, account, workflow, instance_id)
-            if row is None:
+            # What the claim decides on, read together (one round trip on PostgreSQL): the row,
+            # locked first, then its steps and the oldest unused event of the type it waits for.
+            key = {"account": account, "workflow": workflow, "id": instance_id}
+            locked, stored, awaited = tx.rows_each(
+                [(self._q[query], key) for query in ("lock_instance", "steps", "awaited_event")]
+            )
+            if not locked:
                 return None
+            row = _instance(locked[0])
             if row.status in ("running", "waitingForPause"):
                 if row.run_message != message_id:
                     return None  # another message's run goes on; this one is a duplicate
@@ -479,7 +496,7 @@ class SqlWorkflowStore(WorkflowStore):
                     return None
             elif row.status == "waiting":
                 due = row.wake_at_ms is None or row.wake_at_ms <= now_ms
-                if not due and not (row.waiting_for is not None and self._has_event(tx, row, row.waiting_for)):
+                if not due and not (row.waiting_for is not None and awaited):
                     return None
             elif row.status != "queued":
                 return None
@@ -494,9 +511,9 @@ class SqlWorkflowStore(WorkflowStore):
                 modified_ms=now_ms,
             )
             self._write(tx, claimed)
-            steps = [_step(r) for r in self._rows(tx, "steps", account=account, workflow=workflow, id=instance_id)]
+            steps = [_step(r) for r in stored]
             if row.status == "waiting" and row.waiting_for is not None:
-                steps = self._take_awaited(tx, claimed, steps, row.waiting_for, now_ms)
+                steps = self._take_awaited(tx, claimed, steps, row.waiting_for, awaited, now_ms)
             elif row.status == "waiting":
                 steps = self._end_due_sleep(tx, claimed, steps, now_ms)
             return Claim(claimed, steps)
@@ -507,19 +524,19 @@ class SqlWorkflowStore(WorkflowStore):
             self._db.transaction(lambda tx: None)
         return claimed
 
-    def _take_awaited(self, tx: Tx, row: InstanceRow, steps: list[StepRow], type: str, now_ms: int) -> list[StepRow]:
+    def _take_awaited(
+        self, tx: Tx, row: InstanceRow, steps: list[StepRow], type: str, found: list[Row], now_ms: int
+    ) -> list[StepRow]:
         """A run woken for the event its wait waits for would begin by taking it: taken here, in
         the claim's transaction (the wake path's one write fewer), its step stored complete as
-        :meth:`take_event` stores it; the run then finds the wait done."""
+        :meth:`take_event` stores it; the run then finds the wait done. ``found``: the oldest
+        unused event of ``type`` (the claim read it with the row)."""
         waits = [s for s in steps if s.type == "waitForEvent" and s.status == "running"]
-        if not waits or json.loads(waits[-1].config).get("type") != type:
-            return steps
-        found = self._rows(tx, "oldest_event", account=row.account, workflow=row.workflow, id=row.id, type=type)
-        if not found:
+        if not waits or json.loads(waits[-1].config).get("type") != type or not found:
             return steps
         seq, payload, timestamp = found[0]
         wait = waits[-1]
-        self._run(tx, "consume_event", seq=seq, step_key=wait.key)
+        self._send(tx, "consume_event", seq=seq, step_key=wait.key)
         output = json.dumps({"type": type, "payload": json.loads(payload), "timestamp": timestamp})
         done = dataclasses.replace(wait, status="complete", output=output, end_ms=now_ms)
         self._put_step(tx, row, done)
@@ -539,7 +556,7 @@ class SqlWorkflowStore(WorkflowStore):
         return bool(self._rows(tx, "oldest_event", account=row.account, workflow=row.workflow, id=row.id, type=type))
 
     def _put_step(self, tx: Tx, row: InstanceRow, step: StepRow) -> None:
-        self._run(
+        self._send(
             tx, "put_step", account=row.account, workflow=row.workflow, instance=row.id, **dataclasses.asdict(step)
         )
 
@@ -566,7 +583,7 @@ class SqlWorkflowStore(WorkflowStore):
             if not found:
                 return True, None
             seq, payload, timestamp = found[0]
-            self._run(tx, "consume_event", seq=seq, step_key=step.key)
+            self._send(tx, "consume_event", seq=seq, step_key=step.key)
             event = EventRow(type, payload, timestamp)
             output = json.dumps({"type": type, "payload": json.loads(payload), "timestamp": timestamp})
             self._put_step(tx, row, dataclasses.replace(step, status="complete", output=output))
@@ -659,9 +676,9 @@ class SqlWorkflowStore(WorkflowStore):
             expired = self._rows(tx, "expired_instances", now=now_ms)
             for account, workflow, instance_id in expired:
                 key = {"account": account, "workflow": workflow, "id": instance_id}
-                self._run(tx, "delete_steps", **key)
-                self._run(tx, "delete_events", **key)
-                self._run(tx, "delete_instance", **key)
+                self._send(tx, "delete_steps", **key)
+                self._send(tx, "delete_events", **key)
+                self._send(tx, "delete_instance", **key)
             return len(expired)
 
         return self._db.transaction(prune)
@@ -732,7 +749,7 @@ class SqlWorkflowStore(WorkflowStore):
             if abs(value) > MAX_COUNTER:
                 self._counter(tx, account, counter, -add.n, add.now_ms)  # undone: nothing changed
                 if add.key is not None:
-                    self._run(tx, "forget_counter_key", **names, key=add.key)
+                    self._send(tx, "forget_counter_key", **names, key=add.key)
                 add.error = InvalidRequest(
                     f"counter {counter!r} would be {value}; a counter stays within ±2^53 (nothing was added)"
                 )
@@ -748,7 +765,7 @@ class SqlWorkflowStore(WorkflowStore):
         wakeups: list[Wakeup] = []
         payload = json.dumps({"counter": counter, "value": 0})
         for workflow, instance_id, event_type in self._rows(tx, "unsent_notices", account=account, counter=counter):
-            self._run(
+            self._send(
                 tx,
                 "mark_notice_sent",
                 account=account,
@@ -762,7 +779,7 @@ class SqlWorkflowStore(WorkflowStore):
             if row is None or row.status in FINISHED:
                 continue  # nobody to tell any more
             key = {"account": account, "workflow": workflow, "id": instance_id}
-            self._run(tx, "insert_event", **key, type=event_type, payload=payload, now=now_ms)
+            self._send(tx, "insert_event", **key, type=event_type, payload=payload, now=now_ms)
             seq = self._rows(tx, "insert_wakeup", **key, now=now_ms)[0][0]
             wakeups.append(Wakeup(int(seq), account, workflow, instance_id))
         return wakeups
@@ -780,7 +797,7 @@ class SqlWorkflowStore(WorkflowStore):
             value = self._counter(tx, account, counter, 0, now_ms)
             if self._lock(tx, account, workflow, instance_id) is None:
                 raise InstanceNotFound(f"workflow {workflow!r} has no instance {instance_id!r} to notify")
-            self._run(
+            self._send(
                 tx,
                 "insert_notice",
                 account=account,
@@ -804,7 +821,7 @@ class SqlWorkflowStore(WorkflowStore):
     def wakeups_sent(self, account: str, seqs: list[int]) -> None:
         def forget(tx: Tx) -> None:
             for seq in seqs:
-                self._run(tx, "delete_wakeup", account=account, seq=seq)
+                self._send(tx, "delete_wakeup", account=account, seq=seq)
 
         if seqs:
             self._db.transaction(forget)

@@ -176,6 +176,13 @@ SELECT seq, payload, timestamp_ms FROM workflow_events
 WHERE account = :account AND workflow = :workflow AND instance = :id AND type = :type AND consumed_by IS NULL
 ORDER BY seq LIMIT 1;
 
+-- name: awaited_event
+-- The oldest unused event of the type the instance waits for (none if it waits for none).
+SELECT seq, payload, timestamp_ms FROM workflow_events
+WHERE account = :account AND workflow = :workflow AND instance = :id AND consumed_by IS NULL
+    AND type = (SELECT waiting_for FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id)
+ORDER BY seq LIMIT 1;
+
 -- name: consume_event
 UPDATE workflow_events SET consumed_by = :step_key WHERE seq = :seq;
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import psycopg
 import pytest
 
 import conveyor
 from conveyor.engine.postgres import PostgresEngine
+from conveyor.engine.postgres.database import pipelined_transaction
 from conveyor.engine.postgres.engine import WRITE_LANES
-from conveyor.model import NewMessage, QueueSettings
+from conveyor.model import DeliveryPolicy, NewMessage, QueueSettings
 
 
 def test_concurrent_sends_share_commits_and_all_are_stored(pg_url: str) -> None:
@@ -85,3 +87,32 @@ def test_an_urgent_send_is_stored_while_every_write_lane_is_busy(pg_url: str) ->
     finally:
         release.set()
         engine.close()
+
+
+def test_an_owed_send_is_stored_and_delivered_like_any_other(pg_url: str) -> None:
+    engine = PostgresEngine(pg_url)
+    try:
+        queue = engine.create_queue("woken", QueueSettings()).queue_id
+        for _ in range(2):  # the urgent lane's first (it opens the connection) and a later one
+            engine.enqueue(queue, [NewMessage(b"wake", "text", 0)], urgent=True, owed=True)
+        assert engine.metrics(queue).backlog_count == 2
+        assert [m.body for m in engine.lease(queue, 10, 30_000, DeliveryPolicy())] == [b"wake", b"wake"]
+    finally:
+        engine.close()
+
+
+def test_a_pipelined_transaction_that_fails_stores_nothing_and_leaves_the_connection_usable(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TEMPORARY TABLE t (n int PRIMARY KEY)")
+        with pytest.raises(psycopg.errors.UniqueViolation), pipelined_transaction(conn):
+            conn.execute("INSERT INTO t VALUES (1)")
+            conn.execute("INSERT INTO t VALUES (1)")  # refused when the pipeline syncs at the end
+        with pytest.raises(RuntimeError), pipelined_transaction(conn):
+            conn.execute("INSERT INTO t VALUES (2)")
+            raise RuntimeError("the caller's own failure")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        with pipelined_transaction(conn, synchronous_commit=False) as pipeline:
+            conn.execute("INSERT INTO t VALUES (3)")
+            pipeline.sync()
+            assert conn.execute("SELECT n FROM t").fetchall() == [(3,)]
+        assert conn.execute("SELECT n FROM t").fetchall() == [(3,)]

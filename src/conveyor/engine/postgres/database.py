@@ -11,10 +11,11 @@ twice, an ack counted once and warned about once. Both are within at-least-once 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import psycopg
@@ -65,6 +66,34 @@ def with_retries(fn: Callable[[], T], what: str) -> T:
             log.warning("%s failed (%s); retrying in %.2f s", what, str(exc).strip() or type(exc).__name__, pause)
             time.sleep(pause)
             pause = min(pause * 2, MAX_PAUSE_SECONDS)
+
+
+@contextlib.contextmanager
+def pipelined_transaction(
+    conn: psycopg.Connection[tuple[Any, ...]], *, synchronous_commit: bool = True
+) -> Iterator[psycopg.Pipeline]:
+    """A transaction on an autocommit connection in pipeline mode, its ``BEGIN`` sent with the
+    first statement that waits for an answer and its ``COMMIT`` with the closing sync: a
+    transaction whose statements need no answer before its end is one round trip. (psycopg's
+    ``transaction()`` in pipeline mode waits for the answer of ``BEGIN``, syncs before ``COMMIT``
+    and waits for its answer: three round trips more.) Yields the pipeline, whose ``sync()``
+    gets the answers so far. ``synchronous_commit=False``: the commit does not wait for its WAL
+    flush. An error, of a statement or of the block, rolls the transaction back."""
+    try:
+        with conn.pipeline() as pipeline:
+            conn.execute("BEGIN")
+            if not synchronous_commit:
+                conn.execute("SET LOCAL synchronous_commit TO off")
+            yield pipeline
+            conn.execute("COMMIT")
+    except BaseException:
+        if not conn.closed and conn.info.transaction_status in (
+            psycopg.pq.TransactionStatus.INTRANS,
+            psycopg.pq.TransactionStatus.INERROR,
+        ):
+            with contextlib.suppress(psycopg.Error):  # a broken connection is dropped by its pool
+                conn.execute("ROLLBACK")
+        raise
 
 
 def connect(conninfo: str, *, autocommit: bool) -> psycopg.Connection[tuple[Any, ...]]:

@@ -206,7 +206,11 @@ class PostgresEngine(ShardedEngine[ShardRef]):
         now_ms: int,
         *,
         urgent: bool = False,
+        owed: bool = False,
     ) -> Metrics | None:
+        """``owed``: committed without waiting for the WAL flush (see ``Engine.enqueue``): the
+        caller's record of the send, committed before it, is deleted only by a later commit, which
+        flushes this one first."""
         args = {
             "shard": shard.key,
             "ids": ids,
@@ -221,7 +225,7 @@ class PostgresEngine(ShardedEngine[ShardRef]):
             "shards": self._keys(queue_id),
             "now": now_ms,
         }
-        row = self._write("enqueue", args, _row, urgent=urgent)
+        row = self._write("enqueue", args, _row, urgent=urgent, durable=not owed)
         if row is None:
             self._forget(queue_id)
             raise QueueNotFound("the queue was deleted while this message was being sent")

@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 
 import psycopg
 
-from conveyor.engine.postgres.database import connect, with_retries
+from conveyor.engine.postgres.database import connect, pipelined_transaction, with_retries
 
 T = TypeVar("T")
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -95,12 +95,13 @@ class GroupCommitter:
         """Run ``group`` in one pipelined transaction; returns each operation's ``finish``."""
         conn = self._connection()
         try:
-            if len(group) == 1:
+            # On a lane whose commits wait for their flush, a group of operations that need none.
+            unflushed = self._synchronous and not any(item.durable for item in group)
+            if len(group) == 1 and not unflushed:
                 finishers = [group[0].op(conn, self.lane)]
             else:
-                with conn.pipeline(), conn.transaction():
-                    if self._synchronous and not any(item.durable for item in group):
-                        conn.execute("SET LOCAL synchronous_commit TO off")
+                # One round trip: BEGIN, the statements and COMMIT go out together.
+                with pipelined_transaction(conn, synchronous_commit=not unflushed):
                     finishers = [item.op(conn, self.lane) for item in group]
         except psycopg.OperationalError:
             if conn.closed or conn.broken:

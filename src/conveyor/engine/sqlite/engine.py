@@ -205,9 +205,12 @@ class SQLiteEngine(ShardedEngine[Shard]):
         now_ms: int,
         *,
         urgent: bool = False,
+        owed: bool = False,
     ) -> Metrics | None:
         """``urgent`` changes nothing here: each queue's shards commit on committers of their own,
-        so a wake-up's send never waits behind another queue's writes."""
+        so a wake-up's send never waits behind another queue's writes. Nor does ``owed``: the
+        record of what is owed is in workflows.db, another file, whose commits the shard's are
+        not ordered with."""
         delays = {m.delay_seconds for m in messages}
         # A message without a delay of its own takes the queue's, read now (from the snapshot).
         queue_delay = self.queue_settings(queue_id).delivery_delay if None in delays else 0
