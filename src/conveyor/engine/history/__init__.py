@@ -153,6 +153,15 @@ class HistoryStore(Protocol):
         (``"ACCOUNT/"``: an account's queues; ``""``: all), by qualified name, oldest first."""
         ...
 
+    def newest_of_prefix(self, prefix: str, since_ms: int, count: int = 2) -> dict[str, list[QueuePoint]]:
+        """Like :meth:`of_prefix`, but only each queue's newest ``count`` points (oldest first)."""
+        ...
+
+    def backlog_by_bucket(self, queue_names: Sequence[str], since_ms: int, bucket_ms: int) -> dict[str, list[int]]:
+        """Each queue's backlog since ``since_ms``, one value per ``bucket_ms`` (the highest in
+        it), oldest first, thinned by the database: a sparkline's points, whatever the interval."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -197,6 +206,26 @@ class HistoryTables:
         lo, hi = _range(prefix)
         args = {"lo": lo, "hi": hi, "since": since_ms}
         return _grouped(self._tables.read(lambda tx: tx.rows("of_prefix", args), "read the queue history"))
+
+    def newest_of_prefix(self, prefix: str, since_ms: int, count: int = 2) -> dict[str, list[QueuePoint]]:
+        lo, hi = _range(prefix)
+        args = {"lo": lo, "hi": hi, "since": since_ms, "count": count}
+        return _grouped(self._tables.read(lambda tx: tx.rows("newest_of_prefix", args), "read the queue history"))
+
+    def backlog_by_bucket(self, queue_names: Sequence[str], since_ms: int, bucket_ms: int) -> dict[str, list[int]]:
+        if bucket_ms < 1:
+            raise InvalidRequest(f"a history bucket is at least 1 ms, not {bucket_ms}")
+
+        def read(tx: Transaction) -> dict[str, list[int]]:
+            return {
+                name: [
+                    int(row[1])
+                    for row in tx.rows("backlog_by_bucket", {"name": name, "since": since_ms, "bucket_ms": bucket_ms})
+                ]
+                for name in queue_names
+            }
+
+        return self._tables.read(read, "read the queue history")
 
     def close(self) -> None:
         self._tables.close()

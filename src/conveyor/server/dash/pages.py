@@ -5,6 +5,7 @@ which also checks the CSRF token and the origin, and refuses read-only sessions.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 import urllib.parse
@@ -27,6 +28,8 @@ from conveyor.server.service import Service, blocking
 from conveyor.server.tokens import hash_secret
 
 OVERVIEW_MINUTES = 30  # the history the overview's sparklines draw
+SPARK_BUCKET_MS = 60_000  # one sparkline point a minute, thinned by the database
+OVERVIEW_ROWS = 50  # queues a page of the overview shows (and its poll refreshes)
 CHART_MINUTES = 60  # and a queue's charts
 PEEK_COUNT = 20
 POLL_SECONDS = 3
@@ -245,25 +248,34 @@ def _client(request: Request, visit: Visit) -> tuple[str, Conveyor]:
 
 
 def _overview_rows(request: Request, visit: Visit) -> dict[str, Any]:
+    """The overview's rows: every visible queue's figures from its newest two history points (one
+    query), filtered and sorted, then one page of them; only that page's sparklines are read, a
+    point a minute. A poll of 1,000 queues reads 2,000 points and 50 sparklines, not 180,000 points."""
     account, client = _client(request, visit)
     queues = [q for q in client.engine.list_queues() if visit.session.sees(q.queue_name)]
     history = dashboard(request).history()
     since = client.engine.clock.now_ms() - OVERVIEW_MINUTES * 60_000
-    points = history.of_prefix(account + SEPARATOR, since)
+    prefix = account + SEPARATOR
+    newest = history.newest_of_prefix(prefix, since)
     workers = client.engine.list_workers()
     missing = views.unserved(queues, workers)
-    rows = [
-        views.queue_row(q, points.get(account + SEPARATOR + q.queue_name, []), q.queue_name in missing) for q in queues
-    ]
+    rows = [views.queue_row(q, newest.get(prefix + q.queue_name, []), q.queue_name in missing) for q in queues]
     wanted = request.query_params.get("q", "").strip().lower()
     if wanted:
         rows = [r for r in rows if wanted in r.name]
     sort = request.query_params.get("sort", "name")
     sort = sort if sort in views.SORTS else "name"
     descending = request.query_params.get("desc", "") == "1"
+    rows = views.sort_rows(rows, sort, descending)
+    pages = views.pager(len(rows), request.query_params.get("page", "1"), OVERVIEW_ROWS)
+    shown = rows[pages.first : pages.last]
+    sparks = history.backlog_by_bucket([prefix + r.name for r in shown], since, SPARK_BUCKET_MS)
+    shown = [dataclasses.replace(r, spark=views.sparkline(sparks.get(prefix + r.name, []))) for r in shown]
     return {
         "account": account,
-        "rows": views.sort_rows(rows, sort, descending),
+        "rows": shown,
+        "pager": pages,
+        "matched": len(rows),
         "sort": sort,
         "desc": descending,
         "q": wanted,

@@ -87,7 +87,11 @@ def sparkline(values: Sequence[int]) -> str:
     )
 
 
-def queue_row(queue: QueueInfo, points: Sequence[QueuePoint], no_worker: bool) -> QueueRow:
+def queue_row(
+    queue: QueueInfo, points: Sequence[QueuePoint], no_worker: bool, spark: Sequence[int] | None = None
+) -> QueueRow:
+    """A line of the overview from the queue's newest points (two suffice: the figures and the
+    rates); ``spark``: the backlog to draw (the points' own when not given)."""
     last = points[-1] if points else None
     rate = rates(points[-2:])
     consumer = queue.consumers[0].type if queue.consumers else ""
@@ -104,9 +108,35 @@ def queue_row(queue: QueueInfo, points: Sequence[QueuePoint], no_worker: bool) -
         retried_per_s=rate[0].retried_per_second if rate else 0.0,
         dead_lettered_per_s=rate[0].dead_lettered_per_second if rate else 0.0,
         concurrency=last.concurrency if last else 0,
-        spark=sparkline([p.backlog for p in points]),
+        spark=sparkline([p.backlog for p in points] if spark is None else spark),
         at_ms=last.at_ms if last else 0,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Pager:
+    """Which slice of a long list a page shows: ``page`` of ``pages`` (1-based), ``size`` a page."""
+
+    page: int
+    pages: int
+    size: int
+    total: int
+
+    @property
+    def first(self) -> int:
+        return (self.page - 1) * self.size
+
+    @property
+    def last(self) -> int:
+        return min(self.total, self.page * self.size)
+
+
+def pager(total: int, asked: str, size: int) -> Pager:
+    """The page ``asked`` for (a query parameter: anything not a number is page 1, past the end
+    the last page) of ``total`` rows, ``size`` a page."""
+    pages = max(1, -(-total // size))
+    page = int(asked) if asked.isdecimal() and len(asked) < 10 else 1
+    return Pager(min(max(1, page), pages), pages, size, total)
 
 
 def sort_rows(rows: list[QueueRow], sort: str, descending: bool) -> list[QueueRow]:
