@@ -247,6 +247,14 @@ def _client(request: Request, visit: Visit) -> tuple[str, Conveyor]:
     return account, dashboard(request).service.client(account)
 
 
+def account_client(request: Request, visit: Visit, what: str) -> tuple[str, Conveyor]:
+    """The path's account and a client of it, for a page of an account-wide section (``what``:
+    "buckets", ...): 404 for another account, 403 for a session whose token is limited to queues."""
+    account, client = _client(request, visit)
+    visit.session.check_account_wide(what)
+    return account, client
+
+
 def _overview_rows(request: Request, visit: Visit) -> dict[str, Any]:
     """The overview's rows: every visible queue's figures from its newest two history points (one
     query), filtered and sorted, then one page of them; only that page's sparklines are read, a

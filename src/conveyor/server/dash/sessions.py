@@ -94,6 +94,16 @@ class Session:
         if not self.operator and account_id != self.account_id:
             raise QueueNotFound(f"account {account_id!r} has nothing here for this session")
 
+    @property
+    def account_wide(self) -> bool:
+        """The session reaches the whole account (not a token limited to some queues): buckets,
+        KV and the prober are account-wide, as their API routes are."""
+        return self.token is None or not self.token.queues
+
+    def check_account_wide(self, what: str) -> None:
+        if not self.account_wide:
+            raise Forbidden(f"this session's token is limited to some queues; {what} are account-wide")
+
     def sees(self, queue_name: str) -> bool:
         return self.token is None or self.token.allows_queue(queue_name)
 

@@ -171,19 +171,30 @@ def _hex(data: bytes) -> str:
 def show_body(message: StoredMessage) -> ShownBody:
     """Render a body by its content type: text as text, JSON pretty-printed, anything else (bytes,
     v8) as hex; cut past SHOW_BYTES, folded past FOLD_CHARS. Never markup: the template escapes it."""
-    body = message.body
+    return show_data(message.body, message.content_type)
+
+
+def show_data(body: bytes, kind: str) -> ShownBody:
+    """``body`` as the page shows it, read as ``kind``: ``text``, ``json`` (pretty-printed, or as
+    text if it does not parse) or anything else as hex (a message's bytes and v8, a KV ``bytes``
+    value). Cut past SHOW_BYTES, folded past FOLD_CHARS; the template escapes what it holds."""
     shown, cut = body[:SHOW_BYTES], len(body) > SHOW_BYTES
-    if message.content_type == "json" and not cut:
+    if kind == "json" and not cut:
         try:
             kind, text = "json", json.dumps(json.loads(shown), indent=2, ensure_ascii=False)
         except ValueError:
             kind, text = "text", shown.decode("utf-8", "replace")
-    elif message.content_type in ("text", "json"):
+    elif kind in ("text", "json"):
         kind, text = "text", shown.decode("utf-8", "replace")
     else:
         kind, text = "hex", _hex(shown)
     folded = len(text) > FOLD_CHARS
     return ShownBody(kind, text, text[:FOLD_CHARS] if folded else text, folded, cut, len(body))
+
+
+def show_json(value: object) -> str:
+    """A JSON value (a KV key's metadata) as indented text, for a ``<pre>``; ``""`` for None."""
+    return "" if value is None else json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
 def dead_letter_sources(queues: Sequence[QueueInfo]) -> dict[str, list[str]]:
