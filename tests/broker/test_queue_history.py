@@ -93,11 +93,12 @@ def test_the_overviews_reads_take_each_queues_newest_points_and_thin_the_backlog
             + [QueuePoint("q2", f"{prefix}b", 20_000, 3, 0, 0, 0, 0, 0, 0, 0, 0)]
             + [QueuePoint("q3", "another-account/c", 20_000, 3, 0, 0, 0, 0, 0, 0, 0, 0)]
         )
-        newest = store.newest_of_prefix(prefix, 0)
+        newest = store.newest([f"{prefix}a", f"{prefix}b", f"{prefix}none"], 0)
         assert set(newest) == {f"{prefix}a", f"{prefix}b"}
         assert [p.at_ms for p in newest[f"{prefix}a"]] == [70_000, 130_000]
         assert [p.backlog for p in newest[f"{prefix}b"]] == [3]
-        assert [p.at_ms for p in store.newest_of_prefix(prefix, 100_000)[f"{prefix}a"]] == [130_000]
+        assert [p.at_ms for p in store.newest([f"{prefix}a"], 100_000)[f"{prefix}a"]] == [130_000]
+        assert [p.at_ms for p in store.newest([f"{prefix}a"], 0, count=3)[f"{prefix}a"]] == [60_000, 70_000, 130_000]
         sparks = store.backlog_by_bucket([f"{prefix}a", f"{prefix}b", f"{prefix}none"], 0, 60_000)
         assert sparks == {f"{prefix}a": [7, 9, 4], f"{prefix}b": [3], f"{prefix}none": []}
         assert store.backlog_by_bucket([f"{prefix}a"], 60_000, 60_000) == {f"{prefix}a": [9, 4]}

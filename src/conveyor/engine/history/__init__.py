@@ -153,8 +153,9 @@ class HistoryStore(Protocol):
         (``"ACCOUNT/"``: an account's queues; ``""``: all), by qualified name, oldest first."""
         ...
 
-    def newest_of_prefix(self, prefix: str, since_ms: int, count: int = 2) -> dict[str, list[QueuePoint]]:
-        """Like :meth:`of_prefix`, but only each queue's newest ``count`` points (oldest first)."""
+    def newest(self, queue_names: Sequence[str], since_ms: int, count: int = 2) -> dict[str, list[QueuePoint]]:
+        """Each queue's newest ``count`` points since ``since_ms`` (by qualified name, oldest
+        first; a queue with none is left out): the overview's figures, one index seek a queue."""
         ...
 
     def backlog_by_bucket(self, queue_names: Sequence[str], since_ms: int, bucket_ms: int) -> dict[str, list[int]]:
@@ -207,10 +208,16 @@ class HistoryTables:
         args = {"lo": lo, "hi": hi, "since": since_ms}
         return _grouped(self._tables.read(lambda tx: tx.rows("of_prefix", args), "read the queue history"))
 
-    def newest_of_prefix(self, prefix: str, since_ms: int, count: int = 2) -> dict[str, list[QueuePoint]]:
-        lo, hi = _range(prefix)
-        args = {"lo": lo, "hi": hi, "since": since_ms, "count": count}
-        return _grouped(self._tables.read(lambda tx: tx.rows("newest_of_prefix", args), "read the queue history"))
+    def newest(self, queue_names: Sequence[str], since_ms: int, count: int = 2) -> dict[str, list[QueuePoint]]:
+        def read(tx: Transaction) -> dict[str, list[QueuePoint]]:
+            found = {}
+            for name in queue_names:
+                rows = tx.rows("newest_of_queue", {"name": name, "since": since_ms, "count": count})
+                if rows:
+                    found[name] = [_point(row) for row in reversed(rows)]
+            return found
+
+        return self._tables.read(read, "read the queue history")
 
     def backlog_by_bucket(self, queue_names: Sequence[str], since_ms: int, bucket_ms: int) -> dict[str, list[int]]:
         if bucket_ms < 1:

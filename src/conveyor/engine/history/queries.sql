@@ -24,19 +24,13 @@ SELECT queue_id, queue_name, at_ms, backlog, backlog_bytes, oldest_ms, in_flight
 FROM queue_history WHERE queue_name >= :lo AND queue_name < :hi AND at_ms >= :since
 ORDER BY queue_name, at_ms;
 
--- name: newest_of_prefix
--- The newest :count points of every queue in [lo, hi) since a time (the overview's figures and
--- rates: two points a queue, however many the window holds).
+-- name: newest_of_queue
+-- One queue's newest :count points since a time, newest first (the overview's figures and rates: a
+-- seek of the primary key per queue, however many points the window holds).
 SELECT queue_id, queue_name, at_ms, backlog, backlog_bytes, oldest_ms, in_flight, sent, acked, retried,
        dead_lettered, concurrency
-FROM (
-    SELECT queue_id, queue_name, at_ms, backlog, backlog_bytes, oldest_ms, in_flight, sent, acked, retried,
-           dead_lettered, concurrency,
-           ROW_NUMBER() OVER (PARTITION BY queue_name ORDER BY at_ms DESC) AS newest
-    FROM queue_history WHERE queue_name >= :lo AND queue_name < :hi AND at_ms >= :since
-) AS recent
-WHERE newest <= :count
-ORDER BY queue_name, at_ms;
+FROM queue_history WHERE queue_name = :name AND at_ms >= :since
+ORDER BY at_ms DESC LIMIT :count;
 
 -- name: backlog_by_bucket
 -- One queue's backlog since a time, thinned to one point per :bucket_ms (the highest backlog in

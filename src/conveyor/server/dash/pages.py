@@ -256,15 +256,16 @@ def account_client(request: Request, visit: Visit, what: str) -> tuple[str, Conv
 
 
 def _overview_rows(request: Request, visit: Visit) -> dict[str, Any]:
-    """The overview's rows: every visible queue's figures from its newest two history points (one
-    query), filtered and sorted, then one page of them; only that page's sparklines are read, a
-    point a minute. A poll of 1,000 queues reads 2,000 points and 50 sparklines, not 180,000 points."""
+    """The overview's rows: every visible queue's figures from its newest two history points (an
+    index seek a queue), filtered and sorted, then one page of them; only that page's sparklines
+    are read, a point a minute. A poll of 1,000 queues reads 2,000 points and 50 sparklines of 30
+    points, not 180,000 points."""
     account, client = _client(request, visit)
     queues = [q for q in client.engine.list_queues() if visit.session.sees(q.queue_name)]
     history = dashboard(request).history()
     since = client.engine.clock.now_ms() - OVERVIEW_MINUTES * 60_000
     prefix = account + SEPARATOR
-    newest = history.newest_of_prefix(prefix, since)
+    newest = history.newest([prefix + q.queue_name for q in queues], since)
     workers = client.engine.list_workers()
     missing = views.unserved(queues, workers)
     rows = [views.queue_row(q, newest.get(prefix + q.queue_name, []), q.queue_name in missing) for q in queues]
