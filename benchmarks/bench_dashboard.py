@@ -5,7 +5,7 @@
 ``conveyor serve`` app on 127.0.0.1 (uvicorn in a thread), a logged-in session; prints each page's
 median and p95 per size, and 1,000 / 10 (issue 17 holds it to at most 3).
 
-    python benchmarks/bench_dashboard.py [--quick] [--url postgresql://...]
+    python benchmarks/bench_dashboard.py [--quick] [--postgres] [--sizes 10,1000]
 """
 
 from __future__ import annotations
@@ -34,7 +34,12 @@ POINTS = 180  # 30 minutes at the default interval
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a smoke run: 5 requests a page")
-    parser.add_argument("--url", help="a PostgreSQL deployment (default: SQLite in a scratch directory)")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="a scratch schema of the test PostgreSQL (default: SQLite in a scratch directory)",
+    )
+    parser.add_argument("--url", help=argparse.SUPPRESS)  # an older spelling of --postgres
     parser.add_argument("--sizes", default="10,1000", help="queue counts, comma-separated")
     return parser.parse_args()
 
@@ -95,7 +100,7 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     results: dict[int, dict[str, list[float]]] = {}
     for queues in sizes:
-        if args.url:
+        if args.postgres or args.url:
             from tests.engine.postgres.support import drop_schema, new_schema, schema_url
 
             schema = new_schema()
@@ -107,7 +112,7 @@ def main() -> None:
             with scratch_directory("dashboard") as directory:
                 results[queues] = measure(f"sqlite://{directory / 'data'}", queues, count)
         for page, times in results[queues].items():
-            engine = "postgresql" if args.url else "sqlite"
+            engine = "postgresql" if args.postgres or args.url else "sqlite"
             emit(f"dashboard {page} median", statistics.median(times) * 1000, "ms", count, queues=queues, engine=engine)
             emit(f"dashboard {page} p95", percentile(times, 95) * 1000, "ms", count, queues=queues, engine=engine)
     if len(sizes) == 2:

@@ -149,6 +149,7 @@ def test_kv_namespaces_keys_by_prefix_and_cursor_and_values_by_kind(server: Runn
     kv.put("raw", b"\x00\xff<script>")
     kv.put(HOSTILE, HOSTILE)
     kv.put("long", "y" * 5000)
+    kv.put("temporary", "t", expiration=4_102_444_800)  # 2100-01-01
     client = logged_in(server, secret)
     namespaces = client.get("/dash/a/acme/kv").text
     assert 'data-namespace="config"' in namespaces and kv.id in namespaces
@@ -161,6 +162,8 @@ def test_kv_namespaces_keys_by_prefix_and_cursor_and_values_by_kind(server: Runn
     everything = client.get(base).text
     assert_inert(everything)
     assert ESCAPED in everything  # the hostile key's name, and the metadata column
+    assert "2100-01-01 00:00:00 UTC" in everything
+    assert "2100-01-01 00:00:00 UTC" in client.get(base + "/k/temporary").text
     doc = client.get(base + "/k/doc").text
     assert_inert(doc)
     assert 'class="body json"' in doc and "&#34;html&#34;: &#34;&lt;script&gt;" in doc

@@ -104,6 +104,13 @@ def _session(request: Request) -> Visit:
     return Visit(sessions.Session(token, account, dash.signer().csrf(data["s"])), data["s"])
 
 
+def when(ms: int | None) -> str:
+    """``2026-12-04 17:30:05`` (UTC) for a time in ms, ``–`` for none."""
+    if ms is None:
+        return "–"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
+
+
 def render(name: str, status: int = 200, **context: Any) -> HTMLResponse:
     return HTMLResponse(templates.get_template(name).render(**context), status_code=status, headers=SECURITY_HEADERS)
 

@@ -6,7 +6,6 @@ rounds and a round's jobs, which the API has no call for yet, the prober's store
 
 from __future__ import annotations
 
-import datetime
 import json
 from collections import defaultdict
 from typing import Any
@@ -19,18 +18,11 @@ from conveyor.prober.fleet import DEFAULT_REPORT_MS, Fleet
 from conveyor.prober.model import Job, check_fleet_name
 from conveyor.prober.report import summarize_round
 from conveyor.prober.store import probe_store
-from conveyor.server.dash.pages import Visit, account_client, page, render
+from conveyor.server.dash.pages import Visit, account_client, page, render, when
 from conveyor.server.service import blocking
 
 ROUNDS_SHOWN = 50  # the newest rounds of the report's window a fleet's page lists
 DETAIL_CHARS = 300  # a job's details (its check's returned JSON), cut in the table
-
-
-def when(ms: int | None) -> str:
-    """``2026-12-04 17:30:05`` (UTC) for a time in ms, ``–`` for none."""
-    if ms is None:
-        return "–"
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _fleet(request: Request, visit: Visit) -> tuple[str, Any, Fleet]:

@@ -18,7 +18,7 @@ from starlette.responses import Response, StreamingResponse
 from conveyor.client.sync import Conveyor
 from conveyor.errors import InvalidRequest
 from conveyor.server.dash import views
-from conveyor.server.dash.pages import SECURITY_HEADERS, Visit, account_client, page, render
+from conveyor.server.dash.pages import SECURITY_HEADERS, Visit, account_client, page, render, when
 from conveyor.server.service import blocking
 from conveyor.storage.bucket import Bucket
 from conveyor.storage.kv import KVValue
@@ -179,6 +179,7 @@ async def namespace_page(request: Request, visit: Visit) -> Response:
             "keys": [(key, views.show_json(key.metadata)) for key in found.keys],
             "cursor": "" if found.list_complete else found.cursor,
             "first": not cursor,
+            "when": when,
         }
 
     return render("kv_namespace.html", **await blocking(context))
@@ -211,6 +212,7 @@ async def kv_value(request: Request, visit: Visit) -> Response:
             "kind": kind,
             "body": views.show_data(value.data, kind),
             "metadata": views.show_json(value.metadata),
+            "when": when,
         }
 
     return render("kv_value.html", **await blocking(context))
