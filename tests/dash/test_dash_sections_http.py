@@ -5,7 +5,6 @@ operator reads), no credential rendered, and hostile keys, values, metadata and 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import ClassVar
 from urllib.parse import quote
 
 import httpx
@@ -13,6 +12,7 @@ import pytest
 
 import conveyor
 from conveyor.prober import CheckFailed, ProbeTarget
+from conveyor.server.dash.storage_pages import browse
 from conveyor.server.testing import RunningServer
 from tests.dash.conftest import csrf_of, logged_in
 from tests.storage.s3_server import S3Server, start_s3_server
@@ -51,27 +51,19 @@ def test_buckets_list_folders_and_objects_a_page_at_a_time(server: RunningServer
     assert client.get("/dash/a/acme/buckets/Bad_Name").status_code == 400
 
 
-def test_many_folders_page_by_cursor() -> None:
+def test_many_folders_page_by_cursor(server: RunningServer) -> None:
     """A page of folders only: each folder is listed once, and the cursor skips past its keys."""
-    from conveyor.server.dash.storage_pages import browse
-
-    class Listing:
-        keys: ClassVar[list[str]] = [*sorted(f"f{n:03d}/{m}" for n in range(25) for m in range(3)), "z.txt"]
-
-        def list(self, prefix: str = "", start_after: str = "") -> list[conveyor.storage.ObjectInfo]:
-            import datetime
-
-            when = datetime.datetime.now(datetime.UTC)
-            return [
-                conveyor.storage.ObjectInfo(k, 1, "e", when, "s", "t", {})
-                for k in self.keys
-                if k.startswith(prefix) and k > start_after
-            ]
-
-    first, cursor = browse(Listing(), "", "", 10)  # type: ignore[arg-type]
+    b = server.service.client("acme").create_bucket("folders")
+    for n in range(25):
+        for m in range(3):
+            b.put(f"f{n:03d}/{m}", b"x")
+    b.put("z.txt", b"z")
+    first, cursor = browse(b, "", "", 10)
     assert [e.name for e in first] == [f"f{n:03d}/" for n in range(10)]
-    rest, end = browse(Listing(), "", cursor, 100)  # type: ignore[arg-type]
+    rest, end = browse(b, "", cursor, 100)
     assert [e.name for e in rest] == [*(f"f{n:03d}/" for n in range(10, 25)), "z.txt"] and end == ""
+    inside, _ = browse(b, "f003/", "", 100)
+    assert [e.name for e in inside] == ["f003/0", "f003/1", "f003/2"]
 
 
 def test_an_objects_metadata_and_download_are_escaped_and_never_served_as_a_page(server: RunningServer) -> None:
