@@ -47,15 +47,15 @@ def _arguments() -> argparse.Namespace:
 def seed(server: RunningServer, queues: int) -> None:
     """``queues`` queues made by the public API, and their history points."""
     cv = server.service.client(ACCOUNT)
-    infos = [cv.create_queue(f"queue-{n:05d}").info() for n in range(queues)]
+    infos = [cv.create_queue(f"queue-{n:05d}") for n in range(queues)]
     now = cv.engine.clock.now_ms()
     history = server.service.history()
     for n, info in enumerate(infos):
         history.record(
             [
                 QueuePoint(
-                    info.queue_id,
-                    f"{ACCOUNT}/{info.queue_name}",
+                    info.id,
+                    f"{ACCOUNT}/{info.name}",
                     now - (POINTS - i) * INTERVAL_MS,
                     (n * 7 + i) % 500,
                     0,
