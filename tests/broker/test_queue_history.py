@@ -11,7 +11,14 @@ import pytest
 import conveyor
 from conveyor.broker.coordinator import Coordinator
 from conveyor.client.history import queue_history
-from conveyor.engine.history import HistoryRecorder, HistorySettings, history_rows, open_history, rates
+from conveyor.engine.history import (
+    HistoryRecorder,
+    HistorySettings,
+    QueuePoint,
+    history_rows,
+    open_history,
+    rates,
+)
 from conveyor.errors import InvalidRequest, QueueNotFound
 from conveyor.model import WorkerEntry, WorkerRun
 from conveyor.server.testing import InProcessRemoteEngine, http_client
@@ -66,6 +73,37 @@ def test_recorder_keeps_each_queues_figures_and_rates(deployment: conveyor.Conve
         assert rows[0]["sent_per_second"] == 0.0 and rows[1]["backlog"] == 4
         store.prune(points[-1].at_ms)
         assert [p.backlog for p in store.of_queue(f"{prefix}orders", 0)] == [4]
+    finally:
+        store.close()
+
+
+def test_the_overviews_reads_take_each_queues_newest_points_and_thin_the_backlog(
+    deployment: conveyor.Conveyor,
+) -> None:
+    """The overview's two reads, in the database on both engines: each queue's newest two points,
+    and a sparkline's backlog one value a bucket (the highest in it)."""
+    prefix = "acme/"
+    store = open_history(deployment.engine.deployment())
+    try:
+        store.record(
+            [
+                QueuePoint("q1", f"{prefix}a", at, backlog, 0, 0, 0, at // 1000, 0, 0, 0, 0)
+                for at, backlog in ((0, 5), (10_000, 7), (50_000, 2), (60_000, 9), (70_000, 1), (130_000, 4))
+            ]
+            + [QueuePoint("q2", f"{prefix}b", 20_000, 3, 0, 0, 0, 0, 0, 0, 0, 0)]
+            + [QueuePoint("q3", "another-account/c", 20_000, 3, 0, 0, 0, 0, 0, 0, 0, 0)]
+        )
+        newest = store.newest([f"{prefix}a", f"{prefix}b", f"{prefix}none"], 0)
+        assert set(newest) == {f"{prefix}a", f"{prefix}b"}
+        assert [p.at_ms for p in newest[f"{prefix}a"]] == [70_000, 130_000]
+        assert [p.backlog for p in newest[f"{prefix}b"]] == [3]
+        assert [p.at_ms for p in store.newest([f"{prefix}a"], 100_000)[f"{prefix}a"]] == [130_000]
+        assert [p.at_ms for p in store.newest([f"{prefix}a"], 0, count=3)[f"{prefix}a"]] == [60_000, 70_000, 130_000]
+        sparks = store.backlog_by_bucket([f"{prefix}a", f"{prefix}b", f"{prefix}none"], 0, 60_000)
+        assert sparks == {f"{prefix}a": [7, 9, 4], f"{prefix}b": [3], f"{prefix}none": []}
+        assert store.backlog_by_bucket([f"{prefix}a"], 60_000, 60_000) == {f"{prefix}a": [9, 4]}
+        with pytest.raises(InvalidRequest, match="at least 1 ms"):
+            store.backlog_by_bucket([f"{prefix}a"], 0, 0)
     finally:
         store.close()
 

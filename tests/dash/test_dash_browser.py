@@ -12,10 +12,13 @@ import pytest
 from playwright.sync_api import Browser, Dialog, Page, expect, sync_playwright
 
 import conveyor
+from conveyor.prober import CheckFailed, ProbeTarget
 from tests.dash.browser import chromium, screenshot_path
 from tests.server.process import ServeProcess, serve_process
 
 ACCOUNT = "acme"
+HOSTILE = '<script>alert("hostile")</script>'
+HOSTILE_HTML = b"<html><script>alert(1)</script></html>"
 WAIT_MS = 30_000  # a loaded machine: the rows re-poll every 3 s, the history every 0.5 s
 
 
@@ -145,3 +148,75 @@ def test_redrive_a_dead_letter_queue_and_see_the_messages_come_back(
     expect(page.locator("pre.body.json").first).to_contain_text('"order"')
     page.screenshot(path=screenshot_path("redriven"), full_page=True)
     assert work.metrics().backlog_count == 3 and dlq.metrics().backlog_count == 0
+
+
+def test_browse_buckets_kv_and_the_prober(page: Page, served: ServeProcess, client: conveyor.Conveyor) -> None:
+    """Every new section through its nav link, hostile names and values inert, an object downloaded
+    through the session, screenshots of each page."""
+    bucket = client.create_bucket("media")
+    for n in range(3):
+        bucket.put(f"photos/{n}.txt", f"photo {n}".encode(), content_type="text/plain")
+    bucket.put(
+        "photos/<img src=x onerror=alert(1)>.html", HOSTILE_HTML, content_type="text/html", metadata={"by": HOSTILE}
+    )
+    bucket.put("readme.txt", b"hello", content_type="text/plain", metadata={"owner": "ops"})
+    kv = client.kv("settings", create=True)
+    kv.put("theme", {"dark": True, "note": HOSTILE})
+    kv.put(HOSTILE, HOSTILE)
+    kv.put("blob", b"\x00\x01<script>")
+    app = conveyor.App(client)
+    prober = conveyor.Prober(app, fleet="web", messages=0, schedule=None)
+
+    @prober.check("local")
+    def local(target: ProbeTarget) -> dict[str, str]:
+        if "down" in target.address:
+            raise CheckFailed(HOSTILE)
+        return {"ok": "yes"}
+
+    prober.fleet.import_targets([{"address": a, "check": "local"} for a in ("up.example", "down.example")])
+    round_id = prober.round(timeout=60).id
+
+    log_in(page, served)
+    page.get_by_role("link", name="Buckets", exact=True).click()
+    expect(page.locator('tr[data-bucket="media"]')).to_be_visible()
+    page.screenshot(path=screenshot_path("buckets"), full_page=True)
+    page.get_by_role("link", name="media").click()
+    expect(page.locator("tr.folder")).to_have_count(1)
+    page.get_by_role("link", name="photos/").click()
+    expect(page.locator("tr.object")).to_have_count(4)
+    expect(page.get_by_text("<img src=x onerror=alert(1)>.html")).to_be_visible()
+    page.screenshot(path=screenshot_path("bucket-folder"), full_page=True)
+    page.get_by_role("link", name="<img src=x onerror=alert(1)>.html").click()
+    expect(page.locator("dl.metadata")).to_contain_text(HOSTILE)
+    page.screenshot(path=screenshot_path("object"), full_page=True)
+    with page.expect_download() as downloading:
+        page.locator("#download").click()
+    assert Path(downloading.value.path()).read_bytes() == HOSTILE_HTML
+
+    page.get_by_role("link", name="KV", exact=True).click()
+    page.get_by_role("link", name="settings").click()
+    expect(page.locator("tr.key")).to_have_count(3)
+    page.screenshot(path=screenshot_path("kv-namespace"), full_page=True)
+    page.get_by_label("Keys starting with").fill("th")
+    page.keyboard.press("Enter")
+    expect(page.locator("tr.key")).to_have_count(1)
+    page.get_by_role("link", name="theme").click()
+    expect(page.locator("pre.body.json")).to_contain_text('"dark": true')
+    page.screenshot(path=screenshot_path("kv-value-json"), full_page=True)
+    page.go_back()
+    page.go_back()
+    page.get_by_role("link", name=HOSTILE).click()
+    expect(page.locator("pre.body.text")).to_have_text(HOSTILE)
+    page.get_by_role("link", name="bytes").click()
+    expect(page.locator("pre.body.hex")).to_be_visible()
+    page.screenshot(path=screenshot_path("kv-value-hex"), full_page=True)
+
+    page.get_by_role("link", name="Prober", exact=True).click()
+    page.get_by_role("link", name="web").click()
+    expect(page.locator(f'tr[data-round="{round_id}"]')).to_be_visible()
+    expect(page.get_by_text("1 of 2 finished")).to_be_visible()
+    page.screenshot(path=screenshot_path("prober-fleet"), full_page=True)
+    page.get_by_role("link", name=round_id).click()
+    expect(page.locator("tr[data-job]")).to_have_count(2)
+    expect(page.locator("table.jobs")).to_contain_text(HOSTILE)
+    page.screenshot(path=screenshot_path("prober-round"), full_page=True)

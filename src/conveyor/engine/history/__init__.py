@@ -31,7 +31,7 @@ from conveyor.deployment import Deployment
 from conveyor.engine.base import Engine, prefix_range
 from conveyor.engine.queue_faults import QueueFaults
 from conveyor.engine.sqlfile import load_queries, load_script
-from conveyor.engine.tables import SqliteFile, Tables, Transaction, open_tables
+from conveyor.engine.tables import PostgresTables, SqliteFile, Tables, Transaction, open_tables
 from conveyor.errors import InvalidRequest
 from conveyor.model import QueueInfo
 
@@ -153,6 +153,16 @@ class HistoryStore(Protocol):
         (``"ACCOUNT/"``: an account's queues; ``""``: all), by qualified name, oldest first."""
         ...
 
+    def newest(self, queue_names: Sequence[str], since_ms: int, count: int = 2) -> dict[str, list[QueuePoint]]:
+        """Each queue's newest ``count`` points since ``since_ms`` (by qualified name, oldest
+        first; a queue with none is left out): the overview's figures, one index seek a queue."""
+        ...
+
+    def backlog_by_bucket(self, queue_names: Sequence[str], since_ms: int, bucket_ms: int) -> dict[str, list[int]]:
+        """Each queue's backlog since ``since_ms``, one value per ``bucket_ms`` (the highest in
+        it), oldest first, thinned by the database: a sparkline's points, whatever the interval."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -174,10 +184,12 @@ def _range(prefix: str) -> tuple[str, str]:
 
 class HistoryTables:
     """The points in the deployment's tables (engine/tables.py): ``history.db`` on SQLite, the
-    ``queue_history`` table on PostgreSQL; one set of queries for both."""
+    ``queue_history`` table on PostgreSQL; one set of queries for both (and, on PostgreSQL, the
+    overview's reads of many queues in one statement each instead of one a queue)."""
 
     def __init__(self, tables: Tables) -> None:
         self._tables = tables
+        self._arrays = isinstance(tables, PostgresTables)  # it takes an array of names in one query
 
     def record(self, points: Sequence[QueuePoint]) -> None:
         def insert(tx: Transaction) -> None:
@@ -197,6 +209,43 @@ class HistoryTables:
         lo, hi = _range(prefix)
         args = {"lo": lo, "hi": hi, "since": since_ms}
         return _grouped(self._tables.read(lambda tx: tx.rows("of_prefix", args), "read the queue history"))
+
+    def newest(self, queue_names: Sequence[str], since_ms: int, count: int = 2) -> dict[str, list[QueuePoint]]:
+        if self._arrays:
+            args = {"names": list(queue_names), "since": since_ms, "count": count}
+            return _grouped(self._tables.read(lambda tx: tx.rows("newest_of_queues", args), "read the queue history"))
+
+        def read(tx: Transaction) -> dict[str, list[QueuePoint]]:
+            found = {}
+            for name in queue_names:
+                rows = tx.rows("newest_of_queue", {"name": name, "since": since_ms, "count": count})
+                if rows:
+                    found[name] = [_point(row) for row in reversed(rows)]
+            return found
+
+        return self._tables.read(read, "read the queue history")
+
+    def backlog_by_bucket(self, queue_names: Sequence[str], since_ms: int, bucket_ms: int) -> dict[str, list[int]]:
+        if bucket_ms < 1:
+            raise InvalidRequest(f"a history bucket is at least 1 ms, not {bucket_ms}")
+        if self._arrays:
+            args = {"names": list(queue_names), "since": since_ms, "bucket_ms": bucket_ms}
+            rows = self._tables.read(lambda tx: tx.rows("backlog_by_bucket_of_queues", args), "read the queue history")
+            sparks: dict[str, list[int]] = {name: [] for name in queue_names}
+            for name, _, backlog in rows:
+                sparks[name].append(int(backlog))
+            return sparks
+
+        def read(tx: Transaction) -> dict[str, list[int]]:
+            return {
+                name: [
+                    int(row[1])
+                    for row in tx.rows("backlog_by_bucket", {"name": name, "since": since_ms, "bucket_ms": bucket_ms})
+                ]
+                for name in queue_names
+            }
+
+        return self._tables.read(read, "read the queue history")
 
     def close(self) -> None:
         self._tables.close()

@@ -24,7 +24,12 @@ Structure (the whole dashboard; the first slice builds the parts marked *built*)
                            a job's source, target and logs; pause / resume / abort        (built)
     /dash/a/{acc}/cdn[/p/{name}[/v/{version}]]  the CDN's packages, versions and their
                            publish state, a version's files and SRIs, the audit's counts  (built)
-    /dash/a/{acc}/prober, /buckets, /kv                                                    (later)
+    /dash/a/{acc}/prober[/{fleet}[/r/{round}]]   fleets; a fleet's report, rounds and
+                           targets; one round's jobs (read-only)                          (built)
+    /dash/a/{acc}/buckets[/{b}[/o/{key}]]        buckets; objects by folder, a page at a
+                           time; an object's metadata and its download (read-only)      (built)
+    /dash/a/{acc}/kv[/{ns}[/k/{key}]]            namespaces; keys by prefix, a page at a
+                           time; a value as text, JSON or hex (read-only)                (built)
     /dash/static/{file}    the vendored htmx and uPlot, the dashboard's CSS and JS       (built)
 
 Pieces: :mod:`.sessions` (login, signed cookies, CSRF), :mod:`.pages` (handlers: ``page`` for
@@ -52,7 +57,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from conveyor.server.access import DASHBOARD, DeclaredRoute, declared
-from conveyor.server.dash import cdn, migrations, pages, workflow_pages
+from conveyor.server.dash import cdn, migrations, pages, prober_pages, storage_pages, workflow_pages
 
 STATIC = resources.files("conveyor.server.dash").joinpath("static")
 # Only the files the package ships are served, read once: no path from a request touches the disk.
@@ -121,4 +126,14 @@ ROUTES: list[DeclaredRoute] = [
     declared(C + "/rows", cdn.cdn_rows, "GET", DASHBOARD),
     declared(P, cdn.package_page, "GET", DASHBOARD),
     declared(P + "/v/{version}", cdn.version_page, "GET", DASHBOARD),
+    declared(A + "/prober", prober_pages.fleets, "GET", DASHBOARD),
+    declared(A + "/prober/{fleet}", prober_pages.fleet_page, "GET", DASHBOARD),
+    declared(A + "/prober/{fleet}/r/{round_id}", prober_pages.round_page, "GET", DASHBOARD),
+    declared(A + "/buckets", storage_pages.buckets, "GET", DASHBOARD),
+    declared(A + "/buckets/{bucket}", storage_pages.bucket_page, "GET", DASHBOARD),
+    declared(A + "/buckets/{bucket}/o/{key:path}", storage_pages.object_page, "GET", DASHBOARD),
+    declared(A + "/buckets/{bucket}/download/{key:path}", storage_pages.download, "GET", DASHBOARD),
+    declared(A + "/kv", storage_pages.namespaces, "GET", DASHBOARD),
+    declared(A + "/kv/{namespace_id}", storage_pages.namespace_page, "GET", DASHBOARD),
+    declared(A + "/kv/{namespace_id}/k/{key:path}", storage_pages.kv_value, "GET", DASHBOARD),
 ]

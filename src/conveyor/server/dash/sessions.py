@@ -100,6 +100,10 @@ class Session:
         migrations and the CDN need it, as over the REST API."""
         return self.token is None or not self.token.queues
 
+    def check_account_wide(self, what: str) -> None:
+        if not self.whole_account:
+            raise Forbidden(f"this session's token is limited to some queues; {what} are account-wide")
+
     def sees(self, queue_name: str) -> bool:
         return self.token is None or self.token.allows_queue(queue_name)
 

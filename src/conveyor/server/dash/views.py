@@ -89,7 +89,11 @@ def sparkline(values: Sequence[int]) -> str:
     )
 
 
-def queue_row(queue: QueueInfo, points: Sequence[QueuePoint], no_worker: bool) -> QueueRow:
+def queue_row(
+    queue: QueueInfo, points: Sequence[QueuePoint], no_worker: bool, spark: Sequence[int] | None = None
+) -> QueueRow:
+    """A line of the overview from the queue's newest points (two suffice: the figures and the
+    rates); ``spark``: the backlog to draw (the points' own when not given)."""
     last = points[-1] if points else None
     rate = rates(points[-2:])
     consumer = queue.consumers[0].type if queue.consumers else ""
@@ -106,9 +110,35 @@ def queue_row(queue: QueueInfo, points: Sequence[QueuePoint], no_worker: bool) -
         retried_per_s=rate[0].retried_per_second if rate else 0.0,
         dead_lettered_per_s=rate[0].dead_lettered_per_second if rate else 0.0,
         concurrency=last.concurrency if last else 0,
-        spark=sparkline([p.backlog for p in points]),
+        spark=sparkline([p.backlog for p in points] if spark is None else spark),
         at_ms=last.at_ms if last else 0,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Pager:
+    """Which slice of a long list a page shows: ``page`` of ``pages`` (1-based), ``size`` a page."""
+
+    page: int
+    pages: int
+    size: int
+    total: int
+
+    @property
+    def first(self) -> int:
+        return (self.page - 1) * self.size
+
+    @property
+    def last(self) -> int:
+        return min(self.total, self.page * self.size)
+
+
+def pager(total: int, asked: str, size: int) -> Pager:
+    """The page ``asked`` for (a query parameter: anything not a number is page 1, past the end
+    the last page) of ``total`` rows, ``size`` a page."""
+    pages = max(1, -(-total // size))
+    page = int(asked) if asked.isdecimal() and len(asked) < 10 else 1
+    return Pager(min(max(1, page), pages), pages, size, total)
 
 
 def sort_rows(rows: list[QueueRow], sort: str, descending: bool) -> list[QueueRow]:
@@ -143,19 +173,30 @@ def _hex(data: bytes) -> str:
 def show_body(message: StoredMessage) -> ShownBody:
     """Render a body by its content type: text as text, JSON pretty-printed, anything else (bytes,
     v8) as hex; cut past SHOW_BYTES, folded past FOLD_CHARS. Never markup: the template escapes it."""
-    body = message.body
+    return show_data(message.body, message.content_type)
+
+
+def show_data(body: bytes, kind: str) -> ShownBody:
+    """``body`` as the page shows it, read as ``kind``: ``text``, ``json`` (pretty-printed, or as
+    text if it does not parse) or anything else as hex (a message's bytes and v8, a KV ``bytes``
+    value). Cut past SHOW_BYTES, folded past FOLD_CHARS; the template escapes what it holds."""
     shown, cut = body[:SHOW_BYTES], len(body) > SHOW_BYTES
-    if message.content_type == "json" and not cut:
+    if kind == "json" and not cut:
         try:
             kind, text = "json", json.dumps(json.loads(shown), indent=2, ensure_ascii=False)
         except ValueError:
             kind, text = "text", shown.decode("utf-8", "replace")
-    elif message.content_type in ("text", "json"):
+    elif kind in ("text", "json"):
         kind, text = "text", shown.decode("utf-8", "replace")
     else:
         kind, text = "hex", _hex(shown)
     folded = len(text) > FOLD_CHARS
     return ShownBody(kind, text, text[:FOLD_CHARS] if folded else text, folded, cut, len(body))
+
+
+def show_json(value: object) -> str:
+    """A JSON value (a KV key's metadata) as indented text, for a ``<pre>``; ``""`` for None."""
+    return "" if value is None else json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
 def dead_letter_sources(queues: Sequence[QueueInfo]) -> dict[str, list[str]]:

@@ -36,7 +36,17 @@ function drawCharts(box) {
   setInterval(refresh, 10000);
 }
 
+// A new filter or sort starts again at the first page (the rows' poll keeps the page shown).
+function firstPageOnChange(form) {
+  const page = form.querySelector('input[name="page"]');
+  if (!page) return;
+  const reset = (event) => { if (event.target !== page) page.value = "1"; };
+  form.addEventListener("input", reset, true);
+  form.addEventListener("change", reset, true);
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  document.querySelectorAll("form.filters").forEach(firstPageOnChange);
   document.querySelectorAll("form.confirm-by-name").forEach(confirmByName);
   const box = document.getElementById("charts");
   if (box && window.uPlot) drawCharts(box);
