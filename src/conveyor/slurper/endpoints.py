@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
+import logging
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
@@ -52,6 +53,7 @@ MAX_PARTS = 10_000
 MIB = 1024 * 1024
 
 
+log = logging.getLogger("conveyor.slurper")
 _MD5 = re.compile(r"^[0-9a-fA-F]{32}\Z")  # an etag that is the MD5 of the bytes (not multipart)
 
 
@@ -292,7 +294,7 @@ class S3Target(Target):
         that gives fewer or more bytes than it said fails the PUT (the connection is dropped, the
         service stores nothing); a source that fails mid-stream fails it with the source's error."""
         sent = 0
-        failure: list[BaseException] = []
+        failure: list[Exception] = []
 
         def body() -> Iterator[bytes]:
             nonlocal sent
@@ -302,7 +304,7 @@ class S3Target(Target):
                     if sent > size:
                         raise ChecksumMismatch(f"{key!r}: the source said {size} bytes and sent more")
                     yield chunk
-            except BaseException as exc:
+            except Exception as exc:  # (not GeneratorExit: urllib3 dropping the body after a refusal)
                 failure.append(exc)
                 raise
             if sent != size:
@@ -320,7 +322,7 @@ class S3Target(Target):
         # A single PUT's etag is the MD5 of the bytes the service received (services check the
         # Content-MD5 sent, or not: moto does not).
         if verify and md5 is not None and etag.lower() != md5.lower():
-            self.discard(key)
+            remove_failed_copy(self, key)
             if not _MD5.match(etag):  # another kind of etag: the bytes were not hashed, so hash from now on
                 self.etags_are_md5 = False
                 raise ChecksumMismatch(
@@ -335,6 +337,15 @@ class S3Target(Target):
 
     def close(self) -> None:
         self.client.close()
+
+
+def remove_failed_copy(target: Target, key: str) -> None:
+    """:meth:`Target.discard`, best effort: a target that cannot remove it now leaves the retry to
+    find it (its failsafe trusts only an object of the listed size and MD5)."""
+    try:
+        target.discard(key)
+    except Exception as exc:
+        log.warning("could not remove %r after its copy failed its check: %s", key, exc)
 
 
 def part_size(size: int, wanted: int = PART_SIZE) -> int:

@@ -54,6 +54,7 @@ from conveyor.slurper.endpoints import (
     check_multipart,
     open_source,
     open_target,
+    remove_failed_copy,
 )
 from conveyor.slurper.errors import ChecksumMismatch
 from conveyor.slurper.model import JobRow
@@ -407,12 +408,12 @@ class Pipeline:
                 verify=md5 is not None and not hashed,
             )
         if not counted == written == meta.size:
-            target.discard(key)  # so that a retry copies it again rather than take it as copied
+            remove_failed_copy(target, key)  # so that a retry copies it again rather than take it as copied
             raise ChecksumMismatch(
                 f"{key!r}: the source said {meta.size} bytes, {counted} were read, {written} written"
             )
         if digest is not None and digest.hexdigest() != meta.etag:
-            target.discard(key)
+            remove_failed_copy(target, key)
             raise ChecksumMismatch(f"{key!r}: the bytes read do not match the source's MD5 etag {meta.etag}")
         return "transferred", written, None
 
