@@ -233,3 +233,36 @@ def test_bytes_that_do_not_match_the_source_md5_are_refused_whichever_side_check
                 assert s3_server.keys(target["bucket"]) == []
     finally:
         source.stop()
+
+
+def test_a_redelivered_copy_takes_an_object_written_since_the_job_began_only_if_it_matches_the_listing(
+    tmp_path: Path, s3_server: S3Server
+) -> None:
+    # The failsafe counts a key as transferred, without copying, when a redelivered transfer finds
+    # it in the target written after the job began (its earlier delivery copied it and died before
+    # counting). An object there of another size or MD5 than the listing's is no such copy (one that
+    # failed its check, say): it is copied again.
+    source, target = s3_server.new_bucket(), s3_server.new_bucket()
+    client: Any = s3_server.client()
+    client.put_object(Bucket=source, Key="same", Body=b"whole")
+    client.put_object(Bucket=source, Key="other", Body=b"whole")
+    listed = {o["Key"]: o["ETag"].strip('"') for o in client.list_objects_v2(Bucket=source)["Contents"]}
+    with conveyor.connect(f"sqlite://{tmp_path / 'data'}") as cv:
+        job = cv.slurper.create_job(source=s3_source(s3_server, source), target=s3_source(s3_server, target))
+        time.sleep(1.05 - time.time() % 1)  # into the next second: Last-Modified has whole seconds
+        client.put_object(Bucket=target, Key="same", Body=b"whole")
+        client.put_object(Bucket=target, Key="other", Body=b"wrong")  # same size, another MD5
+        store = job_store(cv)
+        row = store.find(job.id)
+        assert row is not None
+        keys = [Listed(k, 5, listed[k]) for k in ("other", "same")]
+        assert store.record_listing(job.id, row.next_listing, keys, after="", done=True)
+        store.lock_keys(job.id, [("other", "m-1"), ("same", "m-2")])
+        _, again = store.lock_keys(job.id, [("other", "m-1"), ("same", "m-2")])  # their second deliveries
+        pipeline = Pipeline(cv)
+        try:
+            assert pipeline._copy(row, "same", again[1]) == ("transferred", 5, None)
+            assert pipeline._copy(row, "other", again[0]) == ("transferred", 5, None)
+        finally:
+            pipeline.close()
+    assert client.get_object(Bucket=target, Key="other")["Body"].read() == b"whole"
