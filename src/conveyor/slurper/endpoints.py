@@ -291,25 +291,32 @@ class S3Target(Target):
         verify: bool,
     ) -> int:
         """One PUT of ``size`` bytes, streamed from the source's chunks as they arrive. A source
-        that gives fewer or more bytes than it said fails the PUT (the connection is dropped, the
-        service stores nothing); a source that fails mid-stream fails it with the source's error."""
+        that gives fewer or more bytes than it said fails the PUT before its last chunk is sent (each
+        chunk is sent once the next one is read, so the service never has the whole length: it
+        stores nothing); a source that fails mid-stream fails it with the source's error."""
         sent = 0
         failure: list[Exception] = []
 
         def body() -> Iterator[bytes]:
             nonlocal sent
+            held = b""
             try:
                 for chunk in chunks:
-                    sent += len(chunk)
-                    if sent > size:
+                    if not chunk:
+                        continue
+                    if sent + len(chunk) > size:
                         raise ChecksumMismatch(f"{key!r}: the source said {size} bytes and sent more")
-                    yield chunk
+                    if held:
+                        yield held
+                    held = chunk
+                    sent += len(chunk)
+                if sent != size:
+                    raise ChecksumMismatch(f"{key!r}: the source said {size} bytes, {sent} were read")
             except Exception as exc:  # (not GeneratorExit: urllib3 dropping the body after a refusal)
                 failure.append(exc)
                 raise
-            if sent != size:
-                failure.append(ChecksumMismatch(f"{key!r}: the source said {size} bytes, {sent} were read"))
-                raise failure[-1]
+            if held:
+                yield held
 
         try:
             etag = self.client.put(
