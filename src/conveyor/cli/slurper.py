@@ -29,6 +29,7 @@ from rich.text import Text
 
 from conveyor.cli.context import CliError, CliState, ConveyorGroup, console, emit, json_option, pass_state
 from conveyor.slurper import Job, JobProgress, PlannedObject
+from conveyor.slurper.endpoints import MAX_PUT_BYTES, MIN_PART_SIZE, MULTIPART_THRESHOLD, PART_SIZE
 from conveyor.slurper.model import iso
 from conveyor.wire import slurper as shapes
 
@@ -315,6 +316,20 @@ def abort_all(state: CliState, as_json: bool) -> None:
     help="How soon a dead worker's messages come back.",
 )
 @click.option("--max-bytes-per-second", type=click.IntRange(1), default=None, help="Read at most this from sources.")
+@click.option(
+    "--multipart-threshold",
+    type=click.IntRange(0, MAX_PUT_BYTES),
+    default=MULTIPART_THRESHOLD,
+    show_default=True,
+    help="Bytes: an S3 target takes larger objects as multipart uploads, smaller ones in one streamed PUT.",
+)
+@click.option(
+    "--part-size",
+    type=click.IntRange(MIN_PART_SIZE, MAX_PUT_BYTES),
+    default=PART_SIZE,
+    show_default=True,
+    help="Bytes per part of a multipart upload (larger when an object needs more than 10,000 parts).",
+)
 @pass_state
 def worker(
     state: CliState,
@@ -322,6 +337,8 @@ def worker(
     max_retries: int,
     visibility_timeout_ms: int,
     max_bytes_per_second: int | None,
+    multipart_threshold: int,
+    part_size: int,
 ) -> None:
     """Run the list, transfer and lifecycle consumers of the account's jobs until SIGINT/SIGTERM."""
     import conveyor
@@ -335,6 +352,8 @@ def worker(
         max_object_bytes=max_object_bytes or MAX_OBJECT_BYTES,
         visibility_timeout_ms=visibility_timeout_ms,
         max_bytes_per_second=max_bytes_per_second,
+        multipart_threshold=multipart_threshold,
+        part_size=part_size,
     )
     try:
         app.run()

@@ -45,7 +45,17 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor import limits
 from conveyor.errors import ConveyorError, InvalidRequest, QueueExists, QueueNotFound
-from conveyor.slurper.endpoints import Existing, Source, Target, open_source, open_target
+from conveyor.slurper.endpoints import (
+    MULTIPART_THRESHOLD,
+    PART_SIZE,
+    Existing,
+    Source,
+    Target,
+    check_multipart,
+    open_source,
+    open_target,
+    remove_failed_copy,
+)
 from conveyor.slurper.errors import ChecksumMismatch
 from conveyor.slurper.model import JobRow
 from conveyor.slurper.rules import MAX_OBJECT_BYTES, MD5, ByteRate, changed, skip_reason
@@ -189,7 +199,10 @@ class Pipeline:
         throttle: FailureWindow | None = None,
         max_bytes_per_second: int | None = None,
         copies: int = 1,
+        multipart_threshold: int = MULTIPART_THRESHOLD,
+        part_size: int = PART_SIZE,
     ) -> None:
+        check_multipart(multipart_threshold, part_size)
         self.cv = cv
         self.store = job_store(cv)
         self.page_size = page_size
@@ -198,6 +211,8 @@ class Pipeline:
         self.tick_seconds = tick_seconds
         self.max_object_bytes = max_object_bytes
         self.copies = copies
+        self.multipart_threshold = multipart_threshold
+        self.part_size = part_size
         self.throttle = throttle or FailureWindow(THROTTLE_SECONDS, THROTTLE_MINIMUM, THROTTLE_RATIO)
         self.throttled = 0  # listings postponed by the throttle
         self.rate = ByteRate(max_bytes_per_second) if max_bytes_per_second else None
@@ -225,7 +240,9 @@ class Pipeline:
     def _target(self, row: JobRow) -> Target:
         with self._lock:
             if row.id not in self._targets:
-                self._targets[row.id] = open_target(self.cv, row.target)
+                self._targets[row.id] = open_target(
+                    self.cv, row.target, multipart_threshold=self.multipart_threshold, part_size=self.part_size
+                )
             return self._targets[row.id]
 
     def _now_ms(self) -> int:
@@ -350,7 +367,9 @@ class Pipeline:
         # this message (``again``) can have copied it without counting it.
         existing = self._existing(row, target, key) if locked.again or not row.overwrite else None
         if existing is not None:
-            if existing.written_at * 1000 > row.created_ms:  # the failsafe: a copy whose count was lost
+            # The failsafe: a copy whose count was lost (not one that failed its check: another size
+            # or MD5 than the listing's is copied again).
+            if existing.written_at * 1000 > row.created_ms and not changed(existing, locked.size, locked.etag):
                 return "transferred", max(locked.size, 0), None
             if not row.overwrite and not changed(existing, locked.size, locked.etag):
                 return "skipped", 0, None
@@ -380,13 +399,21 @@ class Pipeline:
                     yield chunk
 
             written = target.write(
-                key, counting(), size=meta.size, content_type=meta.content_type, metadata=meta.metadata, md5=md5
+                key,
+                counting(),
+                size=meta.size,
+                content_type=meta.content_type,
+                metadata=meta.metadata,
+                md5=md5,
+                verify=md5 is not None and not hashed,
             )
         if not counted == written == meta.size:
+            remove_failed_copy(target, key)  # so that a retry copies it again rather than take it as copied
             raise ChecksumMismatch(
                 f"{key!r}: the source said {meta.size} bytes, {counted} were read, {written} written"
             )
         if digest is not None and digest.hexdigest() != meta.etag:
+            remove_failed_copy(target, key)
             raise ChecksumMismatch(f"{key!r}: the bytes read do not match the source's MD5 etag {meta.etag}")
         return "transferred", written, None
 
@@ -433,6 +460,8 @@ def add_consumers(
     throttle: FailureWindow | None = None,
     max_bytes_per_second: int | None = None,
     copies: int = 1,
+    multipart_threshold: int = MULTIPART_THRESHOLD,
+    part_size: int = PART_SIZE,
 ) -> Pipeline:
     """Run the pipeline's three consumers in ``app`` (its client's account): make the queues if
     missing and declare their consumers. ``max_object_bytes``: larger objects are skipped
@@ -459,6 +488,8 @@ def add_consumers(
         throttle=throttle,
         max_bytes_per_second=max_bytes_per_second,
         copies=copies,
+        multipart_threshold=multipart_threshold,
+        part_size=part_size,
     )
     common: dict[str, Any] = {
         "max_batch_timeout": 0,

@@ -25,7 +25,7 @@ import hashlib
 import hmac
 import threading
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from urllib.parse import quote
 
@@ -147,14 +147,19 @@ class S3Client:
         *,
         query: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
-        content: bytes | None = None,
+        content: bytes | Iterable[bytes] | None = None,
+        length: int | None = None,
         stream: bool = False,
     ) -> urllib3.BaseHTTPResponse:
         """The service's reply (its body read unless ``stream``: then the caller reads and releases
-        it); a status of 300 or more raised as the storage error it means."""
+        it); a status of 300 or more raised as the storage error it means. ``content`` may be
+        chunks, sent as they come with the ``length`` given (not chunked: S3 wants a length)."""
         path = "/" + _encode(bucket) + ("/" + _encode(key, "/") if key else "")
         query = dict(query or {})
         signed = self._signed(method, path, query, dict(headers or {}))
+        if length is not None:
+            # Left out of the signed headers (SigV4 allows it); urllib3 sends this one, not chunks.
+            signed["content-length"] = str(length)
         url = self.endpoint + path
         if query:
             url += "?" + "&".join(f"{_encode(k)}={_encode(v)}" for k, v in sorted(query.items()))
@@ -218,30 +223,42 @@ class S3Client:
         self,
         bucket: str,
         key: str,
-        data: bytes,
+        data: bytes | Iterable[bytes],
         *,
+        size: int | None = None,
         content_type: str | None,
         metadata: Mapping[str, str],
         md5: str | None = None,
     ) -> str:
-        """``PutObject`` of ``data``; the etag. ``md5``: the bytes' MD5 (hex) as their source has it,
-        sent as ``Content-MD5``: the service refuses bytes that do not match (``BadDigest``)."""
+        """``PutObject`` of ``data``; the etag. ``data`` may be chunks of ``size`` bytes in all,
+        streamed as they come (nothing held but the chunk being sent; the caller makes sure they
+        add up to ``size``). ``md5``: the bytes' MD5 (hex) as their source has it, sent as
+        ``Content-MD5``: a service that checks it refuses bytes that do not match (``BadDigest``)."""
         headers = _write_headers(content_type, metadata)
         if md5 is not None:
             headers["content-md5"] = base64.b64encode(bytes.fromhex(md5)).decode()
-        reply = self._request("PUT", bucket, key, headers=headers, content=data)
+        if isinstance(data, bytes):
+            size = len(data)
+        elif size is None:
+            raise ValueError("a PUT of chunks needs their size")
+        reply = self._request("PUT", bucket, key, headers=headers, content=data, length=size)
         return str(reply.headers.get("etag", "")).strip('"')
+
+    def delete(self, bucket: str, key: str) -> None:
+        """``DeleteObject`` (S3 answers 204 whether or not there was one)."""
+        self._request("DELETE", bucket, key)
 
     def put_multipart(
         self,
         bucket: str,
         key: str,
-        parts: Iterator[bytes],
+        parts: Iterator[list[bytes]],
         *,
         content_type: str | None,
         metadata: Mapping[str, str],
     ) -> str:
-        """A multipart upload of ``parts`` (each but the last at least 5 MiB), up to
+        """A multipart upload of ``parts``, each the chunks of its bytes (each part but the last at
+        least 5 MiB; sent as they are, not joined), up to
         ``PARTS_IN_FLIGHT`` of them uploading at once while the next is read; aborted on failure."""
         created = self._request(
             "POST", bucket, key, query={"uploads": ""}, headers=_write_headers(content_type, metadata)
@@ -275,9 +292,12 @@ class S3Client:
             raise
         return (ET.fromstring(reply.data).findtext(f"{_NS}ETag") or "").strip('"')
 
-    def _put_part(self, bucket: str, key: str, upload: str, number: int, data: bytes) -> str:
+    def _put_part(self, bucket: str, key: str, upload: str, number: int, chunks: list[bytes]) -> str:
         query = {"partNumber": str(number), "uploadId": upload}
-        return str(self._request("PUT", bucket, key, query=query, content=data).headers.get("etag", ""))
+        length = sum(map(len, chunks))
+        return str(
+            self._request("PUT", bucket, key, query=query, content=chunks, length=length).headers.get("etag", "")
+        )
 
     def _part_pool(self) -> concurrent.futures.ThreadPoolExecutor:
         with self._parts_lock:
