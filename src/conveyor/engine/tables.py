@@ -60,7 +60,8 @@ class Tables(ABC):
         ``what`` names the work in the error of a database that stays unreachable."""
 
     def read(self, fn: Callable[[Transaction], T], what: str) -> T:
-        """Run ``fn``, one read statement (no write lock taken)."""
+        """Run ``fn``, which only reads (no write lock taken; on SQLite a write is refused).
+        Readers of one process run at once, beside its writer."""
         return self.transaction(fn, what)
 
     @abstractmethod
@@ -80,9 +81,12 @@ class _SqliteTransaction(Transaction):
 
 
 class SqliteTables(Tables):
-    """The part's file in a SQLite deployment directory (WAL): one connection shared by this
-    process's threads, each transaction ``BEGIN IMMEDIATE`` (the writers of every process take
-    turns), each durable commit fsynced."""
+    """The part's file in a SQLite deployment directory (WAL): one writing connection shared by
+    this process's threads, each transaction ``BEGIN IMMEDIATE`` (the writers of every process take
+    turns), each durable commit fsynced; and reading connections (``query_only``), one per read in
+    progress, kept for the next: WAL lets readers run beside the writer and each other, so threads
+    reading at once (a server's) do not queue for one connection. Each :meth:`read` is one read
+    transaction, one snapshot, which sees every transaction committed before it began."""
 
     def __init__(self, directory: Path, file: SqliteFile, queries: Mapping[str, str]) -> None:
         from conveyor.engine.sqlite.storage import ensure_directory, open_database
@@ -92,6 +96,9 @@ class SqliteTables(Tables):
         self._conn = open_database(self.path, file.schema, version=file.version, upgrades=dict(file.upgrades))
         self._queries = queries
         self._lock = threading.Lock()
+        self._readers: list[sqlite3.Connection] = []  # idle reading connections
+        self._readers_lock = threading.Lock()
+        self._closed = False
 
     def transaction(self, fn: Callable[[Transaction], T], what: str, *, durable: bool = True) -> T:
         from conveyor.engine.sqlite.storage import translate_error
@@ -119,14 +126,46 @@ class SqliteTables(Tables):
     def read(self, fn: Callable[[Transaction], T], what: str) -> T:
         from conveyor.engine.sqlite.storage import translate_error
 
-        # One statement in autocommit mode is its own snapshot.
-        with self._lock:
+        conn = self._reader()
+        try:
+            conn.execute("BEGIN")  # deferred: a read transaction, taking no lock
+            result = fn(_SqliteTransaction(conn, self._queries))
+            conn.execute("COMMIT")
+            return result
+        except sqlite3.Error as exc:
+            raise translate_error(exc, str(self.path)) from None
+        finally:
+            self._put_back(conn)
+
+    def _reader(self) -> sqlite3.Connection:
+        from conveyor.engine.sqlite.storage import open_reader, translate_error
+
+        with self._readers_lock:
+            if self._closed:
+                raise translate_error(sqlite3.ProgrammingError("the tables are closed"), str(self.path))
+            if self._readers:
+                return self._readers.pop()
+        return open_reader(self.path)
+
+    def _put_back(self, conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:  # ``fn`` raised: end its snapshot
             try:
-                return fn(_SqliteTransaction(self._conn, self._queries))
-            except sqlite3.Error as exc:
-                raise translate_error(exc, str(self.path)) from None
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                conn.close()
+                return
+        with self._readers_lock:
+            if not self._closed:
+                self._readers.append(conn)
+                return
+        conn.close()
 
     def close(self) -> None:
+        with self._readers_lock:
+            self._closed = True
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            conn.close()
         with self._lock:
             self._conn.close()
 

@@ -246,6 +246,27 @@ class _TrackedConnection(sqlite3.Connection):
         super().close()
 
 
+def open_reader(path: Path) -> sqlite3.Connection:
+    """Another connection to ``path``, a file that a connection of this process opened with
+    :func:`open_database` (so it is Conveyor's, in WAL mode, at its schema's version): for reads
+    only (``query_only``), which in WAL mode run beside the writer and each other."""
+    name = str(path)
+    with _files_lock:
+        try:
+            conn = sqlite3.connect(
+                name, isolation_level=None, check_same_thread=False, timeout=60.0, factory=_TrackedConnection
+            )
+        except sqlite3.Error as exc:
+            raise translate_error(exc, name) from None
+        conn.track(str(path.resolve()))
+    try:
+        conn.execute("PRAGMA query_only = ON")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise translate_error(exc, name) from None
+    return conn
+
+
 def check_size_and_log(path: Path) -> None:
     """The checks :func:`open_database` makes of a file's size and write-ahead log before opening
     it, for a reader that only inspects (``conveyor doctor``): ``CorruptStorage`` if it is cut short."""
