@@ -1,6 +1,6 @@
 """A part's SQLite tables (:class:`conveyor.engine.tables.SqliteTables`): reads run on connections
-of their own, several at once and beside the writer, each one snapshot; writes keep the one
-writing connection; close() closes every connection."""
+of their own, several at once and beside the writer; writes keep the one writing connection;
+read_nowait answers WouldWait rather than wait for a lock; close() closes every connection."""
 
 from __future__ import annotations
 
@@ -69,7 +69,9 @@ def test_reads_of_several_threads_run_at_once(tables: SqliteTables) -> None:
     assert names == ["part 1"] * threads
 
 
-def test_a_write_commits_while_a_read_is_in_progress_and_the_read_keeps_its_snapshot(tables: SqliteTables) -> None:
+def test_a_write_commits_while_a_read_is_in_progress_and_the_reads_next_statement_sees_it(
+    tables: SqliteTables,
+) -> None:
     insert(tables, 1)
 
     def read_around_a_write(tx: Transaction) -> tuple[int, int]:
@@ -81,8 +83,7 @@ def test_a_write_commits_while_a_read_is_in_progress_and_the_read_keeps_its_snap
         assert before is not None and after is not None
         return int(before[0]), int(after[0])
 
-    assert tables.read(read_around_a_write, "reading") == (1, 1)
-    assert count(tables) == 2  # a read that begins after the commit sees it
+    assert tables.read(read_around_a_write, "reading") == (1, 2)
 
 
 def test_a_read_sees_every_write_committed_before_it_on_any_thread(tables: SqliteTables) -> None:
@@ -104,7 +105,7 @@ def test_a_write_inside_a_read_is_refused_and_changes_nothing(tables: SqliteTabl
     assert count(tables) == 1
 
 
-def test_a_read_that_raises_ends_its_snapshot(tables: SqliteTables) -> None:
+def test_a_read_that_raises_passes_its_error_on_and_its_connection_reads_on(tables: SqliteTables) -> None:
     def fail(tx: Transaction) -> None:
         tx.one("count", {})
         raise ValueError("the caller's own error")
@@ -112,7 +113,7 @@ def test_a_read_that_raises_ends_its_snapshot(tables: SqliteTables) -> None:
     with pytest.raises(ValueError, match="the caller's own error"):
         tables.read(fail, "reading")
     insert(tables, 1)
-    assert count(tables) == 1  # the connection put back is not stuck in the old snapshot
+    assert count(tables) == 1
 
 
 def test_close_closes_the_reading_connections_too(tmp_path: Path) -> None:
@@ -130,3 +131,24 @@ def test_close_closes_the_reading_connections_too(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="closed"):
         count(tables)
     assert _connections_to[key] == 0
+
+
+def test_read_nowait_answers_while_a_writer_holds_the_write_lock(tables: SqliteTables) -> None:
+    insert(tables, 1)
+    writing = threading.Event()
+    done = threading.Event()
+
+    def slow_write(tx: Transaction) -> None:
+        tx.run("insert", {"id": 2, "name": "part 2"})
+        writing.set()
+        assert done.wait(60)
+
+    writer = threading.Thread(target=lambda: tables.transaction(slow_write, "writing"))
+    writer.start()
+    try:
+        assert writing.wait(60)
+        assert tables.read_nowait(lambda tx: tx.one("count", {}), "counting") == (1,)  # its snapshot: before
+    finally:
+        done.set()
+        writer.join()
+    assert tables.read_nowait(lambda tx: tx.one("count", {}), "counting") == (2,)
