@@ -158,6 +158,15 @@ def responses(raw: bytes, methods: list[str]) -> list[tuple[int, dict[str, str],
     return answers
 
 
+def pipelined(url: str, requests: list[tuple[str, str, str]]) -> list[tuple[int, dict[str, str], bytes]]:
+    """The answers to ``requests`` (method, target, extra header lines) sent at once on one
+    connection, the last with ``Connection: close``."""
+    wire = b"".join(
+        f"{method} {target} HTTP/1.1\r\nHost: cdn\r\n{extra}\r\n\r\n".encode() for method, target, extra in requests
+    )
+    return responses(exchange(url, wire), [method for method, _, _ in requests])
+
+
 def test_pipelined_requests_on_one_connection_are_answered_in_order_cached_or_not(
     cv: conveyor.Conveyor, registry: Registry, tmp_path: Path
 ) -> None:
@@ -179,11 +188,7 @@ def test_pipelined_requests_on_one_connection_are_answered_in_order_cached_or_no
             ("GET", "/ajax/libs/widget/1.1.0/nothere.js", "Accept-Encoding: gzip"),
             ("GET", path, "Accept-Encoding: gzip\r\nConnection: close"),
         ]
-        wire = b"".join(
-            f"{method} {target} HTTP/1.1\r\nHost: cdn\r\n{extra}\r\n\r\n".encode() for method, target, extra in requests
-        )
-        raw = exchange(server.url, wire)
-    answers = responses(raw, [method for method, _, _ in requests])
+        answers = pipelined(server.url, requests)
     assert [status for status, _, _ in answers] == [200, 200, 304, 200, 200, 200, 200, 404, 200]
     for index in (0, 4, 8):
         assert answers[index][2] == gz and answers[index][1]["content-encoding"] == "gzip"
@@ -340,14 +345,17 @@ def test_the_libraries_api_answers_in_cdnjs_shapes(cv: conveyor.Conveyor, regist
 
 @contextmanager
 def primary_on_its_own_server(
-    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path, mirror: S3Server
+    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path, mirror: S3Server | None
 ) -> Iterator[S3Server]:
     """The widget published to a primary bucket on a moto_server of its own (the test may stop or
-    freeze it) and a mirror on the session's."""
+    freeze it) and a mirror on ``mirror`` (None: a local bucket of the deployment)."""
     primary = start_s3_server(tmp_path)
     try:
         s3_bucket(cv, primary, "cdn")
-        s3_bucket(cv, mirror, "cdn-mirror")
+        if mirror is None:
+            cv.create_bucket("cdn-mirror")
+        else:
+            s3_bucket(cv, mirror, "cdn-mirror")
         published_widget(cv, registry, tmp_path, mirror="cdn-mirror")
         yield primary
     finally:
@@ -405,3 +413,45 @@ def test_with_the_primary_hanging_reads_go_to_the_mirror_without_waiting_on_it_e
         assert source.breaker.opened >= 1
         assert source.primary_failures < asked // 2
         assert source.mirror_reads == asked
+
+
+@pytest.mark.parametrize("cv", ["sqlite"], indirect=True)
+def test_with_no_cache_and_the_primary_stopped_a_local_mirror_answers_every_kind_of_request(
+    cv: conveyor.Conveyor, registry: Registry, tmp_path: Path
+) -> None:
+    """The mirror a local bucket: once the breaker is open its small objects are read without a
+    thread (plain GETs answered in the connection's callback); HEAD, conditional, refused and
+    missing requests still take the app's path, each answer in its request's order."""
+    with primary_on_its_own_server(cv, registry, tmp_path, None) as primary:
+        primary.stop()
+        with (
+            conveyor.connect(cv.url) as server_cv,  # as `cdn serve` runs: the buckets not opened yet
+            cdn_server(server_cv, cache_bytes=0) as server,
+            httpx.Client(base_url=server.url) as client,
+        ):
+            asked = every_file_in_every_encoding(client)
+            every_file_in_every_encoding(client)
+            path = "/ajax/libs/widget/1.1.0/widget.js"
+            first, gz = fetch(client, path, "gzip")
+            requests = [
+                ("GET", path, "Accept-Encoding: gzip"),
+                ("HEAD", path, "Accept-Encoding: gzip"),
+                ("GET", path, f"Accept-Encoding: gzip\r\nIf-None-Match: {first.headers['etag']}"),
+                ("GET", "/ajax/libs/widget/1.1.0/fonts/w.woff2", "Accept-Encoding: br"),
+                ("GET", "/ajax/libs/widget/1.1.0/nothere.js", "Accept-Encoding: gzip"),
+                ("GET", "/ajax/libs/widget/9.9.9/widget.js", "Accept-Encoding: gzip"),
+                ("GET", "/ajax/libs/widget/1.1.0/widget.exe", "Accept-Encoding: gzip"),
+                ("GET", "/ajax/libs/widget/1.1.0/../1.0.0/widget.js", "Accept-Encoding: gzip"),
+                ("GET", path + "?v=1", "Accept-Encoding: gzip"),
+                ("GET", path, "Accept-Encoding: gzip\r\nConnection: close"),
+            ]
+            answers = pipelined(server.url, requests)
+            assert [status for status, _, _ in answers] == [200, 200, 304, 200, 404, 404, 403, 404, 200, 200]
+            for index in (0, 8, 9):
+                assert answers[index][2] == gz and answers[index][1]["etag"] == first.headers["etag"]
+                assert answers[index][1]["last-modified"] == first.headers["last-modified"]
+            assert answers[3][2] == FONT and "content-encoding" not in answers[3][1]
+            source = server.app.source
+            assert source.breaker.is_open and source.mirror_reads >= 2 * asked
+            assert server.app.cache.size == 0 and server.app.cache_hits == 0
+            assert not [status for status in server.app.responses if status >= 500]

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 import conveyor
-from conveyor.storage import InvalidObjectKey
+from conveyor.storage import InvalidObjectKey, ObjectNotFound
 from conveyor.storage.facade import storage_of
 from conveyor.storage.service import INLINE_LIMIT
+from tests.storage.deployments import deployment_client
+from tests.storage.s3_server import S3Server
 
 
 @pytest.fixture
@@ -124,3 +126,47 @@ def test_a_version_1_catalog_is_upgraded_in_place_and_its_objects_stay_files(tmp
     with sqlite3.connect(directory / "storage.db") as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
     conn.close()
+
+
+def test_get_nowait_reads_a_small_object_from_its_row_and_leaves_a_file_to_get(cv: conveyor.Conveyor) -> None:
+    b = cv.create_bucket("mirror")
+    small = os.urandom(INLINE_LIMIT)
+    b.put("small.js", small, content_type="application/javascript")
+    b.put("large.js", b"L" * (INLINE_LIMIT + 1))
+    b.put("empty.js", b"")
+    got = b.get_nowait("small.js")
+    assert got is not None and got.bytes() == small and got.info == b.head("small.js")
+    empty = b.get_nowait("empty.js")
+    assert empty is not None and empty.bytes() == b""
+    assert b.get_nowait("large.js") is None  # a file: get() reads it, on a thread in async code
+    with pytest.raises(ObjectNotFound, match=r"missing\.js"):
+        b.get_nowait("missing.js")
+    with pytest.raises(InvalidObjectKey):
+        b.get_nowait("../escape")
+
+
+def test_get_nowait_waits_for_nothing_so_it_says_none_where_a_read_would(
+    cv: conveyor.Conveyor, s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remote = cv.create_bucket(
+        "remote",
+        url=f"s3://{s3_server.new_bucket()}/conveyor",
+        endpoint=s3_server.endpoint,
+        region="us-east-1",
+        access_key_id=s3_server.access_key_id,
+        secret_access_key=s3_server.secret_access_key,
+    )
+    remote.put("small.js", b"tiny")
+    assert remote.get_nowait("small.js") is None  # its bytes are in S3
+    cv.create_bucket("local").put("small.js", b"tiny")
+    with conveyor.connect(cv.url) as other:  # a bucket this process has not opened by a read yet
+        fresh = other.bucket("local")
+        assert fresh.get_nowait("small.js") is None
+        assert fresh.get("small.js").bytes() == b"tiny"
+        body = fresh.get_nowait("small.js")
+        assert body is not None and body.bytes() == b"tiny"
+    with deployment_client("postgres", tmp_path, monkeypatch) as pg:  # every catalog read a round trip
+        shared = pg.create_bucket("shared", url=(tmp_path / "shared" / "b").as_uri())
+        shared.put("small.js", b"tiny")
+        assert shared.get("small.js").bytes() == b"tiny"
+        assert shared.get_nowait("small.js") is None

@@ -23,9 +23,10 @@ Files, as cdnjs's origin serves them:
 A file's bytes come from an in-process cache (least recently used out past ``cache_bytes``), else
 the primary bucket, else the mirror (:class:`~conveyor.cdn.sources.ObjectSource`: a circuit
 breaker, so a primary that is down costs no request a timeout). A cached answer's head is built
-once; a plain keep-alive ``GET`` of a cached file is answered by the connection's protocol itself
-(:class:`FileProtocol`: a dictionary look-up and one write, no ASGI task), everything else by the
-ASGI app, each response's head written with its body.
+once; a plain keep-alive ``GET`` of a cached file, or of one the mirror reads without waiting while
+the breaker keeps reads off the primary (a small object of a local bucket), is answered by the
+connection's protocol itself (:class:`FileProtocol`: no ASGI task, one write), everything else by
+the ASGI app, each response's head written with its body.
 
 A successful API answer is reused for 5 s by the process that made it (a missing library or
 version is asked for again at once). ``/metrics`` shows the server's counters and the last audit's
@@ -245,7 +246,8 @@ class CdnApp:
         mirror = cv.bucket(self.settings.mirror_bucket) if self.settings.mirror_bucket else None
         self.source = source or ObjectSource(cv.bucket(self.settings.primary_bucket), mirror)
         self.cache = FileCache(cache_bytes)
-        self._published: dict[tuple[str, str], int] = {}  # version → published_ms: never changes
+        # version → its Last-Modified (its publication, which never changes)
+        self._published: dict[tuple[str, str], bytes] = {}
         self._unpublished: dict[tuple[str, str], float] = {}  # version → when it was found missing
         self.responses: dict[int, int] = {}
         self.cache_hits = 0
@@ -314,10 +316,11 @@ class CdnApp:
             return await _send(send, status, headers, b"")
         await _send(send, status, entry.headers, entry.body)
 
-    def cached_get(self, url: bytes, headers: list[tuple[bytes, bytes]]) -> CachedFile | None:
-        """The cached file a plain ``GET`` of ``url`` (no query, no escapes, no body, no
-        ``If-None-Match``) answers with 200, counted as answered; None for anything else, which
-        the ASGI path answers (:class:`FileProtocol`)."""
+    def file_at_once(self, url: bytes, headers: list[tuple[bytes, bytes]]) -> CachedFile | None:
+        """The file a plain ``GET`` of ``url`` (no query, no escapes, no body, no ``If-None-Match``)
+        answers with 200 when it is at hand — cached, or read from the mirror without waiting
+        (:meth:`~conveyor.cdn.sources.ObjectSource.read_nowait`) — counted as answered; None for
+        anything else, which the ASGI path answers (:class:`FileProtocol`)."""
         if not url.startswith(b"/ajax/libs/") or b"?" in url or b"%" in url:
             return None
         accept_encoding = b""
@@ -327,10 +330,15 @@ class CdnApp:
             elif name in _NOT_PLAIN:
                 return None
         path = url.decode("ascii")
-        entry = self.cache.get((path, variant_of(accept_encoding, path)))
+        variant = variant_of(accept_encoding, path)
+        entry = self.cache.get((path, variant))
         if entry is not None:
             self.cache_hits += 1
-            self.responses[200] = self.responses.get(200, 0) + 1
+        else:
+            entry = self._load_nowait(path, variant)
+            if entry is None:
+                return None
+        self.responses[200] = self.responses.get(200, 0) + 1
         return entry
 
     def _refusal(self, path: str, query: bytes) -> tuple[int, str] | None:
@@ -350,20 +358,39 @@ class CdnApp:
         assert found is not None
         name, version, file = found["name"], found["version"], found["path"]
         name = ALIASES.get(name, name)
-        published_ms = await self._published_ms(name, version)
-        if published_ms is None:
+        last_modified = await self._last_modified(name, version)
+        if last_modified is None:
             return None
-        key = f"{name}/{version}/{file}" + ("" if variant == "plain" else f".{variant}")
-        body = await self.source.read(key)
+        body = await self.source.read(_object_key(name, version, file, variant))
         if body is None:
             return None
+        return self._entry(path, variant, file, body, last_modified)
+
+    def _load_nowait(self, path: str, variant: str) -> CachedFile | None:
+        """:meth:`_load` of a file of a version known to be published, when the source has its bytes
+        at once; None otherwise (the ASGI path loads it, or refuses it)."""
+        found = FILE_PATH.match(path)
+        if found is None or self._refusal(path, b"") is not None:
+            return None
+        name, version, file = found["name"], found["version"], found["path"]
+        name = ALIASES.get(name, name)
+        last_modified = self._published.get((name, version))
+        if last_modified is None:
+            return None
+        body = self.source.read_nowait(_object_key(name, version, file, variant))
+        if body is None:
+            return None
+        return self._entry(path, variant, file, body, last_modified)
+
+    def _entry(self, path: str, variant: str, file: str, body: bytes, last_modified: bytes) -> CachedFile:
+        """The representation of ``body`` (file ``file`` in ``variant``), kept in the cache."""
         extension = file.rsplit(".", 1)[-1].lower()
         etag = b'"' + hashlib.blake2b(body, digest_size=12).hexdigest().encode() + b'"'
         headers = [
             (b"content-type", MEDIA_TYPES.get(extension, "application/octet-stream").encode() + b"; charset=utf-8"),
             (b"content-length", str(len(body)).encode()),
             (b"etag", etag),
-            (b"last-modified", email.utils.formatdate(published_ms / 1000, usegmt=True).encode()),
+            (b"last-modified", last_modified),
             *FILE_HEADERS,
         ]
         if variant != "plain":
@@ -372,7 +399,8 @@ class CdnApp:
         self.cache.put((path, variant), entry)
         return entry
 
-    async def _published_ms(self, name: str, version: str) -> int | None:
+    async def _last_modified(self, name: str, version: str) -> bytes | None:
+        """The version's ``Last-Modified``; None while it is not published."""
         key = (name, version)
         if key in self._published:
             return self._published[key]
@@ -386,7 +414,8 @@ class CdnApp:
             self._unpublished[key] = time.monotonic()
             return None
         self._unpublished.pop(key, None)
-        self._published[key] = int(entry["published_ms"])
+        published_s = int(entry["published_ms"]) / 1000
+        self._published[key] = email.utils.formatdate(published_s, usegmt=True).encode()
         return self._published[key]
 
     # -- API ------------------------------------------------------------------------------------
@@ -484,6 +513,11 @@ class CdnApp:
         await _send(send, 200, headers, body)
 
 
+def _object_key(name: str, version: str, file: str, variant: str) -> str:
+    """The bucket key of a file's ``variant`` (``plain``, ``br`` or ``gz``)."""
+    return f"{name}/{version}/{file}" + ("" if variant == "plain" else f".{variant}")
+
+
 def _cache_headers(seconds: int, immutable: bool) -> list[tuple[bytes, bytes]]:
     if seconds < 0:
         return [
@@ -514,12 +548,13 @@ _ANSWERED = _Answered()
 
 
 class FileProtocol(OneWriteProtocol):
-    """The connection protocol of ``cdn serve``: a plain keep-alive ``GET`` of a file in the
-    process's cache (:meth:`CdnApp.cached_get`) is answered in the parser's callback — one write of
-    uvicorn's default headers (its ``date``, once a second), the file's prebuilt head and its body;
-    no ASGI scope, task or header checks, which were most of a cached answer's Python time.
-    Everything else — a miss, a query, ``HEAD``, a conditional request, a pipelined request while
-    one is in progress, a client not reading — takes the ASGI path (:class:`CdnApp`)."""
+    """The connection protocol of ``cdn serve``: a plain keep-alive ``GET`` of a file at hand — in
+    the process's cache, or read from the mirror without waiting (:meth:`CdnApp.file_at_once`) — is
+    answered in the parser's callback: one write of uvicorn's default headers (its ``date``, once a
+    second), the file's head and its body; no ASGI scope, task or header checks, which were most of
+    a cached answer's Python time. Everything else — a file to be read from a bucket, a query,
+    ``HEAD``, a conditional request, a pipelined request while one is in progress, a client not
+    reading — takes the ASGI path (:class:`CdnApp`)."""
 
     files: ClassVar[CdnApp]
     # uvicorn's default header list (a new one each second, with its date) and its bytes: one
@@ -535,7 +570,7 @@ class FileProtocol(OneWriteProtocol):
             and self.parser.get_http_version() == "1.1"
             and self.parser.should_keep_alive()
         ):
-            entry = self.files.cached_get(self.url, self.headers)
+            entry = self.files.file_at_once(self.url, self.headers)
         if entry is None:
             super().on_headers_complete()
             return

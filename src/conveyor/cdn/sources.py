@@ -5,10 +5,13 @@ A read tries the primary only while its :class:`CircuitBreaker` allows it, and w
 ``hedge_seconds``: past that (or on an error) the read goes to the mirror and the primary's failure
 is counted. ``failures`` failures in a row open the breaker: for ``cooldown_seconds`` no read tries
 the primary at all; then one read at a time probes it (half-open) until one succeeds. The primary's
-reads run on threads of their own, so reads hanging there never hold up the mirror's.
+reads run on threads of their own, so reads hanging there never hold up the mirror's. A mirror read
+that can be made without waiting (:meth:`~conveyor.Bucket.get_nowait`: a small object of a local
+bucket) is made on the caller's thread, the event loop's; others on threads of the mirror's own.
 
 >>> source = ObjectSource(primary, mirror)
 >>> await source.read("jquery/3.7.1/jquery.min.js.br")      # bytes, or None when neither has it
+>>> source.read_nowait("jquery/3.7.1/jquery.min.js.br")     # bytes, or None: await read() then
 """
 
 from __future__ import annotations
@@ -56,6 +59,11 @@ class CircuitBreaker:
                 return False
             self._probing = True
             return True
+
+    def refuses(self) -> bool:
+        """Whether :meth:`allow` would say no now (asking takes no probe)."""
+        with self._lock:
+            return self._failures >= self.failures_to_open and (self._probing or self._clock() < self._open_until)
 
     def success(self) -> None:
         with self._lock:
@@ -127,7 +135,28 @@ class ObjectSource:
                 raise primary_error
             raise conveyor.BucketUnreachable(f"bucket {self.primary.name!r}: unavailable (its circuit is open)")
         self.mirror_reads += 1
+        try:
+            body = self.mirror.get_nowait(key)
+        except conveyor.ObjectNotFound:
+            return None
+        if body is not None:
+            return body.bytes()
         return await loop.run_in_executor(self._mirror_threads, _read, self.mirror, key)
+
+    def read_nowait(self, key: str) -> bytes | None:
+        """The object's bytes when they can be had at once: while the breaker keeps reads off the
+        primary, from a mirror that reads them without waiting; None otherwise (the primary is to be
+        tried, the mirror would wait, neither has it, or it failed): :meth:`read` answers then."""
+        if self.mirror is None or not self.breaker.refuses():
+            return None
+        try:
+            body = self.mirror.get_nowait(key)
+        except conveyor.ConveyorError:  # ObjectNotFound too: read() answers for it
+            return None
+        if body is None:
+            return None
+        self.mirror_reads += 1
+        return body.bytes()
 
 
 def _drop_result(future: asyncio.Future[bytes | None]) -> None:

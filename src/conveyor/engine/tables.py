@@ -50,6 +50,10 @@ class Transaction(ABC):
         return found[0] if found else None
 
 
+class WouldWait(Exception):
+    """A read asked not to wait (:meth:`Tables.read_nowait`) that would have."""
+
+
 class Tables(ABC):
     @abstractmethod
     def transaction(self, fn: Callable[[Transaction], T], what: str, *, durable: bool = True) -> T:
@@ -60,8 +64,16 @@ class Tables(ABC):
         ``what`` names the work in the error of a database that stays unreachable."""
 
     def read(self, fn: Callable[[Transaction], T], what: str) -> T:
-        """Run ``fn``, one read statement (no write lock taken)."""
+        """Run ``fn``, which only reads (no write lock taken; on SQLite a write is refused), each
+        of its statements one snapshot. Readers of one process run at once, beside its writer."""
         return self.transaction(fn, what)
+
+    def read_nowait(self, fn: Callable[[Transaction], T], what: str) -> T:
+        """:meth:`read`, for an event loop's own thread: :class:`WouldWait` instead of waiting for
+        a lock or the network. SQLite: a read waits for neither (WAL) but in rare moments (another
+        connection recovering the log, say), when this one gives up at once; PostgreSQL: always
+        (every read is a round trip)."""
+        raise WouldWait(what)
 
     @abstractmethod
     def close(self) -> None: ...
@@ -80,9 +92,12 @@ class _SqliteTransaction(Transaction):
 
 
 class SqliteTables(Tables):
-    """The part's file in a SQLite deployment directory (WAL): one connection shared by this
-    process's threads, each transaction ``BEGIN IMMEDIATE`` (the writers of every process take
-    turns), each durable commit fsynced."""
+    """The part's file in a SQLite deployment directory (WAL): one writing connection shared by
+    this process's threads, each transaction ``BEGIN IMMEDIATE`` (the writers of every process take
+    turns), each durable commit fsynced; and reading connections (``query_only``), one per read in
+    progress, kept for the next: WAL lets readers run beside the writer and each other, so threads
+    reading at once (a server's) do not queue for one connection. Each statement of a :meth:`read`
+    is one snapshot, which sees every transaction committed before it began."""
 
     def __init__(self, directory: Path, file: SqliteFile, queries: Mapping[str, str]) -> None:
         from conveyor.engine.sqlite.storage import ensure_directory, open_database
@@ -92,6 +107,10 @@ class SqliteTables(Tables):
         self._conn = open_database(self.path, file.schema, version=file.version, upgrades=dict(file.upgrades))
         self._queries = queries
         self._lock = threading.Lock()
+        # Idle reading connections: those that wait for a lock (read) and those that do not (read_nowait).
+        self._readers: dict[bool, list[sqlite3.Connection]] = {True: [], False: []}
+        self._readers_lock = threading.Lock()
+        self._closed = False
 
     def transaction(self, fn: Callable[[Transaction], T], what: str, *, durable: bool = True) -> T:
         from conveyor.engine.sqlite.storage import translate_error
@@ -117,16 +136,50 @@ class SqliteTables(Tables):
                     self._conn.execute("PRAGMA synchronous = FULL")
 
     def read(self, fn: Callable[[Transaction], T], what: str) -> T:
+        return self._read(fn, wait=True)
+
+    def read_nowait(self, fn: Callable[[Transaction], T], what: str) -> T:
+        return self._read(fn, wait=False)
+
+    def _read(self, fn: Callable[[Transaction], T], *, wait: bool) -> T:
         from conveyor.engine.sqlite.storage import translate_error
 
-        # One statement in autocommit mode is its own snapshot.
-        with self._lock:
-            try:
-                return fn(_SqliteTransaction(self._conn, self._queries))
-            except sqlite3.Error as exc:
-                raise translate_error(exc, str(self.path)) from None
+        conn = self._reader(wait)
+        try:
+            # Autocommit: each statement is its own snapshot, with no BEGIN and COMMIT around it.
+            return fn(_SqliteTransaction(conn, self._queries))
+        except sqlite3.Error as exc:
+            if not wait and (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_BUSY:
+                raise WouldWait(str(self.path)) from None
+            raise translate_error(exc, str(self.path)) from None
+        finally:
+            self._put_back(conn, wait)
+
+    def _reader(self, wait: bool) -> sqlite3.Connection:
+        from conveyor.engine.sqlite.storage import BUSY_TIMEOUT, open_reader, translate_error
+
+        with self._readers_lock:
+            if self._closed:
+                raise translate_error(sqlite3.ProgrammingError("the tables are closed"), str(self.path))
+            idle = self._readers[wait]
+            if idle:
+                return idle.pop()
+        return open_reader(self.path, timeout=BUSY_TIMEOUT if wait else 0.0)
+
+    def _put_back(self, conn: sqlite3.Connection, wait: bool) -> None:
+        with self._readers_lock:
+            if not self._closed:
+                self._readers[wait].append(conn)
+                return
+        conn.close()
 
     def close(self) -> None:
+        with self._readers_lock:
+            self._closed = True
+            readers = [*self._readers[True], *self._readers[False]]
+            self._readers = {True: [], False: []}
+        for conn in readers:
+            conn.close()
         with self._lock:
             self._conn.close()
 

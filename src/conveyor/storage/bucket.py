@@ -115,6 +115,19 @@ class Bucket:
         info, result = self._service.get(self.account, self.name, key, range)
         return ObjectBody(info, result, range)
 
+    def get_nowait(self, key: str) -> ObjectBody | None:
+        """The whole object at ``key`` if it can be read without waiting for a lock, a file or the
+        network — a small object of a local bucket, whose bytes are in its row of a SQLite
+        deployment's catalog — for code on an event loop's thread; None when reading it would wait
+        (its bytes in a file or S3, a PostgreSQL or server deployment): :meth:`get` it on a thread
+        then. ``ObjectNotFound`` if there is none.
+
+        >>> body = b.get_nowait(key) or await asyncio.to_thread(b.get, key)
+        >>> body.bytes()
+        """
+        found = self._service.get_nowait(self.account, self.name, check_key(key))
+        return None if found is None else ObjectBody(found[0], found[1], None)
+
     def head(self, key: str) -> ObjectInfo:
         """The metadata of the object at ``key``; ``ObjectNotFound`` if none."""
         return self._service.head(self.account, self.name, check_key(key))

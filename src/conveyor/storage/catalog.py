@@ -149,10 +149,14 @@ class Catalog:
         row = self.db.read(lambda tx: tx.one("get_object", where), "get object")
         return None if row is None else object_info(row)
 
-    def read_object(self, account: str, bucket: str, key: str) -> tuple[ObjectInfo, bytes | None] | None:
-        """An object and, if its row holds them (a small object of a local bucket), its bytes."""
+    def read_object(
+        self, account: str, bucket: str, key: str, *, wait: bool = True
+    ) -> tuple[ObjectInfo, bytes | None] | None:
+        """An object and, if its row holds them (a small object of a local bucket), its bytes.
+        ``wait=False``: :class:`~conveyor.engine.tables.WouldWait` rather than wait for the database."""
         where = {"account": account, "bucket": bucket, "key": key}
-        row = self.db.read(lambda tx: tx.one("read_object", where), "get object")
+        read = self.db.read if wait else self.db.read_nowait
+        row = read(lambda tx: tx.one("read_object", where), "get object")
         return None if row is None else (object_info(row[:7]), None if row[7] is None else bytes(row[7]))
 
     def in_file(self, account: str, bucket: str, key: str) -> bool:

@@ -171,6 +171,9 @@ class RemoteStorage:
         info = msgspec.json.decode(response.headers["conveyor-object"], type=r2.Object).to_model()
         return info, _RemoteBody(response)
 
+    def get_nowait(self, account: str, bucket: str, key: str) -> tuple[ObjectInfo, Any] | None:
+        return None  # every read is a request to the server
+
     def delete(self, account: str, bucket: str, keys: list[str], action: Action = "DeleteObject") -> list[str]:
         deleted: list[str] = []
         for key in keys:

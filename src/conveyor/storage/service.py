@@ -30,6 +30,7 @@ from conveyor import tracing
 from conveyor.deployment import Deployment
 from conveyor.egress import EgressPolicy, check_url
 from conveyor.engine.base import Clock, Engine
+from conveyor.engine.tables import WouldWait
 from conveyor.errors import ConveyorError, QueueNotFound
 from conveyor.ids import ordered_id
 from conveyor.model import NewMessage
@@ -351,6 +352,24 @@ class StorageService:
         options: dict[str, Any] = {} if byte_range is None else {"range": (start, end)}
         what = f"get {key!r} from bucket {bucket!r}"
         return info, translated(config, what, lambda: obstore.get(store, key, options=options))  # type: ignore[arg-type]
+
+    def get_nowait(self, account: str, bucket: str, key: str) -> tuple[ObjectInfo, InlineBytes | None] | None:
+        """:meth:`get` of a whole object whose bytes are in its row, read without waiting
+        (:meth:`~conveyor.engine.tables.Tables.read_nowait`); None when that would wait: its bytes
+        in a file or S3, the catalog on PostgreSQL or busy, the bucket not opened by a read yet."""
+        with self._lock:
+            if (account, bucket) not in self._stores:
+                return None
+        try:
+            found = self.catalog.read_object(account, bucket, key, wait=False)
+        except WouldWait:
+            return None
+        if found is None:
+            raise ObjectNotFound(f"bucket {bucket!r} has no object {key!r}")
+        info, data = found
+        if info.size == 0:
+            return info, None
+        return None if data is None else (info, InlineBytes(data))
 
     def delete(self, account: str, bucket: str, keys: list[str], action: Action = "DeleteObject") -> list[ObjectInfo]:
         self.store(account, bucket)

@@ -22,6 +22,8 @@ APPLICATION_ID = 0x436F6E76
 FILE_QUERIES = load_queries("conveyor.engine.sqlite", "files.sql")
 # How long opening a file waits for other processes that are switching it to WAL.
 WAL_SWITCH_TIMEOUT = 60.0
+# How long a statement waits for another connection's lock (SQLite's busy timeout).
+BUSY_TIMEOUT = 60.0
 
 
 def translate_error(exc: sqlite3.Error, path: str) -> ConveyorError:
@@ -96,7 +98,7 @@ def open_database(
         _refuse_foreign(path, name)
         try:
             conn = sqlite3.connect(
-                name, isolation_level=None, check_same_thread=False, timeout=60.0, factory=_TrackedConnection
+                name, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT, factory=_TrackedConnection
             )
         except sqlite3.Error as exc:
             raise translate_error(exc, name) from None
@@ -244,6 +246,28 @@ class _TrackedConnection(sqlite3.Connection):
                 _connections_to[self._key] -= 1
                 self._key = None
         super().close()
+
+
+def open_reader(path: Path, *, timeout: float = BUSY_TIMEOUT) -> sqlite3.Connection:
+    """Another connection to ``path``, a file that a connection of this process opened with
+    :func:`open_database` (so it is Conveyor's, in WAL mode, at its schema's version): for reads
+    only (``query_only``), which in WAL mode run beside the writer and each other. ``timeout``: how
+    long it waits in the rare moments a WAL reader must (0: it fails at once with SQLITE_BUSY)."""
+    name = str(path)
+    with _files_lock:
+        try:
+            conn = sqlite3.connect(
+                name, isolation_level=None, check_same_thread=False, timeout=timeout, factory=_TrackedConnection
+            )
+        except sqlite3.Error as exc:
+            raise translate_error(exc, name) from None
+        conn.track(str(path.resolve()))
+    try:
+        conn.execute("PRAGMA query_only = ON")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise translate_error(exc, name) from None
+    return conn
 
 
 def check_size_and_log(path: Path) -> None:
