@@ -36,14 +36,26 @@ def publish_until(prefix: str, stop: Event, published: Queue[int], seed: int = 1
     published.put(seq)
 
 
-def read_and_check(prefix: str, seconds: float, results: Queue[tuple[int, int, int, int]]) -> None:
-    """Read for ``seconds``; report (reads, torn reads, sequence regressions, versions seen)."""
+def read_and_check(
+    prefix: str,
+    seconds: float,
+    results: Queue[tuple[int, int, int, int]],
+    *,
+    min_reads: int = 101,
+    min_seen: int = 6,
+    limit: float = 60.0,
+) -> None:
+    """Read for ``seconds``, and on until ``min_reads`` reads saw ``min_seen`` versions (a writer
+    started late on a loaded machine) or ``limit`` seconds passed; report (reads, torn reads,
+    sequence regressions, versions seen)."""
     sync = Synchronizer(prefix)
     reads = torn = regressions = 0
     last = 0
     seen: set[int] = set()
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    started = time.monotonic()
+    while (now := time.monotonic() - started) < seconds or (
+        (reads < min_reads or len(seen) < min_seen) and now < limit
+    ):
         with sync.read() as data:
             intact = is_intact(data)
             seq = int.from_bytes(data[:8], "little")
