@@ -232,26 +232,26 @@ def _checked(form: dict[str, str], allowed: set[str], what: str) -> None:
         raise InvalidRequest(f"tick the box to confirm: {what}")
 
 
-@action
-async def pause(request: Request, visit: Visit, form: dict[str, str]) -> Response:
+async def _confirmed(request: Request, visit: Visit, form: dict[str, str], verb: str, done: str) -> Response:
+    """An instance's ``verb`` (its method of that name) once the box is ticked; back to its page."""
+
     def run() -> Response:
         account, wf, inst = _instance(request, visit)
-        _checked(form, {"confirm"}, "pause this instance")
-        inst.pause()
-        return _back(account, wf.name, inst.id, "paused")
+        _checked(form, {"confirm"}, f"{verb} this instance")
+        getattr(inst, verb)()
+        return _back(account, wf.name, inst.id, done)
 
     return await blocking(run)
+
+
+@action
+async def pause(request: Request, visit: Visit, form: dict[str, str]) -> Response:
+    return await _confirmed(request, visit, form, "pause", "paused")
 
 
 @action
 async def resume(request: Request, visit: Visit, form: dict[str, str]) -> Response:
-    def run() -> Response:
-        account, wf, inst = _instance(request, visit)
-        _checked(form, {"confirm"}, "resume this instance")
-        inst.resume()
-        return _back(account, wf.name, inst.id, "resumed")
-
-    return await blocking(run)
+    return await _confirmed(request, visit, form, "resume", "resumed")
 
 
 @action
