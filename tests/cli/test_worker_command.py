@@ -47,12 +47,14 @@ APP_MODULE = textwrap.dedent(
 
 
 @contextmanager
-def running_worker(tmp_path: Path, url: str, *args: str) -> Iterator[subprocess.Popen[str]]:
-    """``conveyor worker jobsapp:app`` in ``tmp_path``; killed on the way out if still running."""
+def running_worker(tmp_path: Path, url: str, *args: str, account: str | None = None) -> Iterator[subprocess.Popen[str]]:
+    """``conveyor worker jobsapp:app`` in ``tmp_path`` (as ``--account`` when given); killed on the
+    way out if still running."""
     (tmp_path / "jobsapp.py").write_text(APP_MODULE)
-    env = {k: v for k, v in os.environ.items() if k != "CONVEYOR_URL"}
+    env = {k: v for k, v in os.environ.items() if k not in ("CONVEYOR_URL", "CONVEYOR_ACCOUNT_ID")}
+    options = ["--url", url] + (["--account", account] if account else [])
     worker = subprocess.Popen(
-        [str(CONVEYOR_BIN), "--url", url, "worker", "jobsapp:app", "--grace-period", "10", *args],
+        [str(CONVEYOR_BIN), *options, "worker", "jobsapp:app", "--grace-period", "10", *args],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -94,6 +96,22 @@ def test_worker_handles_messages_and_stops_gracefully_on_sigterm(
     assert "INFO" in logs and "consumer concurrency" in logs
     assert "received SIGTERM: stopping gracefully" in logs and "worker stopped" in logs
     assert "queue jobs: handled 51 messages, 0 failed batches" in logs
+
+
+def test_worker_runs_in_the_account_the_global_option_names(tmp_path: Path, url: str) -> None:
+    """``conveyor --account acme worker`` on an embedded URL consumes acme's queue, not local's."""
+    with conveyor.connect(url, account_id="acme") as acme, conveyor.connect(url) as local:
+        local.create_queue("jobs").send({"n": -1})
+        acme.create_queue("jobs").send_batch([{"body": {"n": n}} for n in range(5)])
+        handled = tmp_path / "handled.txt"
+        with running_worker(tmp_path, url, account="acme") as worker:
+            wait_for(
+                lambda: handled.exists() and len(handled.read_text().split()) >= 5, timeout=30, what="acme's 5 messages"
+            )
+            logs = stop(worker, signal.SIGTERM)
+        assert worker.returncode == 0, logs
+        assert sorted(int(n) for n in handled.read_text().split()) == list(range(5))
+        assert local.queue("jobs").metrics().backlog_count == 1 and local.queue("jobs").consumer() is None
 
 
 def test_worker_json_logs_are_one_object_per_line(tmp_path: Path, url: str, client: conveyor.Conveyor) -> None:

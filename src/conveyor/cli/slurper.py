@@ -30,7 +30,7 @@ from rich.text import Text
 from conveyor.cli.context import CliError, CliState, ConveyorGroup, console, emit, json_option, pass_state
 from conveyor.slurper import Job, JobProgress, PlannedObject
 from conveyor.slurper.endpoints import MAX_PUT_BYTES, MIN_PART_SIZE, MULTIPART_THRESHOLD, PART_SIZE
-from conveyor.slurper.model import iso
+from conveyor.slurper.model import LOG_TYPES, iso
 from conveyor.wire import slurper as shapes
 
 if TYPE_CHECKING:
@@ -248,11 +248,12 @@ def _summary(p: JobProgress) -> Text:
 @click.argument("job_id")
 @click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
 @click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--type", "log_type", type=click.Choice(LOG_TYPES), help="Only the entries of this log type.")
 @json_option
 @pass_state
-def logs(state: CliState, job_id: str, limit: int, offset: int, as_json: bool) -> None:
-    """The job's log entries, oldest first."""
-    found = state.connect().slurper.job(job_id).logs(limit, offset)
+def logs(state: CliState, job_id: str, limit: int, offset: int, log_type: str | None, as_json: bool) -> None:
+    """The job's log entries, oldest first (only one type's with --type)."""
+    found = state.connect().slurper.job(job_id).logs(limit, offset, log_type=log_type)
 
     def table() -> Table:
         out = Table("time", "type", "key", "message")

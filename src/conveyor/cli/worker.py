@@ -79,8 +79,8 @@ def worker(state: CliState, target: str, grace_period: float | None, log_level: 
     conveyor worker myapp.workers:app
     """
     configure_logging(log_level.upper(), as_json)
-    # App() with no URL connects to $CONVEYOR_URL (with $CONVEYOR_TOKEN and $CONVEYOR_ACCOUNT_ID over
-    # HTTP): point it at the global options before the module creates it.
+    # App() with no URL connects to $CONVEYOR_URL as $CONVEYOR_ACCOUNT_ID (with $CONVEYOR_TOKEN over
+    # HTTP): point them at the global options before the module creates it.
     for variable, value in (
         ("CONVEYOR_URL", state.url),
         ("CONVEYOR_TOKEN", state.token),

@@ -22,9 +22,9 @@ def connect(
     account_id: str | None = None,
     queue_limits: QueueLimits | None = None,
 ) -> Conveyor:
-    """Open a deployment (``$CONVEYOR_URL``, else SQLite in ``./.conveyor/``) as one account's:
-    SQLite and PostgreSQL in account ``local`` unless ``account_id`` names another; a server in
-    the account ``account_id`` (or ``$CONVEYOR_ACCOUNT_ID``) names, which it needs.
+    """Open a deployment (``$CONVEYOR_URL``, else SQLite in ``./.conveyor/``) as one account's: the
+    one ``account_id`` (else ``$CONVEYOR_ACCOUNT_ID``) names; SQLite and PostgreSQL default to
+    ``local``, a server needs it said (or its token's).
     ``queue_limits``: refuse sends past a queue's rate, backlog or size (this process's sends; a
     server has its own, ``conveyor serve --max-send-rate ...``); none by default.
 
@@ -34,6 +34,9 @@ def connect(
     >>> cv = conveyor.connect(queue_limits=conveyor.QueueLimits(max_send_rate=5000, max_backlog=10**6))
     """
     url = url or os.environ.get("CONVEYOR_URL") or DEFAULT_URL
+    # The environment names the account on every kind of URL, as the command line's --account does
+    # (`conveyor --account acme worker app:app` reaches the App through it).
+    account_id = account_id or os.environ.get("CONVEYOR_ACCOUNT_ID") or None
     if url.startswith(("http://", "https://")):
         from conveyor.client.http import RemoteEngine
 
@@ -46,8 +49,7 @@ def connect(
         # The server keeps accounts apart: the remote engine is already one account's, and which
         # one is the caller's to say (a token names it; the server does not guess).
         token = token or os.environ.get("CONVEYOR_TOKEN")
-        account_id = account_id or os.environ.get("CONVEYOR_ACCOUNT_ID") or ""
-        return Conveyor(RemoteEngine(url, token=token, account_id=account_id), url)
+        return Conveyor(RemoteEngine(url, token=token, account_id=account_id or ""), url)
     account = check_account_id(account_id or LOCAL_ACCOUNT)
     engine = open_engine(url)
     if queue_limits is not None and queue_limits.active:

@@ -90,7 +90,8 @@ async def job_progress(request: Request) -> Response:
 async def job_logs(request: Request) -> Response:
     job_id = _job_id(request)
     limit, offset = _paging(request)
-    found = await _call(request, lambda s, _: s.job(job_id).logs(limit, offset))
+    log_type = request.query_params.get("logType") or None  # beyond Cloudflare: one type only
+    found = await _call(request, lambda s, _: s.job(job_id).logs(limit, offset, log_type=log_type))
     return ok([shapes.log(entry) for entry in found])
 
 

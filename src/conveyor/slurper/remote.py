@@ -53,7 +53,9 @@ class RemoteSlurper:
     def close(self) -> None:
         self._routes.close()
 
-    def call(self, kind: type[T], method: str, path: str, body: Any = None, params: dict[str, int] | None = None) -> T:
+    def call(
+        self, kind: type[T], method: str, path: str, body: Any = None, params: Mapping[str, int | str] | None = None
+    ) -> T:
         """The ``result`` of one route's answer, or the error the server refused with."""
         result: T = self._routes.call(kind, method, path, body, params)
         return result
@@ -120,10 +122,11 @@ class RemoteJob:
             p.listing_finished,
         )
 
-    def logs(self, limit: int = 100, offset: int = 0) -> list[JobLog]:
-        found = self._slurper.call(
-            list[shapes.SlurperLog], "GET", self._path("/logs"), params={"limit": limit, "offset": offset}
-        )
+    def logs(self, limit: int = 100, offset: int = 0, *, log_type: str | None = None) -> list[JobLog]:
+        params: dict[str, int | str] = {"limit": limit, "offset": offset}
+        if log_type is not None:
+            params["logType"] = log_type
+        found = self._slurper.call(list[shapes.SlurperLog], "GET", self._path("/logs"), params=params)
         return [JobLog(_time(e.created_at), e.job, e.log_type, e.message, e.object_key) for e in found]
 
     def _change(self, action: str) -> JobInfo:
