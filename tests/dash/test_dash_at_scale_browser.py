@@ -85,6 +85,17 @@ class Deployment:
         return f"{self.served.url}/dash/a/{ACCOUNT}"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def patient_expectations() -> Iterator[None]:
+    """Playwright's ``expect`` waits 5 s by default; pages of 1,000 queues on a loaded machine may
+    take longer (the module's own waits, then Playwright's default again for the modules after)."""
+    expect.set_options(timeout=WAIT_MS)
+    try:
+        yield
+    finally:
+        expect.set_options(timeout=5_000)
+
+
 def shot(page: Page, name: str) -> None:
     """A full-page screenshot of what the browser shows, kept as a test artifact."""
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -160,10 +171,12 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     target_s3 = start_s3_server(root / "target-moto")
     cv = conveyor.connect(f"sqlite://{data}", account_id=ACCOUNT)
     try:
+        # The few queues of the CDN, prober and buckets first: every queue made republishes the
+        # catalog snapshot, whose cost grows with the queues already there.
+        seed_cdn(cv, root)
+        round_id = seed_storage_and_prober(cv)
         seed_queues(cv)
         seed_instances(cv)
-        round_id = seed_storage_and_prober(cv)
-        seed_cdn(cv, root)
         with conveyor.connect(f"sqlite://{data}", account_id=RIVAL) as rival:
             rival.create_queue("rival-payroll").send({"salary": "secret"})
         source_bucket = source_s3.new_bucket()
@@ -259,8 +272,12 @@ def test_peek_pause_resume_and_purge_a_queue(page: Page, deployment: Deployment)
     expect(page.locator("pre.body.hex").first).to_contain_text("00 01 fe ff")
     folded = page.locator("article.message details")
     expect(folded).to_have_count(1)
+    expect(folded.locator("summary pre")).to_have_text(re.compile(r"^(long ){10}.*…$"))
     folded.locator("summary").click()
     expect(folded).to_have_attribute("open", "")
+    expect(folded.locator("summary pre")).to_be_hidden()  # unfolded, the body shows once, whole
+    expect(folded.locator("pre.body")).to_have_count(2)
+    expect(folded.locator("pre.body").nth(1)).to_have_text(("long " * 400).strip())
     shot(page, "04-queue-peek")
 
     jobs = deployment.client.queue("jobs")
@@ -345,9 +362,7 @@ def _status_shown(page: Page, expected: str) -> None:
     wait_for(shown, timeout=90, poll=0.5, what=f"the page to show {expected}")
 
 
-def test_follow_an_instances_timeline_and_do_every_action(
-    page: Page, deployment: Deployment, worker: Workflow
-) -> None:
+def test_follow_an_instances_timeline_and_do_every_action(page: Page, deployment: Deployment, worker: Workflow) -> None:
     inst = worker.create({"amount": 42, "note": HOSTILE}, id="order-1")
     wait_for(lambda: inst.status().status == "waiting" and len(inst.status().steps) == 3, timeout=90, poll=0.2)
     log_in(page, deployment.served)
