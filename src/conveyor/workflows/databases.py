@@ -63,8 +63,8 @@ class SqliteDatabase:
     of its own, so one that fails is rolled back alone; one fdatasync of the log for the groups
     committed while the last one ran). Groups hold at most ``MAX_GROUP`` transactions, and claims
     commit in groups of their own, ahead of the others: the claim that wakes a parent is not held
-    behind its thousand children's writes. Each
-    caller returns once its transaction is committed (durably, unless ``durable=False``).
+    behind its thousand children's writes. Each caller returns once its transaction is committed
+    (durably, unless ``durable=False``).
 
     Claims are volatile (``claims_durable=False``) in a worker's own store: a claim lost in a power
     failure is lost with every process of the machine that could have run under it, and the
