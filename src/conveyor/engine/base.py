@@ -141,7 +141,9 @@ class Engine(ABC):
         """Store ``messages`` atomically and durably, all in one shard; returns the ids the engine
         gave them (in order) and the queue's metrics. ``urgent``: a wake-up that someone is waiting
         for (a fan-in's parent), stored ahead of the engine's other writes where they would make it
-        queue (PostgreSQL: on a connection of its own); as durable as any other send.
+        queue (PostgreSQL: on a connection of its own), and this process's consumers of the queue
+        woken at its commit (SQLite: before its flush; PostgreSQL: without waiting for the
+        NOTIFY's trip through the server); as durable as any other send once this returns.
 
         ``owed``: the caller committed a record that it owes this send in the deployment's own
         database (the workflow store's owed wake-ups), sends it again while that record is there,

@@ -124,7 +124,7 @@ class Counter:
         if not change.wakeups:
             return
         engine = self._client.engine
-        queues = self._client.component(QUEUE_IDS, _QueueIds.open)
+        queues = self._client.component(QUEUE_IDS, QueueIds.open)
         for wakeup in change.wakeups:
             # Urgent: the parent waits, and this send would otherwise queue behind its children's acks.
             # Owed: the store recorded it, and forgets it (wakeups_sent) only once this returned.
@@ -141,7 +141,7 @@ class Counter:
 QUEUE_IDS = "workflow-queue-ids"
 
 
-class _QueueIds:
+class QueueIds:
     """The ids of the workflows' internal queues a client's counters have woken (a client
     component): the wake that ends a fan-in costs no catalog lookup."""
 
@@ -150,7 +150,7 @@ class _QueueIds:
         self._lock = threading.Lock()
 
     @classmethod
-    def open(cls, deployment: object, clock: object) -> _QueueIds:
+    def open(cls, deployment: object, clock: object) -> QueueIds:
         return cls()
 
     def get(self, store: WorkflowStore, account: str, workflow: str, engine: Engine) -> str:
@@ -161,6 +161,11 @@ class _QueueIds:
             with self._lock:
                 self._ids[(account, workflow)] = found
         return found
+
+    def remember(self, account: str, workflow: str, queue_id: str) -> None:
+        """Note a queue id learned elsewhere (a worker registering the workflow)."""
+        with self._lock:
+            self._ids[(account, workflow)] = queue_id
 
     def forget(self, account: str, workflow: str) -> None:
         with self._lock:

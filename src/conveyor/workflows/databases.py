@@ -51,8 +51,8 @@ class _SqliteTx:
 
 
 # The transactions of one group commit of workflows.db at most: a claim (urgent) waits for the
-# group being applied and then leads or joins the next, so a burst of a thousand children
-# finishing holds a parent's wake-up for two groups of this size, not for the whole burst.
+# group being applied and then leads the next, made of claims only, so a burst of a thousand
+# children finishing holds a parent's wake-up for one group of this size, not for the whole burst.
 MAX_GROUP = 16
 
 
@@ -61,9 +61,10 @@ class SqliteDatabase:
     committed in groups by the queues' own :class:`~conveyor.engine.sqlite.group_commit.GroupCommitter`
     (``BEGIN IMMEDIATE``, so writers of every process take turns; each transaction in a savepoint
     of its own, so one that fails is rolled back alone; one fdatasync of the log for the groups
-    committed while the last one ran). Groups hold at most ``MAX_GROUP`` transactions, claims
-    first: the claim that wakes a parent is not held behind its thousand children's writes. Each
-    caller returns once its transaction is committed (durably, unless ``durable=False``).
+    committed while the last one ran). Groups hold at most ``MAX_GROUP`` transactions, and claims
+    commit in groups of their own, ahead of the others: the claim that wakes a parent is not held
+    behind its thousand children's writes. Each caller returns once its transaction is committed
+    (durably, unless ``durable=False``).
 
     Claims are volatile (``claims_durable=False``) in a worker's own store: a claim lost in a power
     failure is lost with every process of the machine that could have run under it, and the

@@ -16,6 +16,7 @@ from conveyor import limits
 from conveyor.consumer.dispatcher import ConsumerSpec
 from conveyor.model import ConsumerSettings
 from conveyor.workflows.client import check_workflow_name, workflow_store
+from conveyor.workflows.counter import QUEUE_IDS, QueueIds
 from conveyor.workflows.durations import parse_duration
 from conveyor.workflows.errors import InvalidStepConfig
 from conveyor.workflows.execution import WorkflowHandler, queue_name, version_id
@@ -57,6 +58,8 @@ class WorkflowDefinition:
         # In force: the code's settings under those a PUT gave (wrangler's deploy config).
         in_force = record.settings
         queue_id = store.internal_queue(account, self.name, client.engine)
+        # A counter of this client that wakes an instance of the workflow finds its queue at once.
+        client.component(QUEUE_IDS, QueueIds.open).remember(account, self.name, queue_id)
         handler = WorkflowHandler(self.fn, self.name, account, store, client.engine, queue_id, in_force)
         settings = ConsumerSettings(
             batch_size=1,

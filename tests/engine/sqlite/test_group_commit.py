@@ -13,6 +13,7 @@ import pytest
 import conveyor
 from conveyor.engine.sqlite import SQLiteEngine
 from conveyor.engine.sqlite.group_commit import GroupCommitter
+from conveyor.model import DeliveryPolicy, NewMessage, StoredMessage
 from tests.waiting import wait_for
 
 
@@ -118,9 +119,10 @@ def test_a_failing_operation_does_not_undo_the_others_in_its_group(data_dir: Pat
     cv.close()
 
 
-def test_a_capped_group_takes_urgent_operations_first(tmp_path: Path) -> None:
+def test_an_urgent_operation_commits_next_in_a_group_of_its_own(tmp_path: Path) -> None:
     """With ``max_group``, a writer that queued behind a burst waits for the group being applied
-    and one more: an urgent one is in that next group however many were queued before it."""
+    and one more; an urgent one leads the next group, alone with the other urgent ones, however
+    many were queued before it."""
     conn = sqlite3.connect(tmp_path / "g.db", isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("CREATE TABLE applied (name TEXT)")
@@ -152,9 +154,9 @@ def test_a_capped_group_takes_urgent_operations_first(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     order = [r[0] for r in conn.execute("SELECT name FROM applied ORDER BY rowid")]
-    assert order[0] == "first" and order.index("urgent") <= 8  # in the second group of at most 8
+    assert order[:2] == ["first", "urgent"]
     assert sorted(order) == sorted(["first", "urgent", *(f"n{i}" for i in range(40))])
-    assert committer.commits == 1 + -(-41 // 8)  # no group over the cap
+    assert committer.commits == 1 + 1 + 40 // 8  # the urgent one alone; no group over the cap
     committer.close()
     conn.close()
 
@@ -205,3 +207,79 @@ def test_a_volatile_operation_does_not_wait_for_its_groups_flush(
     assert sorted(r[0] for r in conn.execute("SELECT name FROM applied")) == ["durable", "first", "volatile"]
     committer.close()
     conn.close()
+
+
+def test_a_batched_operation_is_announced_at_its_commit_before_its_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk held: ``committed`` is called once the operation is committed (another connection
+    reads it), while its writer still waits for the flush."""
+    path = tmp_path / "g.db"
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE applied (name TEXT)")
+    committer = GroupCommitter(conn, str(path))
+    disk, announced, returned = threading.Event(), threading.Event(), threading.Event()
+    real_fdatasync = os.fdatasync
+
+    def held_fdatasync(fd: int) -> None:
+        assert disk.wait(30), "the disk was never let go"
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", held_fdatasync)
+
+    def insert(c: sqlite3.Connection, names: list[str]) -> list[None]:
+        c.executemany("INSERT INTO applied VALUES (?)", [(n,) for n in names])
+        return [None] * len(names)
+
+    def write() -> None:
+        committer.run_batched(insert, "wake-up", committed=announced.set)
+        returned.set()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    assert announced.wait(30), "the commit was not announced while its flush was held"
+    reader = sqlite3.connect(path)
+    assert reader.execute("SELECT name FROM applied").fetchall() == [("wake-up",)]
+    assert not returned.is_set()
+    disk.set()
+    thread.join(30)
+    assert returned.is_set()
+    reader.close()
+    committer.close()
+    conn.close()
+
+
+def test_an_urgent_send_is_leased_while_its_flush_runs(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wake-up someone waits for: this process's consumer leases it once it is committed, while
+    the send itself returns only once the shard's log is flushed."""
+    engine = SQLiteEngine(data_dir)
+    cv = conveyor.Conveyor(engine)
+    q = cv.create_queue("wake-ups")
+    q.send("warm-up", content_type="text")
+    engine.lease(q.id, 1, 30_000, DeliveryPolicy(3, None))
+    disk, returned = threading.Event(), threading.Event()
+    real_fdatasync = os.fdatasync
+
+    def held_fdatasync(fd: int) -> None:
+        assert disk.wait(30), "the disk was never let go"
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", held_fdatasync)
+
+    def send() -> None:
+        engine.enqueue(q.id, [NewMessage(b"wake", "text", 0)], urgent=True)
+        returned.set()
+
+    thread = threading.Thread(target=send)
+    thread.start()
+
+    def lease() -> list[StoredMessage]:
+        return engine.lease_waiting(q.id, 1, 30_000, DeliveryPolicy(3, None), 1.0)
+
+    leased = wait_for(lease, what="the urgent send to be leased")
+    assert leased[0].body == b"wake" and not returned.is_set()
+    disk.set()
+    thread.join(30)
+    assert returned.is_set()
+    engine.close()

@@ -210,7 +210,9 @@ class PostgresEngine(ShardedEngine[ShardRef]):
     ) -> Metrics | None:
         """``owed``: committed without waiting for the WAL flush (see ``Engine.enqueue``): the
         caller's record of the send, committed before it, is deleted only by a later commit, which
-        flushes this one first."""
+        flushes this one first. ``urgent``: this process's consumers of the queue are woken at
+        once, without waiting for the NOTIFY's trip through the server (other processes' are
+        woken by it, as for any send)."""
         args = {
             "shard": shard.key,
             "ids": ids,
@@ -229,6 +231,8 @@ class PostgresEngine(ShardedEngine[ShardRef]):
         if row is None:
             self._forget(queue_id)
             raise QueueNotFound("the queue was deleted while this message was being sent")
+        if urgent:
+            self.wake(queue_id)
         return Metrics(int(row[0]), int(row[1]), int(row[2]))
 
     def lease_shard(

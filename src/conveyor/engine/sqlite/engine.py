@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import functools
 import logging
 import os
 import threading
@@ -207,10 +208,12 @@ class SQLiteEngine(ShardedEngine[Shard]):
         urgent: bool = False,
         owed: bool = False,
     ) -> Metrics | None:
-        """``urgent`` changes nothing here: each queue's shards commit on committers of their own,
-        so a wake-up's send never waits behind another queue's writes. Nor does ``owed``: the
-        record of what is owed is in workflows.db, another file, whose commits the shard's are
-        not ordered with."""
+        """Each queue's shards commit on committers of their own, so an ``urgent`` send (a wake-up
+        someone waits for) never waits behind another queue's writes; it wakes this process's
+        consumers of the queue at its commit, while its flush runs (they would see the commit
+        then anyway, a poll later, as other processes' consumers do), and returns once it is
+        flushed, as every send does. ``owed`` changes nothing: the record of what is owed is in
+        workflows.db, another file, whose commits the shard's are not ordered with."""
         delays = {m.delay_seconds for m in messages}
         # A message without a delay of its own takes the queue's, read now (from the snapshot).
         queue_delay = self.queue_settings(queue_id).delivery_delay if None in delays else 0
@@ -225,7 +228,8 @@ class SQLiteEngine(ShardedEngine[Shard]):
             visible_at = [
                 visible_at_ms(now_ms, queue_delay if m.delay_seconds is None else m.delay_seconds) for m in messages
             ]
-        count, nbytes, oldest = shard.insert(rows, visible_at, sum(len(m.body) for m in messages))
+        committed = functools.partial(self.wake, queue_id) if urgent else None
+        count, nbytes, oldest = shard.insert(rows, visible_at, sum(len(m.body) for m in messages), committed=committed)
         # The shard's own figures are the queue's when it has no other shard.
         return Metrics(count, nbytes, oldest) if len(self.router.all(queue_id)) == 1 else None
 

@@ -44,7 +44,7 @@ BatchFunction = Callable[[sqlite3.Connection, list[Any]], list[Any]]
 
 
 class _Op(Generic[T]):
-    __slots__ = ("batch", "done", "durable", "error", "fn", "gate", "result", "urgent")
+    __slots__ = ("batch", "committed", "done", "durable", "error", "fn", "gate", "result", "urgent")
 
     def __init__(
         self,
@@ -52,11 +52,13 @@ class _Op(Generic[T]):
         durable: bool,
         batch: tuple[BatchFunction, Any] | None = None,
         urgent: bool = False,
+        committed: Callable[[], None] | None = None,
     ) -> None:
         self.fn = fn
         self.batch = batch
         self.durable = durable
         self.urgent = urgent
+        self.committed = committed
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
@@ -74,7 +76,9 @@ class GroupCommitter:
 
     ``max_group`` caps the operations of one transaction (None: everything queued). A writer waits
     for the group being applied and then for its own, so the cap bounds how long a writer waits
-    behind a burst; ``urgent`` operations (:meth:`run`) take the places of the next group first.
+    behind a burst. ``urgent`` operations (:meth:`run`) lead the next group and make it up alone
+    (others queued meanwhile wait for the group after), so an urgent writer waits for the group
+    being applied and then for the urgent ones only.
     """
 
     def __init__(self, conn: sqlite3.Connection, path: str, *, max_group: int | None = None) -> None:
@@ -108,14 +112,18 @@ class GroupCommitter:
 
     def run(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True, urgent: bool = False) -> T:
         """Run ``fn`` in a transaction shared with concurrent callers; return once it is committed —
-        and fsynced, unless ``durable=False``. ``urgent``: ahead of the others queued when the
-        next group is capped (``max_group``)."""
+        and fsynced, unless ``durable=False``. ``urgent``: in the next group, with the other
+        urgent operations only (a claim that a waiting instance's wake-up needs)."""
         return self._submit(_Op(fn, durable, urgent=urgent))
 
-    def run_batched(self, apply: BatchFunction, item: Any, *, durable: bool = True) -> Any:
+    def run_batched(
+        self, apply: BatchFunction, item: Any, *, durable: bool = True, committed: Callable[[], None] | None = None
+    ) -> Any:
         """Like :meth:`run`, for ``apply(conn, [item])[0]``; consecutive operations of a group with the
-        same ``apply`` run as one call of it (``apply(conn, [item1, item2, ...])``)."""
-        return self._submit(_Op(None, durable, (apply, item)))
+        same ``apply`` run as one call of it (``apply(conn, [item1, item2, ...])``). ``committed``
+        is called (by whichever thread commits the group; it must not raise) once the operation is
+        committed, before the flush that makes it durable: readers see it from then on."""
+        return self._submit(_Op(None, durable, (apply, item), committed=committed))
 
     def _submit(self, op: _Op[T]) -> T:
         with self._mutex:
@@ -148,9 +156,12 @@ class GroupCommitter:
                     self._committed += 1
                     ticket = self._committed
                 if self._pending:
-                    self._pending[0].gate.release()
+                    self._next_leader().gate.release()
                 else:
                     self._leading = False
+            for other in group:
+                if other.committed is not None and other.error is None:
+                    other.committed()
             if flush:
                 # A volatile operation does not wait for the others' flush: its own loss in a
                 # power failure is allowed, and its commit is already seen by every reader.
@@ -162,10 +173,22 @@ class GroupCommitter:
                 if other is not op and (other.durable or not flush):
                     other.gate.release()
 
+    def _next_leader(self) -> _Op[object]:
+        """Who leads the next group (called with the mutex held, something pending): the first
+        urgent operation queued, else the first queued."""
+        return next((o for o in self._pending if o.urgent), self._pending[0])
+
     def _take(self, leader: _Op[object]) -> list[_Op[object]]:
-        """The next group (called with the mutex held): everything queued, or, past ``max_group``,
-        the leader, then urgent operations, then the oldest others, in the order they came."""
+        """The next group (called with the mutex held). An urgent leader's: the urgent operations
+        queued (at most ``max_group``), in the order they came, so that a claim does not wait for
+        the burst of writes queued with it. Any other's: everything queued, or, past
+        ``max_group``, the leader, then urgent operations, then the oldest others."""
         pending, cap = self._pending, self._max_group
+        if leader.urgent:
+            group = [o for o in pending if o.urgent][:cap]
+            chosen = {id(o) for o in group}
+            self._pending = [o for o in pending if id(o) not in chosen]
+            return group
         if cap is None or len(pending) <= cap:
             self._pending = []
             return pending

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,15 +109,23 @@ class Shard:
 
     # -- writes -------------------------------------------------------------------------------
     def insert(
-        self, rows: Sequence[InsertRow], visible_at: int | Sequence[int], nbytes: int, *, sent: bool = True
+        self,
+        rows: Sequence[InsertRow],
+        visible_at: int | Sequence[int],
+        nbytes: int,
+        *,
+        sent: bool = True,
+        committed: Callable[[], None] | None = None,
     ) -> tuple[int, int, int]:
         """Store ``rows``, visible from ``visible_at`` (one time for all, or one each); returns the
-        shard's backlog count, bytes and oldest timestamp.
+        shard's backlog count, bytes and oldest timestamp, once they are durable.
 
-        ``sent=False`` marks messages moved in from another queue rather than sent. Concurrent stores
+        ``sent=False`` marks messages moved in from another queue rather than sent. ``committed``
+        is called once they are committed (readers see them), before the flush. Concurrent stores
         that share a commit are stored together, by one call of :meth:`_insert_many`.
         """
-        result: tuple[int, int, int] = self.committer.run_batched(self._insert_many, (rows, visible_at, nbytes, sent))
+        item = (rows, visible_at, nbytes, sent)
+        result: tuple[int, int, int] = self.committer.run_batched(self._insert_many, item, committed=committed)
         return result
 
     def _insert_many(self, c: sqlite3.Connection, items: list[_Store]) -> list[tuple[int, int, int]]:
