@@ -199,11 +199,8 @@ def test_a_client_of_the_server_and_the_cli_over_http_run_the_same_jobs(
         assert [e.log_type for e in job.logs(log_type="migrationComplete")] == ["migrationComplete"]
         with pytest.raises(conveyor.errors.InvalidRequest, match="log_type is 'sideways'; it must be one of"):
             job.logs(log_type="sideways")
-        typed = CliRunner().invoke(
-            cli,
-            ["--url", server.url, "--token", token, "--account", ACCOUNT, "--json"]
-            + ["slurper", "jobs", "logs", job.id, "--type", "migrationStart"],
-        )
+        over_http = ["--url", server.url, "--token", token, "--account", ACCOUNT, "--json"]
+        typed = CliRunner().invoke(cli, [*over_http, "slurper", "jobs", "logs", job.id, "--type", "migrationStart"])
         assert typed.exit_code == 0, typed.output
         assert [e["logType"] for e in json.loads(typed.stdout)] == ["migrationStart"]
         with pytest.raises(conveyor.slurper.InvalidJobState):

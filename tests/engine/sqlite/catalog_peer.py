@@ -6,6 +6,7 @@ them for its whole life (never reopening), then answers each command with one JS
 - ``send``: send one message; answers ``"sent"``
 - ``settings``: the queue's settings as the engine reads them on every send and dispatcher loop
 - ``lease``: lease up to 100 messages; answers how many it got
+- ``ack N``: lease up to N messages and ack them; answers how many it acked
 - ``die-after-commit DELAY``: update the queue's delivery_delay, then die (SIGKILL) before publishing
   the catalog snapshot, as a process killed between the two would
 """
@@ -38,6 +39,10 @@ def main() -> None:
             answer = dataclasses.asdict(cv.engine.queue_settings(queue.id))
         elif command == "lease":
             answer = len(cv.engine.lease(queue.id, 100, 30_000, DeliveryPolicy(3, None)))
+        elif command == "ack":
+            policy = DeliveryPolicy(3, None)
+            leased = cv.engine.lease(queue.id, int(args[0]), 30_000, policy)
+            answer = cv.engine.settle(queue.id, [m.lease_id for m in leased], [], policy).acked
         elif command == "die-after-commit":
 
             def die(store: SnapshotStore) -> bool:

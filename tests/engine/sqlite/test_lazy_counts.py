@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import cast
 
 from click.testing import CliRunner
 
@@ -98,3 +99,41 @@ def test_doctor_counts_the_uncounted_sends_in_the_backlog(data_dir: Path) -> Non
     assert result.exit_code == 0, result.stdout
     (queue,) = json.loads(result.stdout)["queues"]
     assert queue["backlog"] == 8
+
+
+def test_a_send_counts_what_other_processes_and_this_one_did_since_the_last_send(data_dir: Path) -> None:
+    """A lone send takes its counts from the previous one's while nothing else wrote the shard
+    (``Shard._insert_one``); a send, ack or lease by another process on the same shard, or any
+    other write of this process, must make it read them again. Each send's metrics are checked
+    against a read of the file made right after it (nothing writes in between)."""
+    from tests.engine.sqlite.test_catalog_snapshot import Peer
+
+    with conveyor.connect(f"sqlite://{data_dir}") as cv:
+        q = cv.create_queue("jobs")
+
+        def send(body: object) -> int:
+            metrics = q.send(body).metrics
+            assert metrics == q.metrics()
+            return metrics.backlog_count
+
+        peer = Peer(data_dir, "jobs")
+        try:
+            expected = 0
+            for round_ in range(3):
+                for _ in range(FOLD_EVERY + 3):  # past a fold, an UPDATE of this process's
+                    expected += 1
+                    assert send({"n": expected, "pad": "x" * expected}) == expected
+                assert peer.ask("send") == "sent"
+                assert send("after the peer's send") == expected + 2
+                assert peer.ask("ack 5") == 5  # the oldest five: the oldest timestamp moves
+                expected += 2 - 5 + 1
+                assert send({"after": "acks"}) == expected
+                assert cast(int, peer.ask("lease")) >= 1  # a lease changes no count
+                expected += 1
+                assert send({"after": "lease"}) == expected
+                if round_ == 1:
+                    assert q.purge() == expected  # this process's own write, on another path
+                    expected = 0
+            assert q.counters().sent == 3 * (FOLD_EVERY + 3 + 4)
+        finally:
+            peer.stop()

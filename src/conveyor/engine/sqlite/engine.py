@@ -46,6 +46,18 @@ log = logging.getLogger("conveyor.engine")
 CROSS_PROCESS_POLL_SECONDS = 0.004
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _SendPlan:
+    """What a send to a queue needs from the catalog, as of one snapshot generation: the shard this
+    engine writes to, the queue's delivery delay, and whether that shard is the queue's only one
+    (its counts are then the queue's). One read of the snapshot per send instead of three."""
+
+    generation: int
+    shard: Shard
+    delay: int
+    single: bool
+
+
 def _copy(rows: list[Row], target: Shard, now_ms: int) -> None:
     """Store messages of another queue in ``target`` as moved in: ids and send times kept, visible now."""
     if rows:
@@ -78,11 +90,15 @@ class SQLiteEngine(ShardedEngine[Shard]):
         self.snapshots = SnapshotStore(self.directory / "snapshot" / "catalog", self.catalog)
         self.snapshots.refresh()  # a process may have died between a catalog commit and its publish
         self.router = ShardRouter(self.directory, self.catalog, self.snapshots)
+        self._plans: dict[str, _SendPlan] = {}
+        # The plan this thread's last home_shard() answered from, for the store() that follows it.
+        self._plan_used = threading.local()
 
     def _catalog_written(self) -> None:
         """After this engine's own commit to queues or shards: publish it to every process on the host."""
         self.snapshots.publish()
         self.router.forget()
+        self._plans.clear()
 
     def refresh_catalog_snapshot(self) -> bool:
         """Republish the catalog snapshot if it is missing, damaged or behind the catalog (the
@@ -197,6 +213,21 @@ class SQLiteEngine(ShardedEngine[Shard]):
     def shard_map(self, queue_id: str) -> ShardMap[Shard]:
         return self.router.shard_map(queue_id)
 
+    def home_shard(self, queue_id: str) -> Shard:
+        """The shared policy's answer (``ShardedEngine.home_shard``), kept with the rest of a send's
+        plan until the catalog snapshot's generation moves; :meth:`store` takes the plan from here."""
+        snapshot = self.snapshots.current()
+        plan = self._plans.get(queue_id)
+        if plan is None or snapshot is None or plan.generation != snapshot.generation:
+            plan = None
+            shard = super().home_shard(queue_id)
+            entry = snapshot.queues.get(queue_id) if snapshot is not None else None
+            if snapshot is not None and entry is not None:
+                plan = _SendPlan(snapshot.generation, shard, entry.settings.delivery_delay, len(entry.shards) == 1)
+                self._plans[queue_id] = plan
+        self._plan_used.plan = plan
+        return shard if plan is None else plan.shard
+
     def store(
         self,
         queue_id: str,
@@ -214,6 +245,21 @@ class SQLiteEngine(ShardedEngine[Shard]):
         then anyway, a poll later, as other processes' consumers do), and returns once it is
         flushed, as every send does. ``owed`` changes nothing: the record of what is owed is in
         workflows.db, another file, whose commits the shard's are not ordered with."""
+        committed = functools.partial(self.wake, queue_id) if urgent else None
+        plan: _SendPlan | None = getattr(self._plan_used, "plan", None)
+        if plan is not None and plan.shard is not shard:  # not the plan this shard was chosen by
+            plan = None
+        if len(messages) == 1:
+            (message,) = messages
+            delay = message.delay_seconds
+            if delay is None:  # the queue's, as of the plan home_shard read (or read now)
+                delay = plan.delay if plan is not None else self.queue_settings(queue_id).delivery_delay
+            row = (ids[0], now_ms, stored_type(message.content_type, message.traceparent), message.body)
+            count, nbytes, oldest = shard.insert(
+                (row,), visible_at_ms(now_ms, delay), len(message.body), committed=committed
+            )
+            single = plan.single if plan is not None else len(self.router.all(queue_id)) == 1
+            return Metrics(count, nbytes, oldest) if single else None
         delays = {m.delay_seconds for m in messages}
         # A message without a delay of its own takes the queue's, read now (from the snapshot).
         queue_delay = self.queue_settings(queue_id).delivery_delay if None in delays else 0
@@ -228,7 +274,6 @@ class SQLiteEngine(ShardedEngine[Shard]):
             visible_at = [
                 visible_at_ms(now_ms, queue_delay if m.delay_seconds is None else m.delay_seconds) for m in messages
             ]
-        committed = functools.partial(self.wake, queue_id) if urgent else None
         count, nbytes, oldest = shard.insert(rows, visible_at, sum(len(m.body) for m in messages), committed=committed)
         # The shard's own figures are the queue's when it has no other shard.
         return Metrics(count, nbytes, oldest) if len(self.router.all(queue_id)) == 1 else None

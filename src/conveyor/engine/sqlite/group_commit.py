@@ -79,14 +79,24 @@ class GroupCommitter:
     behind a burst. ``urgent`` operations (:meth:`run`) lead the next group and make it up alone
     (others queued meanwhile wait for the group after), so an urgent writer waits for the group
     being applied and then for the urgent ones only.
+    ``on_end(committed)`` is called after every transaction, in the thread that ran it and before
+    the next one begins: whether it committed (its flush may still be to come).
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: str, *, max_group: int | None = None) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        path: str,
+        *,
+        max_group: int | None = None,
+        on_end: Callable[[bool], None] | None = None,
+    ) -> None:
         if max_group is not None and max_group < 1:
             raise ValueError(f"max_group is at least 1, not {max_group}")
         self._conn = conn
         self._path = path
         self._max_group = max_group
+        self._on_end = on_end
         self._pending: list[_Op[object]] = []
         self._mutex = threading.Lock()
         self._leading = False
@@ -207,7 +217,7 @@ class GroupCommitter:
         """Apply and commit ``group``; whether it committed durable operations, to be flushed."""
         conn = self._conn
         lost: BaseException | None = None
-        flush = False
+        flush = committed = False
         try:
             if self._broken is not None:
                 raise self._broken
@@ -229,7 +239,7 @@ class GroupCommitter:
                     conn.execute("ROLLBACK")
                 else:
                     conn.execute("COMMIT")
-                    flush = durable
+                    flush, committed = durable, True
         except sqlite3.Error as exc:
             lost = translate_error(exc, self._path)
         except BaseException as exc:
@@ -242,6 +252,8 @@ class GroupCommitter:
         else:
             self.commits += 1
             self.operations += len(group)
+        if self._on_end is not None:
+            self._on_end(committed)
         for op in group:
             op.done = True
         return flush

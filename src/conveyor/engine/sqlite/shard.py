@@ -53,6 +53,9 @@ LeasedRow = tuple[int, str, int, ContentType, bytes, int]
 InsertRow = tuple[str, int, str, bytes]
 # One call's store: (rows, visible_at, bytes, sent).
 _Store = tuple[Sequence[InsertRow], int | Sequence[int], int, bool]
+# The shard's counts after a lone send, as of its commit: (the write connection's total changes and
+# data_version then, backlog count, backlog bytes, oldest timestamp, sends not yet folded in).
+_Counts = tuple[int, int, int, int, int, int]
 
 
 def _seqs(seqs: Iterable[int]) -> str:
@@ -95,8 +98,12 @@ class Shard:
         # freed: a purge of a large queue would need as much free disk as the queue takes. FAST
         # still zeroes deleted content inside the pages a change writes anyway.
         conn.execute("PRAGMA secure_delete = FAST")
-        self.committer = GroupCommitter(conn, str(path))
+        self.committer = GroupCommitter(conn, str(path), on_end=self._transaction_ended)
         self._write_conn = conn
+        # What the counts read of the next lone send would return before that send's own rows, kept
+        # from the last one while nothing else has written the shard since (see _insert_one).
+        self._counts: _Counts | None = None
+        self._counts_pending: _Counts | None = None
         self._reader = open_database(path, SCHEMA, create=False, version=SCHEMA_VERSION, upgrades=UPGRADES)
         self._read_lock = threading.Lock()
         self._seen_version = -1
@@ -154,26 +161,46 @@ class Shard:
         metrics = (count, nbytes, earliest if oldest is None else min(oldest, earliest))
         return [metrics] * len(items)
 
-    @staticmethod
     def _insert_one(
-        c: sqlite3.Connection, rows: Sequence[InsertRow], visible_at: int | Sequence[int], nbytes: int, sent: bool
+        self, c: sqlite3.Connection, rows: Sequence[InsertRow], visible_at: int | Sequence[int], nbytes: int, sent: bool
     ) -> tuple[int, int, int]:
         """One message sent alone (the lone ``send()``): its payload, then its state by the payload's
-        rowid (fresh, out of the time index, when it is deliverable at once), then a read of the
-        counts, which include it uncounted (shard.sql): the ``stats`` row's page stays out of the
-        commit but once every :data:`FOLD_EVERY` sends. A batch's path reads the largest seq first
-        and finds its payloads again to make their states."""
+        rowid (fresh, out of the time index, when it is deliverable at once), then the counts, which
+        include it uncounted (shard.sql): the ``stats`` row's page stays out of the commit but once
+        every :data:`FOLD_EVERY` sends. A batch's path reads the largest seq first and finds its
+        payloads again to make their states.
+
+        The counts are read from the file only when the shard may have changed since the last lone
+        send committed: while no other connection has committed (``PRAGMA data_version``, read in
+        this transaction, whose write lock keeps every other writer out until it commits) and this
+        connection has changed nothing else (its total changes), they are that send's plus this
+        one. Whatever else happened, even in another process, costs one read."""
         row = rows[0]
+        before = c.total_changes
         seq = c.execute(Q["insert_payload"], row).lastrowid
         visible = visible_at if isinstance(visible_at, int) else visible_at[0]
-        state = {"seq": seq, "visible_at": visible, "size": len(row[3]), "fresh": visible <= row[1]}
-        c.execute(Q["insert_state"], state)
-        count, stored_bytes, oldest, uncounted, deleted = c.execute(Q["stored_metrics"]).fetchone()
-        if deleted:
-            raise QueueNotFound("the queue was deleted while this message was being sent")
+        size = len(row[3])
+        c.execute(Q["insert_state"], {"seq": seq, "visible_at": visible, "size": size, "fresh": visible <= row[1]})
+        (version,) = c.execute("PRAGMA data_version").fetchone()
+        last = self._counts
+        if last is not None and last[0] == before and last[1] == version:
+            # The rows just stored are the largest seq: the oldest changes only in an empty shard.
+            count, stored_bytes, oldest, uncounted = last[2] + 1, last[3] + size, last[4] or row[1], last[5] + 1
+        else:
+            count, stored_bytes, oldest, uncounted, deleted = c.execute(Q["stored_metrics"]).fetchone()
+            if deleted:
+                raise QueueNotFound("the queue was deleted while this message was being sent")
         if uncounted >= FOLD_EVERY:
             _fold(c)
+            uncounted = 0
+        self._counts_pending = (c.total_changes, version, count, stored_bytes, oldest, uncounted)
         return count, stored_bytes, oldest
+
+    def _transaction_ended(self, committed: bool) -> None:
+        """The committer's word after each transaction (in the writer's thread, before the next one
+        begins): a lone send's counts hold from its commit on; anything else drops them."""
+        pending, self._counts_pending = self._counts_pending, None
+        self._counts = pending if committed else None
 
     def lease(self, now_ms: int, n: int, until_ms: int, token: int) -> list[LeasedRow]:
         def op(c: sqlite3.Connection) -> list[LeasedRow]:
