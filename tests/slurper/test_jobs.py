@@ -332,6 +332,9 @@ def test_bad_sources_and_targets_are_refused_by_name_and_store_nothing(
     unreachable = s3_source(s3_server, bucket, endpoint="http://127.0.0.1:9")
     with pytest.raises(BucketUnreachable, match=r"cannot reach http://127\.0\.0\.1:9"):
         cv.slurper.create_job(source=unreachable, target=target)
+    # Source and target are checked at once; when both are wrong, the source's failure is the one said.
+    with pytest.raises(BucketUnreachable, match=r"cannot reach http://127\.0\.0\.1:9"):
+        cv.slurper.create_job(source=unreachable, target={"vendor": "r2", "bucket": "absent"})
     with pytest.raises(EgressRefused, match="loopback"):
         cv.slurper.create_job(source=s3_source(s3_server, bucket), target=target, egress=EgressPolicy())
     with pytest.raises(InvalidJob, match="unknown fields: colour"):

@@ -21,6 +21,7 @@ from conveyor.slurper.endpoints import (
     check_egress,
     open_source,
     open_target,
+    precheck_both,
     precheck_source,
     precheck_target,
 )
@@ -183,8 +184,7 @@ class Slurper:
         account = self._cv.deployment.account
         if self.max_jobs is not None and len(store.active_jobs(account)) >= self.max_jobs:
             raise TooManyJobs(f"the account runs {self.max_jobs} migration jobs already; the limit is {self.max_jobs}")
-        precheck_source(self._cv, source_spec)
-        precheck_target(self._cv, target_spec)
+        precheck_both(self._cv, source_spec, target_spec)
         ensure_queues(self._cv)
         row = store.create_job(account, source_spec, target_spec, overwrite=flag, now_ms=self._cv.engine.clock.now_ms())
         start_messages(self._cv, row)
@@ -209,8 +209,7 @@ class Slurper:
         flag = parse_overwrite(overwrite)
         check_egress(source_spec, egress)
         check_egress(target_spec, egress)
-        precheck_source(self._cv, source_spec)
-        precheck_target(self._cv, target_spec)
+        precheck_both(self._cv, source_spec, target_spec)
         return _planned(open_source(self._cv, source_spec), open_target(self._cv, target_spec), flag, max_object_bytes)
 
     def precheck_source(self, source: Mapping[str, Any], *, egress: EgressPolicy | None = None) -> None:

@@ -12,6 +12,7 @@ S3-compatible service (``vendor: "s3"``, :mod:`conveyor.slurper.s3`).
 from __future__ import annotations
 
 import bisect
+import concurrent.futures
 import dataclasses
 import itertools
 import logging
@@ -412,3 +413,16 @@ def precheck_target(cv: Conveyor, spec: Endpoint) -> None:
             target.client.list_page(spec.bucket, prefix="", start_after="", max_keys=1)
     finally:
         target.close()
+
+
+def precheck_both(cv: Conveyor, source: Endpoint, target: Endpoint) -> None:
+    """:func:`precheck_source` and :func:`precheck_target` at once (each is a round trip to its
+    service: over a distant link a job starts one round trip sooner); the source's failure is
+    raised if both fail, as when they ran one after the other."""
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="slurper-precheck") as pool:
+        checking = pool.submit(precheck_target, cv, target)
+        try:
+            precheck_source(cv, source)
+        finally:
+            concurrent.futures.wait([checking])
+        checking.result()
