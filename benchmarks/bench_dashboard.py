@@ -12,11 +12,14 @@ a workflow ``bulk`` of ``INSTANCES`` instances (``create_batch``, three paused);
 one round; a bucket of 130 objects and a KV namespace of 120 keys. The other sections are the same
 size in both deployments: only the queues and the instances grow.
 
-A logged-in HTTP client fetches each page once to warm it, then ``--rounds`` times; each page's
-median and p95 round trip (server time plus a local socket) are printed per size, then the ratio
+Every size's deployment is seeded first and served at once; a logged-in HTTP client of each
+fetches each page once to warm it, then ``--rounds`` times, the sizes taking turns request by
+request (so a shared machine's load weighs on every size alike); each page's median and p95 round
+trip (server time plus a local socket) are printed per size, then the ratio
 of the p95s, large / small, against the target (``met``: at most 3). The pages, in order: the
-overview and its 3-second poll, a queue's page with its live figures and chart data, a dead letter
-queue's page (its browse: peeked messages and the redrive form), the workflows, a workflow's
+overview and its 3-second poll (sorted by name, and by backlog: every queue ranked), a queue's
+page with its live figures and chart data, a dead letter queue's page (its browse: peeked
+messages and the redrive form), the workflows, a workflow's
 instances (first page, a page deep in the list by cursor, the ``paused`` filter, the id search),
 one instance, the migrations and their poll, a job, the CDN's packages, a package and a version,
 the prober's fleets, a fleet and a round, the buckets, a bucket, an object, the KV namespaces, a
@@ -38,7 +41,7 @@ import statistics
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -142,7 +145,7 @@ def seed_sections(server: RunningServer, scratch: Path, s3: object, postgres: bo
 
     assert isinstance(s3, S3Server)
     cv = server.service.client(ACCOUNT)
-    shared = Path(os.environ[SHARED_DIRECTORIES_VARIABLE]) if postgres else None
+    shared = Path(os.environ[SHARED_DIRECTORIES_VARIABLE]) / scratch.name if postgres else None
 
     def bucket_url(name: str) -> str | None:
         return (shared / name).as_uri() if shared is not None else None
@@ -157,7 +160,7 @@ def seed_sections(server: RunningServer, scratch: Path, s3: object, postgres: bo
         cdn.init(cv, primary_url=(shared / "cdn").as_uri(), staging_url=(shared / "cdn-staging").as_uri())
     else:
         cdn.init(cv)
-    libs = scratch / "cdnjs" / "ajax" / "libs"
+    libs = scratch / "cdnjs" / "ajax" / "libs"  # scratch: this deployment's own folder
     for path, data in {
         "alpha/1.0.0/alpha.js": b"var alpha = 1;\n",
         "alpha/1.0.0/css/alpha.css": b".alpha{color:red}",
@@ -217,6 +220,7 @@ def pages(client: httpx.Client, ids: dict[str, str], queues: int, instances: int
     return {
         "overview": a,
         "poll": f"{a}/rows",
+        "poll_by_backlog": f"{a}/rows?sort=backlog&desc=1",
         "queue": queue,
         "queue_live": f"{queue}/live",
         "queue_history": f"{queue}/history",
@@ -245,8 +249,9 @@ def pages(client: httpx.Client, ids: dict[str, str], queues: int, instances: int
     }
 
 
-def timed(client: httpx.Client, path: str, count: int) -> list[float]:
-    client.get(path).raise_for_status()  # warm
+def timed(client: httpx.Client, path: str, count: int, warm: bool = True) -> list[float]:
+    if warm:
+        client.get(path).raise_for_status()
     times = []
     for _ in range(count):
         start = time.perf_counter()
@@ -258,15 +263,29 @@ def timed(client: httpx.Client, path: str, count: int) -> list[float]:
 
 
 def measure(
-    url: str, queues: int, instances: int, count: int, only: set[str], scratch: Path, s3: object, postgres: bool
-) -> dict[str, list[float]]:
-    with running_server(url) as server:
-        ids = seed(server, queues, instances, scratch, s3, postgres)
-        secret, _ = server.tokens.create(ACCOUNT)
-        with httpx.Client(base_url=server.url, timeout=120) as client:
-            client.post("/dash/login", data={"token": secret})
-            found = pages(client, ids, queues, instances)
-            return {name: timed(client, path, count) for name, path in found.items() if not only or name in only}
+    urls: list[str], sizes: list[tuple[int, int]], count: int, only: set[str], scratch: Path, s3: object, postgres: bool
+) -> list[dict[str, list[float]]]:
+    """Seed every size's deployment (each served at once), then time each page on all of them in
+    turn, request by request, so the machine's load moves every size's figures alike."""
+    with ExitStack() as stack:
+        clients, found = [], []
+        for n, (url, (queues, instances)) in enumerate(zip(urls, sizes, strict=True)):
+            server = stack.enter_context(running_server(url))
+            ids = seed(server, queues, instances, scratch / f"d{n}", s3, postgres)
+            client = stack.enter_context(httpx.Client(base_url=server.url, timeout=120))
+            client.post("/dash/login", data={"token": server.tokens.create(ACCOUNT)[0]})
+            clients.append(client)
+            found.append(pages(client, ids, queues, instances))
+        results: list[dict[str, list[float]]] = [{} for _ in sizes]
+        for page in found[0]:
+            if only and page not in only:
+                continue
+            for client, paths in zip(clients, found, strict=True):
+                timed(client, paths[page], 0)  # warm
+            for _ in range(count):
+                for client, paths, result in zip(clients, found, results, strict=True):
+                    result.setdefault(page, []).extend(timed(client, paths[page], 1, warm=False))
+        return results
 
 
 @contextmanager
@@ -293,22 +312,21 @@ def main() -> None:
     engine = "postgresql" if postgres else "sqlite"
     from tests.storage.s3_server import start_s3_server
 
-    results: dict[tuple[int, int], dict[str, list[float]]] = {}
-    with scratch_directory("dashboard-s3") as logs:
-        s3 = start_s3_server(logs)
+    with scratch_directory("dashboard") as scratch:
+        s3 = start_s3_server(scratch)
+        os.environ[SHARED_DIRECTORIES_VARIABLE] = str(scratch / "shared")
         try:
-            for queues, instances in sizes:
-                with scratch_directory("dashboard") as scratch:
-                    os.environ[SHARED_DIRECTORIES_VARIABLE] = str(scratch / "shared")
-                    with deployment(postgres, scratch) as url:
-                        found = measure(url, queues, instances, count, only, scratch, s3, postgres)
-                results[(queues, instances)] = found
-                for page, times in found.items():
-                    size = {"queues": queues, "instances": instances, "engine": engine}
-                    emit(f"dashboard {page} median", statistics.median(times) * 1000, "ms", count, **size)
-                    emit(f"dashboard {page} p95", percentile(times, 95) * 1000, "ms", count, **size)
+            with ExitStack() as stack:
+                urls = [stack.enter_context(deployment(postgres, scratch / f"d{n}")) for n in range(len(sizes))]
+                measured = measure(urls, sizes, count, only, scratch, s3, postgres)
         finally:
             s3.stop()
+    results = dict(zip(sizes, measured, strict=True))
+    for (queues, instances), found in results.items():
+        for page, times in found.items():
+            size = {"queues": queues, "instances": instances, "engine": engine}
+            emit(f"dashboard {page} median", statistics.median(times) * 1000, "ms", count, **size)
+            emit(f"dashboard {page} p95", percentile(times, 95) * 1000, "ms", count, **size)
     if len(sizes) == 2:
         small, large = results[sizes[0]], results[sizes[1]]
         for page in small:
