@@ -331,10 +331,12 @@ def _overview_rows(request: Request, visit: Visit) -> dict[str, Any]:
     if sort == "name":  # the page is known before any figure is read
         page_names = sorted(matched, reverse=descending)[pages.first : pages.last]
         newest = history.newest([prefix + n for n in page_names], since)
-    else:
-        newest = history.newest([prefix + n for n in matched], since)
-        ranked = views.rank_names(matched, {n: newest.get(prefix + n, []) for n in matched}, sort, descending)
+    else:  # every matched queue ranked by its newest point (two for a rate), then the page's two
+        count = 2 if sort == "sent" else 1
+        figures = history.newest([prefix + n for n in matched], since, count)
+        ranked = views.rank_names(matched, {n: figures.get(prefix + n, []) for n in matched}, sort, descending)
         page_names = ranked[pages.first : pages.last]
+        newest = figures if count == 2 else history.newest([prefix + n for n in page_names], since)
     infos = {q.queue_name: q for q in engine.queues_named(page_names)}
     shown_queues = [infos[n] for n in page_names if n in infos]  # one deleted meanwhile is left out
     workers = engine.list_workers()
