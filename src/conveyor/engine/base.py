@@ -100,14 +100,14 @@ class Engine(ABC):
 
     # The catalog-only reads below serve views of many queues that show no queue's storage (the
     # dashboard): each is a constant number of statements however many queues there are, and no
-    # storage is opened, so a damaged queue's ``storage_error`` is None in them. The defaults go
+    # storage is opened, so a damaged queue's ``storage_error`` may be None in them. The defaults go
     # through ``list_queues``; an engine with a catalog of its own answers them from it.
     def queue_names(self, prefix: str = "") -> list[str]:
         """The names of the queues whose names start with ``prefix``, ordered by name."""
         return [q.queue_name for q in self.list_queues(prefix)]
 
     def queues_named(self, names: Sequence[str]) -> list[QueueInfo]:
-        """The queues of ``names`` that exist (the catalog's entries, ``storage_error`` None), by name."""
+        """The queues of ``names`` that exist, by name (catalog entries: ``storage_error`` unchecked)."""
         wanted = set(names)
         return [q for q in self.list_queues() if q.queue_name in wanted]
 
