@@ -258,3 +258,21 @@ def test_a_worker_consumer_must_name_a_handler_or_a_worker(queue: conveyor.Queue
         assert "invalid script_name" in text
     assert queue.consumer() is None
     assert queue.add_consumer("worker", script_name="myapp.consumers:handle").script_name == "myapp.consumers:handle"
+
+
+def test_catalog_only_reads_agree_with_list_queues(conveyor_client: conveyor.Conveyor) -> None:
+    """``queue_names``, ``queues_named`` and ``dead_letter_sources`` (the dashboard's catalog-only
+    reads) give what ``list_queues`` gives, in its order; missing names are left out."""
+    for name in ("orders-dlq", "b", "orders", "a", "ab"):
+        conveyor_client.create_queue(name)
+    conveyor_client.queue("orders").add_pull_consumer(dead_letter_queue="orders-dlq")
+    conveyor_client.queue("a").add_pull_consumer(dead_letter_queue="orders-dlq")
+    engine = conveyor_client.engine
+    listed = conveyor_client.list_queues()
+    assert engine.queue_names() == [q.queue_name for q in listed] == ["a", "ab", "b", "orders", "orders-dlq"]
+    assert engine.queue_names("a") == ["a", "ab"] and engine.queue_names("zz") == []
+    named = engine.queues_named(["orders", "nope", "a"])
+    assert named == [q for q in listed if q.queue_name in ("a", "orders")]
+    assert named[1].consumers[0].dead_letter_queue == "orders-dlq" and engine.queues_named([]) == []
+    assert engine.dead_letter_sources("orders-dlq") == ["a", "orders"]
+    assert engine.dead_letter_sources("b") == []

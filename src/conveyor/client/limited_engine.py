@@ -80,6 +80,15 @@ class LimitedEngine(Engine):
     def list_queues(self, prefix: str = "") -> list[QueueInfo]:
         return self.inner.list_queues(prefix)
 
+    def queue_names(self, prefix: str = "") -> list[str]:
+        return self.inner.queue_names(prefix)
+
+    def queues_named(self, names: Sequence[str]) -> list[QueueInfo]:
+        return self.inner.queues_named(names)
+
+    def dead_letter_sources(self, queue_name: str) -> list[str]:
+        return self.inner.dead_letter_sources(queue_name)
+
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         return self.inner.update_queue(queue_id, settings)
 

@@ -134,10 +134,16 @@ class AccountEngine(Engine):
         )
 
     def _queue(self, info: QueueInfo) -> QueueInfo:
-        return dataclasses.replace(
-            info,
-            queue_name=self._strip(info.queue_name),
-            consumers=tuple(self._consumer(c) for c in info.consumers),
+        # Built directly, not by dataclasses.replace: an account's listing makes one a queue.
+        return QueueInfo(
+            info.queue_id,
+            self._strip(info.queue_name),
+            info.created_on,
+            info.modified_on,
+            info.settings,
+            tuple(self._consumer(c) for c in info.consumers) if info.consumers else (),
+            info.shards,
+            info.storage_error,
         )
 
     def _dlq(self, name: str) -> str:
@@ -189,6 +195,21 @@ class AccountEngine(Engine):
     def list_queues(self, prefix: str = "") -> list[QueueInfo]:
         listed = [self._queue(q) for q in self.inner.list_queues(self._qualify(prefix))]
         return [q for q in listed if INTERNAL_MARK not in q.queue_name]
+
+    @_unqualified_errors
+    def queue_names(self, prefix: str = "") -> list[str]:
+        cut = len(self._prefix)
+        return [n[cut:] for n in self.inner.queue_names(self._qualify(prefix)) if INTERNAL_MARK not in n]
+
+    @_unqualified_errors
+    def queues_named(self, names: Sequence[str]) -> list[QueueInfo]:
+        found = self.inner.queues_named([self._qualify(n) for n in names if INTERNAL_MARK not in n])
+        return [self._queue(q) for q in found if self._mine(q.queue_name)]
+
+    @_unqualified_errors
+    def dead_letter_sources(self, queue_name: str) -> list[str]:
+        sources = self.inner.dead_letter_sources(self._qualify(queue_name))
+        return [self._strip(s) for s in sources if self._mine(s) and INTERNAL_MARK not in s]
 
     @_unqualified_errors
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:

@@ -98,6 +98,24 @@ class Engine(ABC):
         damaged is listed too, with its ``storage_error``. Only those queues are read (an account's
         view lists ``ACCOUNT/``: no other account's queue is looked at)."""
 
+    # The catalog-only reads below serve views of many queues that show no queue's storage (the
+    # dashboard): each is a constant number of statements however many queues there are, and no
+    # storage is opened, so a damaged queue's ``storage_error`` may be None in them. The defaults go
+    # through ``list_queues``; an engine with a catalog of its own answers them from it.
+    def queue_names(self, prefix: str = "") -> list[str]:
+        """The names of the queues whose names start with ``prefix``, ordered by name."""
+        return [q.queue_name for q in self.list_queues(prefix)]
+
+    def queues_named(self, names: Sequence[str]) -> list[QueueInfo]:
+        """The queues of ``names`` that exist, by name (catalog entries: ``storage_error`` unchecked)."""
+        wanted = set(names)
+        return [q for q in self.list_queues() if q.queue_name in wanted]
+
+    def dead_letter_sources(self, queue_name: str) -> list[str]:
+        """The names of the queues whose consumer dead-letters into ``queue_name``, by name (a
+        redrive's possible targets)."""
+        return [q.queue_name for q in self.list_queues() if any(c.dead_letter_queue == queue_name for c in q.consumers)]
+
     @abstractmethod
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         """Replace a queue's settings."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import logging
 import threading
 from collections.abc import Sequence
@@ -211,41 +212,26 @@ class HistoryTables:
         return _grouped(self._tables.read(lambda tx: tx.rows("of_prefix", args), "read the queue history"))
 
     def newest(self, queue_names: Sequence[str], since_ms: int, count: int = 2) -> dict[str, list[QueuePoint]]:
-        if self._arrays:
-            args = {"names": list(queue_names), "since": since_ms, "count": count}
-            return _grouped(self._tables.read(lambda tx: tx.rows("newest_of_queues", args), "read the queue history"))
+        if count < 1:
+            raise InvalidRequest(f"the newest points are at least 1, not {count}")
+        query = "newest_of_queues" if self._arrays else "newest_of_queues_json"
+        args = {"names": self._names(queue_names), "since": since_ms, "count": count}
+        return _grouped(self._tables.read(lambda tx: tx.rows(query, args), "read the queue history"))
 
-        def read(tx: Transaction) -> dict[str, list[QueuePoint]]:
-            found = {}
-            for name in queue_names:
-                rows = tx.rows("newest_of_queue", {"name": name, "since": since_ms, "count": count})
-                if rows:
-                    found[name] = [_point(row) for row in reversed(rows)]
-            return found
-
-        return self._tables.read(read, "read the queue history")
+    def _names(self, queue_names: Sequence[str]) -> object:
+        """Queue names as one parameter: an array on PostgreSQL, a JSON array on SQLite."""
+        return list(queue_names) if self._arrays else json.dumps(list(queue_names))
 
     def backlog_by_bucket(self, queue_names: Sequence[str], since_ms: int, bucket_ms: int) -> dict[str, list[int]]:
         if bucket_ms < 1:
             raise InvalidRequest(f"a history bucket is at least 1 ms, not {bucket_ms}")
-        if self._arrays:
-            args = {"names": list(queue_names), "since": since_ms, "bucket_ms": bucket_ms}
-            rows = self._tables.read(lambda tx: tx.rows("backlog_by_bucket_of_queues", args), "read the queue history")
-            sparks: dict[str, list[int]] = {name: [] for name in queue_names}
-            for name, _, backlog in rows:
-                sparks[name].append(int(backlog))
-            return sparks
-
-        def read(tx: Transaction) -> dict[str, list[int]]:
-            return {
-                name: [
-                    int(row[1])
-                    for row in tx.rows("backlog_by_bucket", {"name": name, "since": since_ms, "bucket_ms": bucket_ms})
-                ]
-                for name in queue_names
-            }
-
-        return self._tables.read(read, "read the queue history")
+        query = "backlog_by_bucket_of_queues" if self._arrays else "backlog_by_bucket_of_queues_json"
+        args = {"names": self._names(queue_names), "since": since_ms, "bucket_ms": bucket_ms}
+        rows = self._tables.read(lambda tx: tx.rows(query, args), "read the queue history")
+        sparks: dict[str, list[int]] = {name: [] for name in queue_names}
+        for name, _, backlog in rows:
+            sparks[name].append(int(backlog))
+        return sparks
 
     def close(self) -> None:
         self._tables.close()

@@ -7,6 +7,7 @@ deleting a queue drops its partitions — no row-by-row delete, no dead rows lef
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -40,6 +41,11 @@ def _queue(conn: Connection, query: str, key: str) -> QueueInfo:
     rows = conn.execute(Q[query], {"key": key}).fetchall()
     if not rows:
         raise QueueNotFound(f"queue {key!r} does not exist")
+    return _queue_info(rows)
+
+
+def _queue_info(rows: Sequence[tuple[Any, ...]]) -> QueueInfo:
+    """A queue from its rows of ``queue_by_id`` (one a consumer, or one with NULLs for none)."""
     row = rows[0]
     consumers = [r[8:] for r in rows if r[8] is not None]
     return QueueInfo(
@@ -91,15 +97,50 @@ class Catalog:
         return QueueSettings(delivery_delay=row[0], delivery_paused=row[1], message_retention_period=row[2])
 
     def list_queues(self, prefix: str = "") -> list[QueueInfo]:
+        """The queues whose names start with ``prefix``, by name: one statement (each queue with
+        its consumer), however many queues there are."""
+
         def fn(conn: Connection) -> list[QueueInfo]:
             if prefix:
                 low, high = prefix_range(prefix)
-                ids = conn.execute(Q["queue_ids_in_range"], {"low": low, "high": high}).fetchall()
+                rows = conn.execute(Q["queues_listed_in_range"], {"low": low, "high": high}).fetchall()
             else:
-                ids = conn.execute(Q["queue_ids"]).fetchall()
-            return [_queue(conn, "queue_by_id", qid) for (qid,) in ids]
+                rows = conn.execute(Q["queues_listed"]).fetchall()
+            grouped: dict[str, list[tuple[Any, ...]]] = {}
+            for row in rows:  # in name order; a queue's rows are adjacent (one a consumer)
+                grouped.setdefault(row[0], []).append(row)
+            return [_queue_info(queue_rows) for queue_rows in grouped.values()]
 
-        return self._pool.transaction(fn, "list queues")
+        return self._pool.run(fn, "list queues")
+
+    def queue_names(self, prefix: str = "") -> list[str]:
+        """The names of the queues whose names start with ``prefix``, by name: one statement."""
+
+        def fn(conn: Connection) -> list[str]:
+            if prefix:
+                low, high = prefix_range(prefix)
+                return [str(n) for (n,) in conn.execute(Q["names_in_range"], {"low": low, "high": high})]
+            return [str(n) for (n,) in conn.execute(Q["names"])]
+
+        return self._pool.run(fn, "list queue names")
+
+    def queues_named(self, names: Sequence[str]) -> list[QueueInfo]:
+        """The queues of ``names`` that exist, by name: one statement."""
+
+        def fn(conn: Connection) -> list[QueueInfo]:
+            grouped: dict[str, list[tuple[Any, ...]]] = {}
+            for row in conn.execute(Q["queues_named"], {"names": list(names)}):
+                grouped.setdefault(row[0], []).append(row)
+            return [_queue_info(queue_rows) for queue_rows in grouped.values()]
+
+        return self._pool.run(fn, "read queues")
+
+    def dead_letter_sources(self, queue_name: str) -> list[str]:
+        """The names of the queues whose consumer dead-letters into ``queue_name``, by name."""
+        rows = self._pool.run(
+            lambda c: c.execute(Q["dead_letter_sources"], {"dlq": queue_name}).fetchall(), "read dead letter sources"
+        )
+        return [str(name) for (name,) in rows]
 
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         def fn(conn: Connection) -> QueueInfo:

@@ -159,6 +159,15 @@ class PostgresEngine(ShardedEngine[ShardRef]):
     def list_queues(self, prefix: str = "") -> list[QueueInfo]:
         return self.catalog.list_queues(prefix)
 
+    def dead_letter_sources(self, queue_name: str) -> list[str]:
+        return self.catalog.dead_letter_sources(queue_name)
+
+    def queue_names(self, prefix: str = "") -> list[str]:
+        return self.catalog.queue_names(prefix)
+
+    def queues_named(self, names: Sequence[str]) -> list[QueueInfo]:
+        return self.catalog.queues_named(names)
+
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         info = self.catalog.update_queue(queue_id, settings)
         self._forget(queue_id)

@@ -20,16 +20,46 @@ FROM queues q LEFT JOIN consumers c ON c.queue_id = q.queue_id WHERE q.queue_id 
 -- name: queue_settings
 SELECT delivery_delay, delivery_paused, retention FROM queues WHERE queue_id = %(queue)s;
 
--- name: queue_ids
-SELECT queue_id FROM queues ORDER BY name;
+-- name: queues_listed
+-- Every queue with its consumer (as `queue_by_id`), by name: one statement however many queues.
+SELECT q.queue_id, q.name, q.created_on, q.modified_on, q.delivery_delay, q.delivery_paused, q.retention,
+       (SELECT count(*) FROM shards s WHERE s.queue_id = q.queue_id),
+       c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings
+FROM queues q LEFT JOIN consumers c ON c.queue_id = q.queue_id
+ORDER BY q.name;
 
--- name: queue_ids_in_range
+-- name: queues_listed_in_range
 -- The queues whose names start with a prefix (base.prefix_range). Compared byte-wise (COLLATE "C"):
 -- under a database's linguistic collation 'acc1/q' sorts after 'acc10'. Migration 6's index on
 -- names in that collation answers the range, so listing one account's queues reads only its own.
-SELECT queue_id FROM queues
+SELECT q.queue_id, q.name, q.created_on, q.modified_on, q.delivery_delay, q.delivery_paused, q.retention,
+       (SELECT count(*) FROM shards s WHERE s.queue_id = q.queue_id),
+       c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings
+FROM queues q LEFT JOIN consumers c ON c.queue_id = q.queue_id
+WHERE q.name COLLATE "C" >= %(low)s AND q.name COLLATE "C" < %(high)s
+ORDER BY q.name;
+
+-- name: names
+SELECT name FROM queues ORDER BY name;
+
+-- name: names_in_range
+SELECT name FROM queues
 WHERE name COLLATE "C" >= %(low)s AND name COLLATE "C" < %(high)s
 ORDER BY name;
+
+-- name: queues_named
+-- The queues of an array of names with their consumer (as `queue_by_id`), by name.
+SELECT q.queue_id, q.name, q.created_on, q.modified_on, q.delivery_delay, q.delivery_paused, q.retention,
+       (SELECT count(*) FROM shards s WHERE s.queue_id = q.queue_id),
+       c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings
+FROM queues q LEFT JOIN consumers c ON c.queue_id = q.queue_id
+WHERE q.name = ANY(%(names)s::text[])
+ORDER BY q.name;
+
+-- name: dead_letter_sources
+-- The queues whose consumer dead-letters into a queue (a scan of the consumers: one a queue at most).
+SELECT q.name FROM consumers c JOIN queues q USING (queue_id) WHERE c.dead_letter_queue = %(dlq)s
+ORDER BY q.name;
 
 -- name: consumer
 SELECT c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings

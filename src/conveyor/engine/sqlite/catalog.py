@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from conveyor.engine.base import prefix_range
 from conveyor.engine.catalog_rows import (
@@ -76,18 +77,7 @@ class Catalog:
         row = conn.execute(Q[query], {"key": key}).fetchone()
         if row is None:
             raise QueueNotFound(f"queue {key!r} does not exist")
-        consumers = conn.execute(Q["consumers_of"], {"queue": row[0]}).fetchall()
-        return QueueInfo(
-            queue_id=row[0],
-            queue_name=row[1],
-            created_on=row[2],
-            modified_on=row[3],
-            settings=QueueSettings(
-                delivery_delay=row[4], delivery_paused=bool(row[5]), message_retention_period=row[6]
-            ),
-            consumers=tuple(consumer_from_row(c) for c in consumers),
-            shards=row[7],
-        )
+        return _queue_info(row, conn.execute(Q["consumers_of"], {"queue": row[0]}).fetchall())
 
     def create_queue(
         self, name: str, settings: QueueSettings, shards: int, now_ms: int, queue_id: str | None = None
@@ -117,15 +107,55 @@ class Catalog:
         return self._tx(lambda c: self._queue(c, "queue_by_id", queue_id), write=False)
 
     def list_queues(self, prefix: str = "") -> list[QueueInfo]:
+        """The queues whose names start with ``prefix``, by name: two statements in one read
+        transaction (the rows, then their consumers), however many queues there are."""
+
         def fn(conn: sqlite3.Connection) -> list[QueueInfo]:
+            conn.execute("BEGIN")  # a read transaction: the consumers are those of the rows read
             if prefix:
                 low, high = prefix_range(prefix)
-                ids = conn.execute(Q["queue_ids_in_range"], {"low": low, "high": high}).fetchall()
+                span = {"low": low, "high": high}
+                rows = conn.execute(Q["queues_listed_in_range"], span).fetchall()
+                consumers = conn.execute(Q["consumers_listed_in_range"], span).fetchall()
             else:
-                ids = conn.execute(Q["queue_ids"]).fetchall()
-            return [self._queue(conn, "queue_by_id", qid) for (qid,) in ids]
+                rows = conn.execute(Q["queues_listed"]).fetchall()
+                consumers = conn.execute(Q["consumers_listed"]).fetchall()
+            of: dict[str, list[tuple[Any, ...]]] = {}
+            for consumer in consumers:
+                of.setdefault(consumer[1], []).append(consumer)
+            return [_queue_info(row, of.get(row[0], ())) for row in rows]
 
         return self._tx(fn, write=False)
+
+    def queue_names(self, prefix: str = "") -> list[str]:
+        """The names of the queues whose names start with ``prefix``, by name: one statement."""
+        if prefix:
+            low, high = prefix_range(prefix)
+            rows = self._tx(
+                lambda c: c.execute(Q["names_in_range"], {"low": low, "high": high}).fetchall(), write=False
+            )
+        else:
+            rows = self._tx(lambda c: c.execute(Q["names"]).fetchall(), write=False)
+        return [name for (name,) in rows]
+
+    def queues_named(self, names: Sequence[str]) -> list[QueueInfo]:
+        """The queues of ``names`` that exist, by name: two statements in one read transaction."""
+        wanted = {"names": json.dumps(list(names))}
+
+        def fn(conn: sqlite3.Connection) -> list[QueueInfo]:
+            conn.execute("BEGIN")
+            rows = conn.execute(Q["queues_named"], wanted).fetchall()
+            of: dict[str, list[tuple[Any, ...]]] = {}
+            for consumer in conn.execute(Q["consumers_named"], wanted):
+                of.setdefault(consumer[1], []).append(consumer)
+            return [_queue_info(row, of.get(row[0], ())) for row in rows]
+
+        return self._tx(fn, write=False)
+
+    def dead_letter_sources(self, queue_name: str) -> list[str]:
+        """The names of the queues whose consumer dead-letters into ``queue_name``, by name."""
+        rows = self._tx(lambda c: c.execute(Q["dead_letter_sources"], {"dlq": queue_name}).fetchall(), write=False)
+        return [name for (name,) in rows]
 
     def update_queue(self, queue_id: str, settings: QueueSettings) -> QueueInfo:
         def fn(conn: sqlite3.Connection) -> QueueInfo:
@@ -238,3 +268,16 @@ class Catalog:
                 raise ConsumerNotFound(f"consumer {consumer_id!r} does not exist")
 
         self._tx(fn)
+
+
+def _queue_info(row: Sequence[Any], consumers: Sequence[tuple[Any, ...]]) -> QueueInfo:
+    """A queue from its ``queue_by_id`` columns and its consumers' ``consumers_of`` rows."""
+    return QueueInfo(
+        queue_id=row[0],
+        queue_name=row[1],
+        created_on=row[2],
+        modified_on=row[3],
+        settings=QueueSettings(delivery_delay=row[4], delivery_paused=bool(row[5]), message_retention_period=row[6]),
+        consumers=tuple(consumer_from_row(c) for c in consumers),
+        shards=row[7],
+    )

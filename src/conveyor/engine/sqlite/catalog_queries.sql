@@ -16,13 +16,48 @@ FROM queues WHERE name = :key;
 -- name: name_taken
 SELECT 1 FROM queues WHERE name = :name;
 
--- name: queue_ids
-SELECT queue_id FROM queues ORDER BY name;
+-- name: queues_listed
+-- Every queue's row and shard count, by name: a listing is this and `consumers_listed`, two
+-- statements however many queues there are (not two a queue).
+SELECT queue_id, name, created_on, modified_on, delivery_delay, delivery_paused, retention,
+       (SELECT count(*) FROM shards s WHERE s.queue_id = queues.queue_id)
+FROM queues ORDER BY name;
 
--- name: queue_ids_in_range
+-- name: queues_listed_in_range
 -- The queues whose names start with a prefix (base.prefix_range): a range the unique index on
 -- name answers, so listing one account's queues reads only that account's.
-SELECT queue_id FROM queues WHERE name >= :low AND name < :high ORDER BY name;
+SELECT queue_id, name, created_on, modified_on, delivery_delay, delivery_paused, retention,
+       (SELECT count(*) FROM shards s WHERE s.queue_id = queues.queue_id)
+FROM queues WHERE name >= :low AND name < :high ORDER BY name;
+
+-- name: consumers_listed
+-- The consumers of the queues `queues_listed` reads (the columns of `consumers_of`).
+SELECT c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings
+FROM consumers c JOIN queues q USING (queue_id);
+
+-- name: consumers_listed_in_range
+SELECT c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings
+FROM consumers c JOIN queues q USING (queue_id) WHERE q.name >= :low AND q.name < :high;
+
+-- name: names
+SELECT name FROM queues ORDER BY name;
+
+-- name: names_in_range
+SELECT name FROM queues WHERE name >= :low AND name < :high ORDER BY name;
+
+-- name: queues_named
+-- The queues of a JSON array of names (a seek of the name index each), by name.
+SELECT queue_id, name, created_on, modified_on, delivery_delay, delivery_paused, retention,
+       (SELECT count(*) FROM shards s WHERE s.queue_id = queues.queue_id)
+FROM queues WHERE name IN (SELECT value FROM json_each(:names)) ORDER BY name;
+
+-- name: consumers_named
+SELECT c.consumer_id, c.queue_id, q.name, c.type, c.script_name, c.created_on, c.dead_letter_queue, c.settings
+FROM consumers c JOIN queues q USING (queue_id) WHERE q.name IN (SELECT value FROM json_each(:names));
+
+-- name: dead_letter_sources
+-- The queues whose consumer dead-letters into a queue (a scan of the consumers: one a queue at most).
+SELECT q.name FROM consumers c JOIN queues q USING (queue_id) WHERE c.dead_letter_queue = :dlq ORDER BY q.name;
 
 -- name: insert_queue
 INSERT INTO queues (queue_id, name, created_on, modified_on, delivery_delay, delivery_paused, retention)

@@ -142,6 +142,15 @@ class SQLiteEngine(ShardedEngine[Shard]):
             for q in self.catalog.list_queues(prefix)
         ]
 
+    def queue_names(self, prefix: str = "") -> list[str]:
+        return self.catalog.queue_names(prefix)
+
+    def queues_named(self, names: Sequence[str]) -> list[QueueInfo]:
+        return self.catalog.queues_named(names)
+
+    def dead_letter_sources(self, queue_name: str) -> list[str]:
+        return self.catalog.dead_letter_sources(queue_name)
+
     def storage_error(self, queue_id: str) -> str | None:
         """Why the queue's shards cannot be read (file paths relative to the deployment), or None:
         each shard is opened (once per process) and its counters read."""

@@ -262,8 +262,8 @@ async def home(request: Request, visit: Visit) -> Response:
 async def accounts(request: Request, visit: Visit) -> Response:
     if not visit.session.operator:
         raise QueueNotFound("only an operator's session lists the accounts")
-    names = await blocking(dashboard(request).service.engine.list_queues)
-    found = sorted({q.queue_name.partition(SEPARATOR)[0] for q in names if SEPARATOR in q.queue_name})
+    names = await blocking(dashboard(request).service.engine.queue_names)
+    found = sorted({name.partition(SEPARATOR)[0] for name in names if SEPARATOR in name})
     return render("accounts.html", visit=visit, accounts=found)
 
 
@@ -281,7 +281,8 @@ def tools(request: Request, account: str, visit: Visit) -> Tools:
     if not visit.session.whole_account:
         return Tools(False, False)
     client = dashboard(request).service.client(account)
-    migrations = any(q.queue_name == LIST_QUEUE for q in client.engine.list_queues())
+    # The catalog's queues named so (a range seek), not every queue of the account.
+    migrations = LIST_QUEUE in client.engine.queue_names(LIST_QUEUE)
     store = dashboard(request).cdn()
     if store is None:
         return Tools(migrations, False)
@@ -310,39 +311,50 @@ def account_client(request: Request, visit: Visit, what: str) -> tuple[str, Conv
 
 
 def _overview_rows(request: Request, visit: Visit) -> dict[str, Any]:
-    """The overview's rows: every visible queue's figures from its newest two history points (an
-    index seek a queue), filtered and sorted, then one page of them; only that page's sparklines
-    are read, a point a minute. A poll of 1,000 queues reads 2,000 points and 50 sparklines of 30
-    points, not 180,000 points."""
+    """The overview's rows: the visible queues' names from the catalog (one statement), filtered by
+    name, sorted, then one page of them, whose catalog entries are read (one or two statements).
+    Sorted by name (the default) only that page's history is read; sorted by a figure, every matched
+    queue's newest two points are (one statement). Then the page's sparklines, a point a minute (one
+    statement). No queue's storage is opened, and only the page's 50 queues are built into rows."""
     account, client = client_of(request, visit)
-    queues = [q for q in client.engine.list_queues() if visit.session.sees(q.queue_name)]
+    engine = client.engine
+    names = [n for n in engine.queue_names() if visit.session.sees(n)]
     history = dashboard(request).history()
-    since = client.engine.clock.now_ms() - OVERVIEW_MINUTES * 60_000
+    since = engine.clock.now_ms() - OVERVIEW_MINUTES * 60_000
     prefix = account + SEPARATOR
-    newest = history.newest([prefix + q.queue_name for q in queues], since)
-    workers = client.engine.list_workers()
-    missing = views.unserved(queues, workers)
-    rows = [views.queue_row(q, newest.get(prefix + q.queue_name, []), q.queue_name in missing) for q in queues]
     wanted = request.query_params.get("q", "").strip().lower()
-    if wanted:
-        rows = [r for r in rows if wanted in r.name]
+    matched = [n for n in names if wanted in n] if wanted else names
     sort = request.query_params.get("sort", "name")
     sort = sort if sort in views.SORTS else "name"
     descending = request.query_params.get("desc", "") == "1"
-    rows = views.sort_rows(rows, sort, descending)
-    pages = views.pager(len(rows), request.query_params.get("page", "1"), OVERVIEW_ROWS)
-    shown = rows[pages.first : pages.last]
+    pages = views.pager(len(matched), request.query_params.get("page", "1"), OVERVIEW_ROWS)
+    if sort == "name":  # the page is known before any figure is read
+        page_names = sorted(matched, reverse=descending)[pages.first : pages.last]
+        newest = history.newest([prefix + n for n in page_names], since)
+    else:  # every matched queue ranked by its newest point (two for a rate), then the page's two
+        count = 2 if sort == "sent" else 1
+        figures = history.newest([prefix + n for n in matched], since, count)
+        ranked = views.rank_names(matched, {n: figures.get(prefix + n, []) for n in matched}, sort, descending)
+        page_names = ranked[pages.first : pages.last]
+        newest = figures if count == 2 else history.newest([prefix + n for n in page_names], since)
+    infos = {q.queue_name: q for q in engine.queues_named(page_names)}
+    shown_queues = [infos[n] for n in page_names if n in infos]  # one deleted meanwhile is left out
+    workers = engine.list_workers()
+    missing = views.unserved(shown_queues, workers)
+    shown = [
+        views.queue_row(q, newest.get(prefix + q.queue_name, []), q.queue_name in missing, ()) for q in shown_queues
+    ]
     sparks = history.backlog_by_bucket([prefix + r.name for r in shown], since, SPARK_BUCKET_MS)
     shown = [dataclasses.replace(r, spark=views.sparkline(sparks.get(prefix + r.name, []))) for r in shown]
     return {
         "account": account,
         "rows": shown,
         "pager": pages,
-        "matched": len(rows),
+        "matched": len(matched),
         "sort": sort,
         "desc": descending,
         "q": wanted,
-        "total": len(queues),
+        "total": len(names),
         "visit": visit,
         "poll": POLL_SECONDS,
         "sorts": views.SORTS,
@@ -376,8 +388,7 @@ def _queue(request: Request, visit: Visit) -> tuple[str, Conveyor, QueueInfo]:
 def _queue_page(request: Request, visit: Visit) -> dict[str, Any]:
     account, client, info = _queue(request, visit)
     engine = client.engine
-    all_queues = engine.list_queues()
-    sources = [s for s in views.dead_letter_sources(all_queues).get(info.queue_name, []) if visit.session.sees(s)]
+    sources = [s for s in engine.dead_letter_sources(info.queue_name) if visit.session.sees(s)]
     messages = engine.peek(info.queue_id, PEEK_COUNT)
     return {
         "account": account,
@@ -480,7 +491,7 @@ async def redrive(request: Request, visit: Visit, form: dict[str, str]) -> Respo
         account, client, info = _queue(request, visit)
         _confirmed(form, info.queue_name)
         target = form.get("to", "")
-        sources = views.dead_letter_sources(client.engine.list_queues()).get(info.queue_name, [])
+        sources = client.engine.dead_letter_sources(info.queue_name)
         if target not in sources or not visit.session.sees(target):
             raise InvalidRequest(f"to: {target!r} is not a queue that dead-letters into {info.queue_name}")
         count = client.queue(info.queue_name).redrive(target)

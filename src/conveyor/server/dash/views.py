@@ -141,16 +141,29 @@ def pager(total: int, asked: str, size: int) -> Pager:
     return Pager(min(max(1, page), pages), pages, size, total)
 
 
-def sort_rows(rows: list[QueueRow], sort: str, descending: bool) -> list[QueueRow]:
-    keys = {
-        "name": lambda r: (r.name,),
-        "backlog": lambda r: (r.backlog or 0, r.name),
-        "oldest": lambda r: (r.oldest_age_s, r.name),
-        "in_flight": lambda r: (r.in_flight, r.name),
-        "sent": lambda r: (r.sent_per_s, r.name),
-        "concurrency": lambda r: (r.concurrency, r.name),
-    }
-    return sorted(rows, key=keys.get(sort, keys["name"]), reverse=descending)
+def rank_names(names: Sequence[str], points: dict[str, Sequence[QueuePoint]], sort: str, descending: bool) -> list[str]:
+    """``names`` in the order of ``sort`` (one of SORTS) by each queue's newest points, ties by
+    name: the overview's order, found before any row is built."""
+
+    def key(name: str) -> tuple[float, str]:
+        found = points.get(name) or ()
+        last = found[-1] if found else None
+        if sort == "sent":
+            rate = rates(found[-2:])
+            return (rate[0].sent_per_second if rate else 0.0, name)
+        if last is None:
+            return (0.0, name)
+        figure = {
+            "backlog": last.backlog,
+            "oldest": last.oldest_age_ms / 1000,
+            "in_flight": last.in_flight,
+            "concurrency": last.concurrency,
+        }.get(sort, 0)
+        return (float(figure), name)
+
+    if sort == "name":
+        return sorted(names, reverse=descending)
+    return sorted(names, key=key, reverse=descending)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,16 +210,6 @@ def show_data(body: bytes, kind: str) -> ShownBody:
 def show_json(value: object) -> str:
     """A JSON value (a KV key's metadata) as indented text, for a ``<pre>``; ``""`` for None."""
     return "" if value is None else json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
-
-
-def dead_letter_sources(queues: Sequence[QueueInfo]) -> dict[str, list[str]]:
-    """For each queue some consumer dead-letters into: the queues whose consumers do."""
-    sources: dict[str, list[str]] = {}
-    for q in queues:
-        for c in q.consumers:
-            if c.dead_letter_queue:
-                sources.setdefault(c.dead_letter_queue, []).append(q.queue_name)
-    return sources
 
 
 # -- migrations -------------------------------------------------------------------------------
