@@ -3,6 +3,7 @@ prune, and ``conveyor queues info --history``."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import conveyor
 from conveyor.broker.coordinator import Coordinator
 from conveyor.client.history import queue_history
 from conveyor.engine.history import (
+    LATEST_FIGURES,
     HistoryRecorder,
     HistorySettings,
     QueuePoint,
@@ -21,6 +23,7 @@ from conveyor.engine.history import (
 )
 from conveyor.errors import InvalidRequest, QueueNotFound
 from conveyor.model import WorkerEntry, WorkerRun
+from conveyor.server.dash import views
 from conveyor.server.testing import InProcessRemoteEngine, http_client
 from tests.cli.support import Cli
 from tests.conftest import ENGINES
@@ -106,6 +109,88 @@ def test_the_overviews_reads_take_each_queues_newest_points_and_thin_the_backlog
             store.backlog_by_bucket([f"{prefix}a"], 0, 0)
     finally:
         store.close()
+
+
+def test_the_newest_point_table_follows_the_points_recorded_and_pruned(deployment: conveyor.Conveyor) -> None:
+    """queue_latest, kept with the points: each queue's newest point and the one before it, the
+    same points as the seek into the history finds, through records out of order, repeats and
+    prunes; the overview's figures from it are those its ranking computed from the points."""
+    prefix = "acme/"
+    names = [f"{prefix}a", f"{prefix}b", f"{prefix}c", "other/a"]
+    store = open_history(deployment.engine.deployment())
+
+    def point(name: str, at: int, backlog: int, sent: int, oldest: int = 0) -> QueuePoint:
+        return QueuePoint(f"id-{name}", name, at, backlog, backlog * 10, oldest, backlog // 2, sent, 1, 2, 3, 4)
+
+    def agrees(since: int) -> None:
+        assert store.latest(names, since) == store.newest(names, since, 2)
+
+    try:
+        assert store.latest(names, 0) == {} and store.latest_figures(prefix, 0, "backlog") == {}
+        store.record([point(f"{prefix}a", 10_000, 5, 100, oldest=4_000), point(f"{prefix}b", 10_000, 9, 0)])
+        agrees(0)
+        assert [p.at_ms for p in store.latest([f"{prefix}a"], 0)[f"{prefix}a"]] == [10_000]
+        store.record([point(f"{prefix}a", 20_000, 7, 300, oldest=4_000), point("other/a", 20_000, 50, 0)])
+        store.record([point(f"{prefix}a", 15_000, 99, 200), point(f"{prefix}a", 20_000, 98, 998)])  # late, repeated
+        agrees(0)
+        agrees(15_000)
+        newest = store.latest([f"{prefix}a"], 0)[f"{prefix}a"]
+        assert [(p.at_ms, p.backlog) for p in newest] == [(15_000, 99), (20_000, 7)]
+        assert store.latest_figures(prefix, 0, "backlog") == {f"{prefix}a": 7.0, f"{prefix}b": 9.0}
+        assert store.latest_figures(prefix, 0, "oldest") == {f"{prefix}a": 16.0, f"{prefix}b": 0.0}
+        assert store.latest_figures(prefix, 0, "sent") == {f"{prefix}a": 20.0, f"{prefix}b": 0.0}
+        assert store.latest_figures(prefix, 16_000, "sent") == {f"{prefix}a": 0.0}  # the point before is older
+        assert store.latest_figures(prefix, 0, "in_flight")[f"{prefix}a"] == 3.0
+        assert store.latest_figures(prefix, 0, "concurrency")[f"{prefix}a"] == 4.0
+        assert set(store.latest_figures("", 0, "backlog")) == {f"{prefix}a", f"{prefix}b", "other/a"}
+        for figure in LATEST_FIGURES:  # the ranking from the table is the one from the points
+            figures = store.latest_figures(prefix, 0, figure)
+            points = store.newest(names, 0, 2)
+            for descending in (False, True):
+                assert views.rank_by_figure(names[:3], figures, descending) == views.rank_names(
+                    names[:3], points, figure, descending
+                )
+        with pytest.raises(InvalidRequest, match="sorts by one of"):
+            store.latest_figures(prefix, 0, "name")
+        store.prune(16_000)  # a's point before goes, b's only point goes
+        agrees(0)
+        assert [p.at_ms for p in store.latest([f"{prefix}a"], 0)[f"{prefix}a"]] == [20_000]
+        assert set(store.latest_figures(prefix, 0, "backlog")) == {f"{prefix}a"}
+        store.record([point(f"{prefix}a", 30_000, 1, 400)])
+        agrees(0)
+    finally:
+        store.close()
+
+
+def test_a_version_1_history_file_gets_its_newest_points_filled_on_open(tmp_path: Path) -> None:
+    """history.db of version 1 (no queue_latest) opened by this Conveyor: upgraded in place to
+    version 2, its newest-point table filled from the points it holds."""
+    data = tmp_path / "data"
+    conveyor.connect(f"sqlite://{data}").close()
+    old = sqlite3.connect(data / "history.db")
+    old.executescript((Path(__file__).parent / "history_v1.sql").read_text())
+    rows = [("q1", "acme/a", at, at // 1000, 0, 0, 0, at // 100, 0, 0, 0, 0) for at in (1_000, 2_000, 3_000)]
+    rows.append(("q2", "acme/b", 5_000, 8, 0, 0, 0, 0, 0, 0, 0, 0))
+    old.executemany(f"INSERT INTO queue_history VALUES ({', '.join('?' * 12)})", rows)
+    old.commit()
+    old.close()
+    cv = conveyor.connect(f"sqlite://{data}")
+    store = open_history(cv.engine.deployment())
+    try:
+        names = ["acme/a", "acme/b"]
+        assert store.latest(names, 0) == store.newest(names, 0, 2)
+        assert [p.at_ms for p in store.latest(names, 0)["acme/a"]] == [2_000, 3_000]
+        assert store.latest_figures("acme/", 0, "backlog") == {"acme/a": 3.0, "acme/b": 8.0}
+        store.record([QueuePoint("q1", "acme/a", 4_000, 4, 0, 0, 0, 40, 0, 0, 0, 0)])
+        assert [p.at_ms for p in store.latest(names, 0)["acme/a"]] == [3_000, 4_000]
+    finally:
+        store.close()
+        cv.close()
+    check = sqlite3.connect(data / "history.db")
+    try:
+        assert check.execute("PRAGMA user_version").fetchone() == (2,)
+    finally:
+        check.close()
 
 
 def test_no_points_make_no_rows() -> None:

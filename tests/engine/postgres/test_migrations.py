@@ -137,3 +137,30 @@ def test_migration_11_keeps_a_workflow_record_as_its_codes_settings_and_first_ve
         assert (record.settings.max_steps, record.code_settings, record.code_version) == (9, record.settings, "v-old")
         assert (record.class_name, record.script_name) == ("download", "jobs")
         assert [(v.id, v.created_ms, v.has_code) for v in cv.workflow("old").versions()] == [("v-old", 6, True)]
+
+
+def test_migration_24_fills_the_newest_point_table_from_the_recorded_points(pg_url: str) -> None:
+    from conveyor.engine.history import QueuePoint, open_history
+
+    migrate(pg_url)
+    with psycopg.connect(pg_url) as conn:  # the database as migration 23 left it, with points recorded
+        conn.execute("DROP TABLE queue_latest")
+        conn.execute("DELETE FROM conveyor_migrations WHERE version = 24")
+        points = (("acme/a", 1_000, 10), ("acme/a", 3_000, 50), ("acme/a", 2_000, 20), ("acme/b", 5_000, 0))
+        for name, at, sent in points:
+            conn.execute(
+                "INSERT INTO queue_history VALUES ('q', %s, %s, %s, 0, 0, 0, %s, 0, 0, 0, 0)",
+                (name, at, at // 1000, sent),
+            )
+    assert migrate(pg_url) == [24]
+    with conveyor.connect(pg_url) as cv:
+        store = open_history(cv.engine.deployment())
+        try:
+            names = ["acme/a", "acme/b"]
+            assert store.latest(names, 0) == store.newest(names, 0, 2)
+            assert [p.at_ms for p in store.latest(names, 0)["acme/a"]] == [2_000, 3_000]
+            assert store.latest_figures("acme/", 0, "sent") == {"acme/a": 30.0, "acme/b": 0.0}
+            store.record([QueuePoint("q", "acme/b", 6_000, 1, 0, 0, 0, 7, 0, 0, 0, 0)])
+            assert [p.at_ms for p in store.latest(names, 0)["acme/b"]] == [5_000, 6_000]
+        finally:
+            store.close()

@@ -10,7 +10,10 @@ Where the rows live: a SQLite deployment keeps them in ``history.db`` beside ``c
 versioned like the catalog, so the catalog's change counter, which every process watches, does not
 move every ten seconds); a PostgreSQL deployment in the ``queue_history`` table (migration
 ``0021_dashboard.sql``). Rows are keyed by the queue's qualified name (``ACCOUNT/NAME``), so an
-account reads only its own.
+account reads only its own. Beside them, ``queue_latest`` holds each queue's newest point and the
+one before it (history.db version 2, migration ``0024_queue_latest.sql``), written in the
+transaction that records the points and pruned with them: the overview ranks and draws its queues
+from it (:meth:`HistoryStore.latest_figures`, :meth:`HistoryStore.latest`) without a seek a queue.
 
 >>> history = open_history(engine.deployment())
 >>> points = history.of_queue("local/emails", since_ms=now_ms - 3_600_000)
@@ -43,8 +46,13 @@ DEFAULT_KEEP_SECONDS = 24 * 3600.0
 MIN_INTERVAL_SECONDS = 0.2
 FILE_NAME = "history.db"
 QUERIES = load_queries("conveyor.engine.history", "queries.sql")
-# Version 1; a later version adds an upgrade script, as the catalog's do.
-SQLITE_FILE = SqliteFile(FILE_NAME, load_script("conveyor.engine.history", "history_sqlite.sql"), version=1)
+# Version 2 added queue_latest (filled from the points by the upgrade).
+SQLITE_FILE = SqliteFile(
+    FILE_NAME,
+    load_script("conveyor.engine.history", "history_sqlite.sql"),
+    version=2,
+    upgrades={1: load_script("conveyor.engine.history", "history_v1_to_v2.sql")},
+)
 COLUMNS = (
     "queue_id",
     "queue_name",
@@ -59,6 +67,8 @@ COLUMNS = (
     "dead_lettered",
     "concurrency",
 )
+# What HistoryStore.latest_figures gives for each figure the overview sorts by.
+LATEST_FIGURES = ("backlog", "oldest", "in_flight", "concurrency", "sent")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -159,6 +169,19 @@ class HistoryStore(Protocol):
         first; a queue with none is left out): the overview's figures, one index seek a queue."""
         ...
 
+    def latest(self, queue_names: Sequence[str], since_ms: int) -> dict[str, list[QueuePoint]]:
+        """Each queue's newest point since ``since_ms`` and, if also since then, the one before it
+        (by qualified name, oldest first; a queue with none is left out), from ``queue_latest``:
+        what :meth:`newest` with ``count=2`` gives, in one read without a seek into the points."""
+        ...
+
+    def latest_figures(self, prefix: str, since_ms: int, figure: str) -> dict[str, float]:
+        """``figure`` (one of LATEST_FIGURES: the backlog, the oldest message's age in seconds, in
+        flight, concurrency, or messages sent a second since the point before) of every queue whose
+        qualified name starts with ``prefix`` and whose newest point is since ``since_ms``, by
+        qualified name: the overview's ranking of every queue, one range read of ``queue_latest``."""
+        ...
+
     def backlog_by_bucket(self, queue_names: Sequence[str], since_ms: int, bucket_ms: int) -> dict[str, list[int]]:
         """Each queue's backlog since ``since_ms``, one value per ``bucket_ms`` (the highest in
         it), oldest first, thinned by the database: a sparkline's points, whatever the interval."""
@@ -193,14 +216,30 @@ class HistoryTables:
         self._arrays = isinstance(tables, PostgresTables)  # it takes an array of names in one query
 
     def record(self, points: Sequence[QueuePoint]) -> None:
+        """Store the points, and in the same transaction keep ``queue_latest`` right: a point newer
+        than its queue's newest there becomes the newest (the newest the one before it); an older
+        one newer than the one before it (recorded out of order) the one before it. A point whose
+        queue and time are already stored is left out, of both tables."""
+
         def insert(tx: Transaction) -> None:
             for point in points:
-                tx.run("insert", dataclasses.asdict(point))
+                row = dataclasses.asdict(point)
+                if tx.run("insert", row) and not tx.run("record_latest", row):
+                    tx.run("record_latest_previous", row)
 
         self._tables.transaction(insert, "record the queue history")
 
     def prune(self, before_ms: int) -> None:
-        self._tables.transaction(lambda tx: tx.run("prune", {"cutoff": before_ms}), "prune the queue history")
+        """Delete the points older than ``before_ms``, and in the same transaction the newest points
+        (and points before them) of ``queue_latest`` that are."""
+
+        def prune(tx: Transaction) -> None:
+            args = {"cutoff": before_ms}
+            tx.run("prune", args)
+            tx.run("prune_latest", args)
+            tx.run("prune_latest_previous", args)
+
+        self._tables.transaction(prune, "prune the queue history")
 
     def of_queue(self, queue_name: str, since_ms: int) -> list[QueuePoint]:
         args = {"name": queue_name, "since": since_ms}
@@ -217,6 +256,29 @@ class HistoryTables:
         query = "newest_of_queues" if self._arrays else "newest_of_queues_json"
         args = {"names": self._names(queue_names), "since": since_ms, "count": count}
         return _grouped(self._tables.read(lambda tx: tx.rows(query, args), "read the queue history"))
+
+    def latest(self, queue_names: Sequence[str], since_ms: int) -> dict[str, list[QueuePoint]]:
+        query = "latest_of_queues" if self._arrays else "latest_of_queues_json"
+        args = {"names": self._names(queue_names), "since": since_ms}
+        out: dict[str, list[QueuePoint]] = {}
+        for row in self._tables.read(lambda tx: tx.rows(query, args), "read the queue history"):
+            newest = _point(row[:12])
+            before = row[12:]
+            if before[1] is not None and before[1] >= since_ms:
+                out[newest.queue_name] = [QueuePoint(before[0], newest.queue_name, *before[1:]), newest]
+            else:
+                out[newest.queue_name] = [newest]
+        return out
+
+    def latest_figures(self, prefix: str, since_ms: int, figure: str) -> dict[str, float]:
+        if figure not in LATEST_FIGURES:
+            raise InvalidRequest(f"the overview sorts by one of {', '.join(LATEST_FIGURES)}, not {figure!r}")
+        column = 1 + LATEST_FIGURES.index(figure)
+        lo, hi = _range(prefix)
+        args = {"lo": lo, "hi": hi, "since": since_ms}
+        rows = self._tables.read(lambda tx: tx.rows("latest_figures_of_prefix", args), "read the queue history")
+        scale = 1000.0 if figure == "oldest" else 1.0
+        return {row[0]: float(row[column]) / scale for row in rows}
 
     def _names(self, queue_names: Sequence[str]) -> object:
         """Queue names as one parameter: an array on PostgreSQL, a JSON array on SQLite."""

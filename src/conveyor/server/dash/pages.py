@@ -313,9 +313,10 @@ def account_client(request: Request, visit: Visit, what: str) -> tuple[str, Conv
 def _overview_rows(request: Request, visit: Visit) -> dict[str, Any]:
     """The overview's rows: the visible queues' names from the catalog (one statement), filtered by
     name, sorted, then one page of them, whose catalog entries are read (one or two statements).
-    Sorted by name (the default) only that page's history is read; sorted by a figure, every matched
-    queue's newest two points are (one statement). Then the page's sparklines, a point a minute (one
-    statement). No queue's storage is opened, and only the page's 50 queues are built into rows."""
+    Sorted by a figure, every matched queue is ranked by that figure of its newest point, read from
+    the newest-point table (one range read of the account's rows). Then the page's newest two points
+    (one statement, the same table) and sparklines, a point a minute (one statement). No queue's
+    storage is opened, and only the page's 50 queues are built into rows."""
     account, client = client_of(request, visit)
     engine = client.engine
     names = [n for n in engine.queue_names() if visit.session.sees(n)]
@@ -330,13 +331,11 @@ def _overview_rows(request: Request, visit: Visit) -> dict[str, Any]:
     pages = views.pager(len(matched), request.query_params.get("page", "1"), OVERVIEW_ROWS)
     if sort == "name":  # the page is known before any figure is read
         page_names = sorted(matched, reverse=descending)[pages.first : pages.last]
-        newest = history.newest([prefix + n for n in page_names], since)
-    else:  # every matched queue ranked by its newest point (two for a rate), then the page's two
-        count = 2 if sort == "sent" else 1
-        figures = history.newest([prefix + n for n in matched], since, count)
-        ranked = views.rank_names(matched, {n: figures.get(prefix + n, []) for n in matched}, sort, descending)
+    else:  # every matched queue ranked by its figure in the newest-point table (one range read)
+        figures = history.latest_figures(prefix, since, sort)
+        ranked = views.rank_by_figure(matched, {n: figures.get(prefix + n, 0.0) for n in matched}, descending)
         page_names = ranked[pages.first : pages.last]
-        newest = figures if count == 2 else history.newest([prefix + n for n in page_names], since)
+    newest = history.latest([prefix + n for n in page_names], since)
     infos = {q.queue_name: q for q in engine.queues_named(page_names)}
     shown_queues = [infos[n] for n in page_names if n in infos]  # one deleted meanwhile is left out
     workers = engine.list_workers()

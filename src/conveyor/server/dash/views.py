@@ -166,6 +166,12 @@ def rank_names(names: Sequence[str], points: dict[str, Sequence[QueuePoint]], so
     return sorted(names, key=key, reverse=descending)
 
 
+def rank_by_figure(names: Sequence[str], figures: dict[str, float], descending: bool) -> list[str]:
+    """``names`` in the order of their ``figures`` (0 for a name without one), ties by name, as
+    :func:`rank_names` orders them by the points the figures were read from."""
+    return sorted(names, key=lambda name: (figures.get(name, 0.0), name), reverse=descending)
+
+
 @dataclass(frozen=True, slots=True)
 class ShownBody:
     """A message body as the page shows it: always text (escaped by the template), with how it was
