@@ -5,7 +5,7 @@
 -- from the points already recorded.
 CREATE TABLE queue_latest (
     queue_id        text NOT NULL,
-    queue_name      text NOT NULL,
+    queue_name      text COLLATE "C" NOT NULL,
     at_ms           bigint NOT NULL,
     backlog         bigint NOT NULL,
     backlog_bytes   bigint NOT NULL,
