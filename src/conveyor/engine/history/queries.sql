@@ -76,25 +76,9 @@ SELECT queue_id, queue_name, at_ms, backlog, backlog_bytes, oldest_ms, in_flight
 FROM queue_history WHERE queue_name >= :lo AND queue_name < :hi AND at_ms >= :since
 ORDER BY queue_name, at_ms;
 
--- name: newest_of_queue
--- One queue's newest :count points since a time, newest first (the overview's figures and rates: a
--- seek of the primary key per queue, however many points the window holds).
-SELECT queue_id, queue_name, at_ms, backlog, backlog_bytes, oldest_ms, in_flight, sent, acked, retried,
-       dead_lettered, concurrency
-FROM queue_history WHERE queue_name = :name AND at_ms >= :since
-ORDER BY at_ms DESC LIMIT :count;
-
--- name: backlog_by_bucket
--- One queue's backlog since a time, thinned to one point per :bucket_ms (the highest backlog in
--- each): a sparkline of 30 minutes is 30 points, whatever the recording interval.
-SELECT at_ms / :bucket_ms AS bucket, MAX(backlog) AS backlog
-FROM queue_history WHERE queue_name = :name AND at_ms >= :since
-GROUP BY 1
-ORDER BY 1;
-
 -- name: newest_of_queues
--- PostgreSQL only: newest_of_queue for an array of queue names in one statement (a seek a name),
--- so 1,000 queues are one round trip, not 1,000.
+-- PostgreSQL only: each of an array of queues' newest :count points since a time, by queue and
+-- time, in one statement (a seek of the primary key a name), so 1,000 queues are one round trip.
 SELECT h.queue_id, h.queue_name, h.at_ms, h.backlog, h.backlog_bytes, h.oldest_ms, h.in_flight, h.sent, h.acked,
        h.retried, h.dead_lettered, h.concurrency
 FROM unnest(CAST(:names AS text[])) AS wanted(name)
@@ -107,14 +91,16 @@ CROSS JOIN LATERAL (
 ORDER BY h.queue_name, h.at_ms;
 
 -- name: backlog_by_bucket_of_queues
--- PostgreSQL only: backlog_by_bucket for an array of queue names in one statement.
+-- PostgreSQL only: each of an array of queues' backlog since a time, thinned to one point per
+-- :bucket_ms (the highest in each: a 30-minute sparkline is 30 points whatever the interval), in
+-- one statement.
 SELECT queue_name, at_ms / :bucket_ms AS bucket, MAX(backlog) AS backlog
 FROM queue_history WHERE queue_name = ANY(CAST(:names AS text[])) AND at_ms >= :since
 GROUP BY 1, 2
 ORDER BY 1, 2;
 
 -- name: newest_of_queues_json
--- SQLite only: newest_of_queue for a JSON array of queue names in one statement (per name, a seek
+-- SQLite only: newest_of_queues for a JSON array of queue names in one statement (per name, a seek
 -- of the primary key for the newest :count times, and one a point), so 1,000 queues are one read.
 SELECT h.queue_id, h.queue_name, h.at_ms, h.backlog, h.backlog_bytes, h.oldest_ms, h.in_flight, h.sent, h.acked,
        h.retried, h.dead_lettered, h.concurrency
@@ -127,7 +113,7 @@ WHERE h.at_ms IN (
 ORDER BY h.queue_name, h.at_ms;
 
 -- name: backlog_by_bucket_of_queues_json
--- SQLite only: backlog_by_bucket for a JSON array of queue names in one statement.
+-- SQLite only: backlog_by_bucket_of_queues for a JSON array of queue names in one statement.
 SELECT queue_name, at_ms / :bucket_ms AS bucket, MAX(backlog) AS backlog
 FROM queue_history WHERE queue_name IN (SELECT value FROM json_each(:names)) AND at_ms >= :since
 GROUP BY 1, 2
