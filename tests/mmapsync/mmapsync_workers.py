@@ -6,7 +6,8 @@ import random
 import time
 import zlib
 from multiprocessing.queues import Queue
-from multiprocessing.synchronize import Event
+from multiprocessing.sharedctypes import Synchronized
+from multiprocessing.synchronize import Barrier, Event
 
 from conveyor.mmapsync import ReadersStillActive, Synchronizer
 
@@ -22,17 +23,30 @@ def is_intact(data: memoryview) -> bool:
     return zlib.crc32(data[:-4]) == int.from_bytes(data[-4:], "little")
 
 
-def publish_until(prefix: str, stop: Event, published: Queue[int], seed: int = 1) -> None:
-    """Publish framed payloads back to back until ``stop``; report how many went out."""
+def publish_until(
+    prefix: str,
+    stop: Event,
+    published: Queue[int],
+    seed: int = 1,
+    start: Barrier | None = None,
+    progress: Synchronized[int] | None = None,
+) -> None:
+    """Publish framed payloads back to back until ``stop`` (from ``start``'s release, if given, so that
+    processes spawned at different speeds on a loaded machine all run at once); count each in
+    ``progress`` and report how many went out."""
     sync = Synchronizer(prefix)
     rng = random.Random(seed)
     seq = 0
+    if start is not None:
+        start.wait()
     while not stop.is_set():
         try:
             sync.write(framed(seq + 1, rng), grace=0.5)
         except ReadersStillActive:
             continue
         seq += 1
+        if progress is not None:
+            progress.value = seq
     published.put(seq)
 
 
@@ -44,11 +58,14 @@ def read_and_check(
     min_reads: int = 101,
     min_seen: int = 6,
     limit: float = 60.0,
+    start: Barrier | None = None,
 ) -> None:
     """Read for ``seconds``, and on until ``min_reads`` reads saw ``min_seen`` versions (a writer
     started late on a loaded machine) or ``limit`` seconds passed; report (reads, torn reads,
     sequence regressions, versions seen)."""
     sync = Synchronizer(prefix)
+    if start is not None:
+        start.wait()
     reads = torn = regressions = 0
     last = 0
     seen: set[int] = set()

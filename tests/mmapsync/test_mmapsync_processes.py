@@ -12,6 +12,7 @@ from multiprocessing.synchronize import Event
 import pytest
 
 from conveyor.mmapsync import ReadersStillActive, Synchronizer, TooManyReaders
+from tests.waiting import wait_for
 
 from .mmapsync_workers import framed, hold_read, publish_until, read_and_check
 
@@ -36,21 +37,32 @@ def _start_holder(prefix: str) -> tuple[BaseProcess, Event, Event]:
 
 
 def _publish_under_readers(prefix: str, writers: int, readers: int) -> tuple[list[int], list[Outcome]]:
-    """Writer processes publish back to back while reader processes check every read for 2 s.
+    """Writer processes publish back to back while reader processes check every read for 2 s, all
+    started at once; the writers stop once the readers are done and each writer has published more
+    than 10 versions.
 
     Returns how many versions each writer published and each reader's (reads, torn reads, sequence
     regressions, versions seen).
     """
     Synchronizer(prefix).write(framed(0, random.Random(0)))
     stop = spawn.Event()
+    start = spawn.Barrier(writers + readers)
+    progress = [spawn.Value("q", 0) for _ in range(writers)]
     published: multiprocessing.Queue[int] = spawn.Queue()
     results: multiprocessing.Queue[Outcome] = spawn.Queue()
-    processes = [spawn.Process(target=publish_until, args=(prefix, stop, published, seed)) for seed in range(writers)]
-    processes += [spawn.Process(target=read_and_check, args=(prefix, 2.0, results)) for _ in range(readers)]
+    processes = [
+        spawn.Process(target=publish_until, args=(prefix, stop, published, seed, start, progress[seed]))
+        for seed in range(writers)
+    ]
+    processes += [
+        spawn.Process(target=read_and_check, args=(prefix, 2.0, results), kwargs={"start": start})
+        for _ in range(readers)
+    ]
     for process in processes:
         process.start()
     try:
-        outcomes = [results.get(timeout=60) for _ in range(readers)]
+        outcomes = [results.get(timeout=120) for _ in range(readers)]
+        wait_for(lambda: min(count.value for count in progress) > 10, timeout=60, what="every writer's versions")
         stop.set()
         counts = [published.get(timeout=30) for _ in range(writers)]
     finally:
