@@ -70,8 +70,8 @@ def test_recorder_keeps_each_queues_figures_and_rates(deployment: conveyor.Conve
         assert points[-1].sent == 5 and points[-1].acked == 1
         assert points[-1].oldest_ms > 0
         assert rates(points)[0].sent_per_second > 0
-        assert set(store.of_prefix(prefix, 0)) == {f"{prefix}orders", f"{prefix}other"}
-        assert store.of_prefix("another-account/", 0) == {}
+        assert store.latest_figures(prefix, 0, "backlog") == {f"{prefix}orders": 4, f"{prefix}other": 0}
+        assert store.latest_figures("another-account/", 0, "backlog") == {}
         rows = history_rows(points)
         assert rows[0]["sent_per_second"] == 0.0 and rows[1]["backlog"] == 4
         store.prune(points[-1].at_ms)

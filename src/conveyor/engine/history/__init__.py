@@ -159,11 +159,6 @@ class HistoryStore(Protocol):
         """One queue's points (by qualified name) since ``since_ms``, oldest first."""
         ...
 
-    def of_prefix(self, prefix: str, since_ms: int) -> dict[str, list[QueuePoint]]:
-        """The points since ``since_ms`` of every queue whose qualified name starts with ``prefix``
-        (``"ACCOUNT/"``: an account's queues; ``""``: all), by qualified name, oldest first."""
-        ...
-
     def newest(self, queue_names: Sequence[str], since_ms: int, count: int = 2) -> dict[str, list[QueuePoint]]:
         """Each queue's newest ``count`` points since ``since_ms`` (by qualified name, oldest
         first; a queue with none is left out): the overview's figures, one index seek a queue."""
@@ -244,11 +239,6 @@ class HistoryTables:
     def of_queue(self, queue_name: str, since_ms: int) -> list[QueuePoint]:
         args = {"name": queue_name, "since": since_ms}
         return [_point(r) for r in self._tables.read(lambda tx: tx.rows("of_queue", args), "read the queue history")]
-
-    def of_prefix(self, prefix: str, since_ms: int) -> dict[str, list[QueuePoint]]:
-        lo, hi = _range(prefix)
-        args = {"lo": lo, "hi": hi, "since": since_ms}
-        return _grouped(self._tables.read(lambda tx: tx.rows("of_prefix", args), "read the queue history"))
 
     def newest(self, queue_names: Sequence[str], since_ms: int, count: int = 2) -> dict[str, list[QueuePoint]]:
         if count < 1:

@@ -69,13 +69,6 @@ SELECT queue_id, queue_name, at_ms, backlog, backlog_bytes, oldest_ms, in_flight
        dead_lettered, concurrency
 FROM queue_history WHERE queue_name = :name AND at_ms >= :since ORDER BY at_ms;
 
--- name: of_prefix
--- Every queue whose qualified name is in [lo, hi) (an account's queues), since a time.
-SELECT queue_id, queue_name, at_ms, backlog, backlog_bytes, oldest_ms, in_flight, sent, acked, retried,
-       dead_lettered, concurrency
-FROM queue_history WHERE queue_name >= :lo AND queue_name < :hi AND at_ms >= :since
-ORDER BY queue_name, at_ms;
-
 -- name: newest_of_queues
 -- PostgreSQL only: each of an array of queues' newest :count points since a time, by queue and
 -- time, in one statement (a seek of the primary key a name), so 1,000 queues are one round trip.
