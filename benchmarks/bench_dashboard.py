@@ -319,29 +319,16 @@ def deployment(postgres: bool, scratch: Path) -> Iterator[str]:
     if not postgres:
         yield f"sqlite://{scratch / 'data'}"
         return
+    from bench_postgres import drop_partitions
+    from tests.engine.postgres.cluster import server_url
     from tests.engine.postgres.support import drop_schema, new_schema, schema_url
 
     schema = new_schema()
     try:
         yield schema_url(schema)
     finally:
-        drop_tables(schema)
+        drop_partitions(server_url(), schema)
         drop_schema(schema)
-
-
-def drop_tables(schema: str) -> None:
-    """Drop the schema's tables 100 at a time: one ``DROP SCHEMA ... CASCADE`` of a deployment of
-    1,000 queues (a partition each) takes more locks than the server's lock table holds."""
-    import psycopg
-
-    from tests.engine.postgres.cluster import server_url
-
-    with psycopg.connect(server_url(), autocommit=True) as conn:
-        found = "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename LIKE 'messages\\_%%'"
-        names = [name for (name,) in conn.execute(found, (schema,))]
-        for start in range(0, len(names), 100):
-            tables = ", ".join(f'"{schema}"."{name}"' for name in names[start : start + 100])
-            conn.execute(f"DROP TABLE IF EXISTS {tables} CASCADE")
 
 
 def main() -> None:

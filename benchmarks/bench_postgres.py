@@ -19,7 +19,14 @@ one-KB JSON messages from one thread (one call per message, the peers' way; Conv
 ``send_batch``), then one worker process with the same concurrency processes them all with a no-op
 handler, acknowledging each only after it ran (Celery with ``task_acks_late``).
 
-Usage: ``.venv/bin/python benchmarks/bench_postgres.py [--quick]``; one JSON line per measurement.
+Many queues: a deployment's size must not show in the cost of one queue's calls (each queue's
+messages are a partition of their own, so a statement planned over every partition grows with the
+deployment). ``--only many-queues`` times, on the last of 10 queues and then on the last of 1,000,
+one-message sends, a batch of 100, a pull + ack of 10 and a metrics read, and prints each as the
+1,000 queues' p50 over the 10 queues' (a guard, not an issue's target: about 1 is right).
+
+Usage: ``.venv/bin/python benchmarks/bench_postgres.py [--quick] [--only limits|peers|many-queues]``;
+one JSON line per measurement.
 """
 
 from __future__ import annotations
@@ -100,8 +107,22 @@ def scratch_schema(prefix: str) -> Iterator[str]:
     try:
         yield f"{SERVER}?options={quote(f'-csearch_path={schema}')}"
     finally:
+        drop_partitions(SERVER, schema)
         with psycopg.connect(SERVER, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def drop_partitions(server: str, schema: str) -> None:
+    """Drop a schema's message partitions 100 at a time: one ``DROP SCHEMA ... CASCADE`` of a
+    deployment of 1,000 queues (a partition each) takes more locks than the server's lock table holds."""
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as conn:
+        found = "SELECT tablename FROM pg_tables WHERE schemaname = %s AND tablename LIKE 'messages\\_%%'"
+        names = [name for (name,) in conn.execute(found, (schema,))]
+        for start in range(0, len(names), 100):
+            tables = ", ".join(f'"{schema}"."{name}"' for name in names[start : start + 100])
+            conn.execute(f"DROP TABLE IF EXISTS {tables} CASCADE")
 
 
 def in_threads(threads: int, work: Callable[[int], None]) -> float:
@@ -492,11 +513,58 @@ def peers(count: int, concurrency: int, peer_count: int) -> None:
             )
 
 
+# -- many queues -----------------------------------------------------------------------------------
+def queue_calls(url: str, queues: int, rounds: int) -> dict[str, float]:
+    """p50 seconds of each call on the last of ``queues`` queues (the others hold a message each)."""
+    import conveyor
+
+    cv = conveyor.connect(url)
+    try:
+        for n in range(queues - 1):
+            cv.create_queue(f"q{n:04d}").send({"n": n})
+        q = cv.create_queue("timed")
+        q.add_pull_consumer()
+        one = body(0)
+        hundred = [{"body": body(i)} for i in range(BATCH)]
+        calls: dict[str, Callable[[], object]] = {
+            "send": lambda: q.send(one),
+            "send_batch_100": lambda: q.send_batch(hundred),
+            "pull_ack_10": lambda: q.ack([m.lease_id for m in q.pull(batch_size=10)]),
+            "metrics": q.metrics,
+        }
+        times: dict[str, list[float]] = {name: [] for name in calls}
+        for _ in range(rounds):
+            for name, call in calls.items():  # the calls take turns, so a burst of load hits each alike
+                started = time.perf_counter()
+                call()
+                times[name].append(time.perf_counter() - started)
+        return {name: statistics.median(values) for name, values in times.items()}
+    finally:
+        cv.close()
+
+
+def many_queues(rounds: int) -> None:
+    p50: dict[int, dict[str, float]] = {}
+    for queues in (10, 1_000):
+        with scratch_schema(f"q{queues}") as url:
+            p50[queues] = queue_calls(url, queues, rounds)
+        for call, seconds in p50[queues].items():
+            emit(f"postgres_{call}_p50_with_{queues}_queues", seconds * 1000, "ms", rounds)
+    for call in p50[10]:
+        emit(
+            f"postgres_{call}_p50_1000_vs_10_queues",
+            p50[1_000][call] / p50[10][call],
+            "ratio",
+            rounds,
+            guard="about 1: a deployment's size is not in a queue's call",
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a smoke run: small counts")
     parser.add_argument("--peer", nargs=3, metavar=("SYSTEM", "COUNT", "CONCURRENCY"), help=argparse.SUPPRESS)
-    parser.add_argument("--only", choices=("limits", "peers"), help="run one half")
+    parser.add_argument("--only", choices=("limits", "peers", "many-queues"), help="run one part")
     args = parser.parse_args()
     if args.peer:
         system, count, concurrency = args.peer
@@ -509,6 +577,8 @@ def main() -> None:
     if args.only in (None, "peers"):
         e2e = 1_000 if args.quick else 10_000
         peers(e2e, THREADS, e2e // 2)
+    if args.only in (None, "many-queues"):
+        many_queues(rounds=50 if args.quick else 300)
 
 
 if __name__ == "__main__":
