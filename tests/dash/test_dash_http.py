@@ -84,6 +84,29 @@ def test_writes_without_the_sessions_csrf_token_or_from_another_site_are_refused
     assert server.service.client("acme").queue("orders").info().settings.delivery_paused
 
 
+def test_behind_a_tls_proxy_the_cookie_is_secure_and_https_posts_are_same_origin(server: RunningServer) -> None:
+    """A TLS-terminating proxy on this machine says https in ``X-Forwarded-Proto``: the session
+    cookie is ``Secure``, and the browser's ``Origin: https://...`` is this server's own."""
+    secret, _ = server.tokens.create("acme")
+    server.service.client("acme").create_queue("orders")
+    host = server.url.removeprefix("http://")
+    proxied = {"x-forwarded-proto": "https"}
+    client = httpx.Client(base_url=server.url, headers=proxied)
+    login = client.post("/dash/login", data={"token": secret})
+    assert login.status_code == 303 and "Secure" in login.headers["set-cookie"]
+    client.cookies.set(sessions.COOKIE, login.cookies[sessions.COOKIE])  # httpx sends a Secure cookie over https only
+    csrf = csrf_of(client.get("/dash/a/acme/q/orders").text)
+    plain = client.post(
+        "/dash/a/acme/q/orders/pause",
+        data={"csrf": csrf},
+        headers={"x-forwarded-proto": "http", "origin": f"https://{host}"},
+    )
+    assert plain.status_code == 403  # an https page posting to a plain-http server is another origin
+    done = client.post("/dash/a/acme/q/orders/pause", data={"csrf": csrf}, headers={"origin": f"https://{host}"})
+    assert done.status_code == 303
+    assert server.service.client("acme").queue("orders").info().settings.delivery_paused
+
+
 def test_a_read_only_token_sees_no_buttons_and_its_writes_are_refused(server: RunningServer) -> None:
     secret, _ = server.tokens.create("acme", read_only=True)
     server.service.client("acme").create_queue("orders").send("keep", content_type="text")
