@@ -125,7 +125,7 @@ def setup(server: RunningServer) -> tuple[conveyor.Conveyor, conveyor.Queue, con
     assert claim is not None
     config = '{"retries": {"limit": 0, "delay": 0, "backoff": "constant"}, "timeout": 1000}'
     step = StepRow("step:s:1", 0, "step", "s", "complete", "1", "[]", config, 1, 2)
-    store.save_step(ACCOUNT, "walked", "i", claim.instance.epoch, step)
+    store.save_step(ACCOUNT, "walked", "i", claim.instance.epoch, step, run_token=claim.instance.run_token)
     return admin, emails, billing, consumer.consumer_id
 
 

@@ -6,10 +6,13 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 import conveyor
 from conveyor.workflows.client import workflow_store
 from conveyor.workflows.execution import WorkflowHandler, send_wake
-from conveyor.workflows.model import StepRow
+from conveyor.workflows.model import InstanceRow, StepRow
+from conveyor.workflows.sql_store import SqlWorkflowStore
 from tests.workflows.conftest import ENGINES
 from tests.workflows.support import Ledger, internal_queue, running, settled
 
@@ -34,15 +37,58 @@ def test_a_stale_claim_commits_nothing(cv, app) -> None:
     new = store.claim(account, "fenced", "i", "message-1", 3)  # the same message again: its lease ran out
     assert new is not None and new.instance.epoch == old.instance.epoch + 1
     e_old, e_new = old.instance.epoch, new.instance.epoch
-    assert store.save_step(account, "fenced", "i", e_old, _step("step:a:1", '"stale"')) is None
-    assert store.take_event(account, "fenced", "i", e_old, _step("waitForEvent:w:1", "null"), "t") == (False, None)
-    assert store.suspend(account, "fenced", "i", e_old, 10, None, 4) is None
-    assert store.finish(account, "fenced", "i", e_old, "complete", '"stale"', None, 5) is False
+    t_old, t_new = old.instance.run_token, new.instance.run_token
+    assert store.save_step(account, "fenced", "i", e_old, _step("step:a:1", '"stale"'), run_token=t_old) is None
+    stale_wait = _step("waitForEvent:w:1", "null")
+    assert store.take_event(account, "fenced", "i", e_old, stale_wait, "t", run_token=t_old) == (False, None)
+    assert store.suspend(account, "fenced", "i", e_old, 10, None, 4, run_token=t_old) is None
+    assert store.finish(account, "fenced", "i", e_old, "complete", '"stale"', None, 5, run_token=t_old) is False
     assert inst.status().status == "running" and inst.status().steps == []
-    assert store.save_step(account, "fenced", "i", e_new, _step("step:a:1", '"fresh"')) == "running"
-    assert store.finish(account, "fenced", "i", e_new, "complete", '"fresh"', None, 6) is True
+    assert store.save_step(account, "fenced", "i", e_new, _step("step:a:1", '"fresh"'), run_token=t_new) == "running"
+    assert store.finish(account, "fenced", "i", e_new, "complete", '"fresh"', None, 6, run_token=t_new) is True
     s = inst.status()
     assert (s.status, s.output, [st.output for st in s.steps]) == ("complete", "fresh", ["fresh"])
+
+
+@pytest.mark.parametrize("cv", ["postgres", "sqlite"], indirect=True)  # the database itself, not over HTTP
+def test_a_run_whose_claim_was_lost_cannot_write_beside_the_claim_of_the_same_epoch(cv, app) -> None:
+    """A claim may commit without its flush (PostgreSQL): lost in a crash of the database alone,
+    the row is back as before it, the message comes again and is claimed at the same epoch. The
+    first run goes on in its worker; its writes are refused by the token, the second run's count."""
+
+    @app.workflow("lost")
+    def run(event, step):
+        return None
+
+    app.start()
+    app.stop(grace=1)
+    inst = cv.workflow("lost").create(id="i")
+    store = workflow_store(cv)
+    account = cv.deployment.account
+    before = store.get_instance(account, "lost", "i")
+    first = store.claim(account, "lost", "i", "message-1", 1)
+    assert before is not None and first is not None
+    _put_row(store, before)  # what the crash leaves: the row as before the claim, whose commit was lost
+    second = store.claim(account, "lost", "i", "message-1", 3)  # the same message, delivered again
+    assert second is not None and second.instance.epoch == first.instance.epoch, "the crash gave the epoch back"
+    epoch, stale, fresh = first.instance.epoch, first.instance.run_token, second.instance.run_token
+    assert stale != fresh
+    assert store.save_step(account, "lost", "i", epoch, _step("step:a:1", '"stale"'), run_token=stale) is None
+    stale_wait = _step("waitForEvent:w:1", "null")
+    assert store.take_event(account, "lost", "i", epoch, stale_wait, "t", run_token=stale) == (False, None)
+    assert store.suspend(account, "lost", "i", epoch, 10, None, 4, run_token=stale) is None
+    assert store.finish(account, "lost", "i", epoch, "complete", '"stale"', None, 5, run_token=stale) is False
+    assert inst.status().status == "running" and inst.status().steps == []
+    assert store.save_step(account, "lost", "i", epoch, _step("step:a:1", '"fresh"'), run_token=fresh) == "running"
+    assert store.finish(account, "lost", "i", epoch, "complete", '"fresh"', None, 6, run_token=fresh) is True
+    s = inst.status()
+    assert (s.status, s.output, [st.output for st in s.steps]) == ("complete", "fresh", ["fresh"])
+
+
+def _put_row(store: object, row: InstanceRow) -> None:
+    """Write ``row`` back over the instance, as a crash that lost the commits after it leaves it."""
+    assert isinstance(store, SqlWorkflowStore)
+    store._db.transaction(lambda tx: store._write(tx, row))
 
 
 def test_two_workers_the_one_that_lost_its_lease_cannot_overwrite(cv, app, tmp_path: Path, request) -> None:
@@ -149,7 +195,10 @@ def test_a_timer_wake_up_that_comes_before_its_run_has_suspended_still_wakes_it(
 
     def suspend_soon() -> None:
         time.sleep(0.2)
-        assert store.suspend(account, "racer", "r", held.instance.epoch, wake, None, clock.now_ms()) == "waiting"
+        suspended = store.suspend(
+            account, "racer", "r", held.instance.epoch, wake, None, clock.now_ms(), run_token=held.instance.run_token
+        )
+        assert suspended == "waiting"
 
     suspender = threading.Thread(target=suspend_soon)
     suspender.start()

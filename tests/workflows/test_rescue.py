@@ -51,6 +51,7 @@ def test_a_running_instance_whose_message_is_gone_is_queued_again_and_completes(
     assert rescue_overdue(store, raw) == 1
     assert inst.status().status == "queued"
     late = StepRow("step:work:1", 1, "step", "work", "complete", '"late"', "[]", "{}", 0, 1)
-    assert store.save_step(cv.deployment.account, "orphan", "o", claim.instance.epoch, late) is None
+    epoch, token = claim.instance.epoch, claim.instance.run_token
+    assert store.save_step(cv.deployment.account, "orphan", "o", epoch, late, run_token=token) is None
     with running(app):
         assert settled(inst, "complete").output == "done"

@@ -1,5 +1,5 @@
 """Where a deployment's workflow store lives: ``workflows.db`` in a SQLite deployment's directory,
-tables of migrations 0007, 0010, 0011, 0014 and 0022 in a PostgreSQL one.
+tables of migrations 0007, 0010, 0011, 0014, 0022 and 0025 in a PostgreSQL one.
 
 >>> store = open_store(cv.deployment, cv.engine.clock)
 """
@@ -19,17 +19,18 @@ from conveyor.workflows.store import WorkflowStore
 
 T = TypeVar("T")
 SQLITE_FILE = "workflows.db"
-SQLITE_VERSION = 5
+SQLITE_VERSION = 6
 # A new file is made at version 1 (sqlite_schema.sql) and brought up by the same scripts that
 # upgrade an old one, from version v to v + 1: 1 -> 2 adds cron ticks and counters; 2 -> 3 keeps
 # the code's settings apart from a PUT's and adds the versions table; 3 -> 4 records instances'
 # traceparents and origins and indexes them by trace id; 4 -> 5 indexes them by status and creation
-# time (a status filter's pages).
+# time (a status filter's pages); 5 -> 6 records the token of the claim that started a run.
 SQLITE_UPGRADES = {
     1: load_script("conveyor.workflows", "sqlite_v1_to_v2.sql"),
     2: load_script("conveyor.workflows", "sqlite_v2_to_v3.sql"),
     3: load_script("conveyor.workflows", "sqlite_v3_to_v4.sql"),
     4: load_script("conveyor.workflows", "sqlite_v4_to_v5.sql"),
+    5: load_script("conveyor.workflows", "sqlite_v5_to_v6.sql"),
 }
 
 
@@ -139,9 +140,11 @@ class PostgresDatabase:
     parent's claim does not wait for a connection while its children's writes hold all of them."""
 
     groups_commits = False
-    # A claim committed without its flush could be lost in a crash of the server alone, while its
-    # run goes on in a worker: the message's next delivery would claim the same epoch.
-    claims_durable = True
+    # A claim commits without waiting for its WAL flush (the wake-up path's one commit). One lost
+    # in a crash of the server alone, while its run goes on in a worker, lets the message's next
+    # delivery claim the same epoch again, but under another run token, and the first run's writes
+    # are refused by it (SqlWorkflowStore.claim has the whole argument).
+    claims_durable = False
 
     def __init__(self, conninfo: str) -> None:
         from conveyor.engine.postgres.database import ReadPool

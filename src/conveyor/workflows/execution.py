@@ -209,7 +209,10 @@ class WorkflowHandler:
         finally:
             sync_step.close()
         now = run.clock.now_ms()
-        if not self.store.finish(row.account, row.workflow, row.id, row.epoch, status, output, error, now):
+        finished = self.store.finish(
+            row.account, row.workflow, row.id, row.epoch, status, output, error, now, run_token=row.run_token
+        )
+        if not finished:
             log.info("workflow %s: instance %s was taken over; this run's end is not recorded", self.workflow, row.id)
 
 

@@ -195,8 +195,10 @@ class NewInstance:
 @dataclasses.dataclass(frozen=True)
 class InstanceRow:
     """One instance as stored. ``epoch`` counts claims (a worker's writes carry the epoch it
-    claimed, and are refused once another claim bumped it); ``run_message`` is the internal queue
-    message that drives the current run; ``wake_at_ms`` when a waiting instance is due;
+    claimed, and are refused once another claim bumped it); ``run_token`` is the claim's own
+    random token, which the run's writes carry too (refused unless both match: see
+    ``SqlWorkflowStore.claim``); ``run_message`` is the internal queue message that drives the
+    current run; ``wake_at_ms`` when a waiting instance is due;
     ``waiting_for`` the event type a ``wait_for_event`` waits for; ``scheduled_ms`` the cron tick
     that started it (None for one created otherwise)."""
 
@@ -222,6 +224,7 @@ class InstanceRow:
     scheduled_ms: int | None = None
     traceparent: str | None = None
     origin: str | None = None
+    run_token: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -77,31 +77,35 @@ INSERT INTO workflow_instance_ids (account, workflow, id) VALUES (%(account)s, %
 -- name: insert_instance
 INSERT INTO workflow_instances (account, workflow, id, status, params, output, error, trace_id, version_id, epoch,
     run_message, wake_at_ms, waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms,
-    scheduled_ms, traceparent, origin)
+    scheduled_ms, traceparent, origin, run_token)
 VALUES (%(account)s, %(workflow)s, %(id)s, %(status)s, %(params)s, %(output)s, %(error)s, %(trace_id)s, %(version_id)s, %(epoch)s,
     %(run_message)s, %(wake_at_ms)s, %(waiting_for)s, %(paused_at_ms)s, %(resume_status)s, %(created_ms)s, %(modified_ms)s, %(started_ms)s, %(ended_ms)s, %(scheduled_ms)s,
-    %(traceparent)s, %(origin)s);
+    %(traceparent)s, %(origin)s, %(run_token)s);
 
 -- name: get_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
 
 -- name: lock_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s FOR UPDATE;
 
 -- name: update_instance
 UPDATE workflow_instances SET status = %(status)s, params = %(params)s, output = %(output)s, error = %(error)s,
     trace_id = %(trace_id)s, version_id = %(version_id)s, epoch = %(epoch)s, run_message = %(run_message)s,
     wake_at_ms = %(wake_at_ms)s, waiting_for = %(waiting_for)s, paused_at_ms = %(paused_at_ms)s,
-    resume_status = %(resume_status)s, modified_ms = %(modified_ms)s, started_ms = %(started_ms)s, ended_ms = %(ended_ms)s
+    resume_status = %(resume_status)s, modified_ms = %(modified_ms)s, started_ms = %(started_ms)s, ended_ms = %(ended_ms)s,
+    run_token = %(run_token)s
 WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
 
 -- name: list_instances_asc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances
 WHERE account = %(account)s AND workflow = %(workflow)s
     AND (CAST(%(status)s AS text) IS NULL OR status = CAST(%(status)s AS text))
@@ -113,7 +117,8 @@ ORDER BY created_ms, id LIMIT %(limit)s;
 -- name: list_instances_of_status_asc
 -- The same, of one status (a query of its own, so the planner takes the status index).
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances
 WHERE account = %(account)s AND workflow = %(workflow)s
     AND status = %(status)s
@@ -124,7 +129,8 @@ ORDER BY created_ms, id LIMIT %(limit)s;
 
 -- name: list_instances_desc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances
 WHERE account = %(account)s AND workflow = %(workflow)s
     AND (CAST(%(status)s AS text) IS NULL OR status = CAST(%(status)s AS text))
@@ -136,7 +142,8 @@ ORDER BY created_ms DESC, id DESC LIMIT %(limit)s;
 -- name: list_instances_of_status_desc
 -- The same, of one status (a query of its own, so the planner takes the status index).
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances
 WHERE account = %(account)s AND workflow = %(workflow)s
     AND status = %(status)s
@@ -205,7 +212,8 @@ LIMIT 1000 FOR UPDATE OF i SKIP LOCKED;
 
 -- name: overdue_instances
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances
 WHERE (status = 'waiting' AND wake_at_ms < %(before)s) OR (status IN ('queued', 'running', 'waitingForPause') AND modified_ms < %(before)s)
 LIMIT %(limit)s;
@@ -228,7 +236,8 @@ WHERE account = %(account)s AND workflow = %(workflow)s AND last_tick_ms < %(tic
 
 -- name: instances_by_trace
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances WHERE account = %(account)s AND trace_id = %(trace_id)s
 ORDER BY created_ms, workflow, id LIMIT %(limit)s;
 

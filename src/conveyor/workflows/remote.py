@@ -452,7 +452,15 @@ class HttpWorkflowStore(WorkflowStore):
         )
 
     def save_step(
-        self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow, *, durable: bool = True
+        self,
+        account: str,
+        workflow: str,
+        instance_id: str,
+        epoch: int,
+        step: StepRow,
+        *,
+        run_token: str | None,
+        durable: bool = True,
     ) -> str | None:
         return typing.cast(
             str | None,
@@ -463,17 +471,33 @@ class HttpWorkflowStore(WorkflowStore):
                 instance_id=instance_id,
                 epoch=epoch,
                 step=step,
+                run_token=run_token,
                 durable=durable,
             ),
         )
 
     def take_event(
-        self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow, type: str
+        self,
+        account: str,
+        workflow: str,
+        instance_id: str,
+        epoch: int,
+        step: StepRow,
+        type: str,
+        *,
+        run_token: str | None,
     ) -> tuple[bool, EventRow | None]:
         return typing.cast(
             tuple[bool, EventRow | None],
             self._call(
-                account, "take_event", workflow=workflow, instance_id=instance_id, epoch=epoch, step=step, type=type
+                account,
+                "take_event",
+                workflow=workflow,
+                instance_id=instance_id,
+                epoch=epoch,
+                step=step,
+                type=type,
+                run_token=run_token,
             ),
         )
 
@@ -486,6 +510,8 @@ class HttpWorkflowStore(WorkflowStore):
         wake_at_ms: int,
         waiting_for: str | None,
         now_ms: int,
+        *,
+        run_token: str | None,
     ) -> SuspendOutcome | None:
         return typing.cast(
             SuspendOutcome | None,
@@ -498,6 +524,7 @@ class HttpWorkflowStore(WorkflowStore):
                 wake_at_ms=wake_at_ms,
                 waiting_for=waiting_for,
                 now_ms=now_ms,
+                run_token=run_token,
             ),
         )
 
@@ -511,6 +538,8 @@ class HttpWorkflowStore(WorkflowStore):
         output: str | None,
         error: str | None,
         now_ms: int,
+        *,
+        run_token: str | None,
     ) -> bool:
         return bool(
             self._call(
@@ -523,6 +552,7 @@ class HttpWorkflowStore(WorkflowStore):
                 output=output,
                 error=error,
                 now_ms=now_ms,
+                run_token=run_token,
             )
         )
 

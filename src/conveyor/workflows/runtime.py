@@ -168,7 +168,8 @@ class Run:
         return f"{type}:{name}:{n}", self._seq
 
     def _save(self, step: StepRow) -> None:
-        status = self.store.save_step(self.row.account, self.row.workflow, self.row.id, self.row.epoch, step)
+        row = self.row
+        status = self.store.save_step(row.account, row.workflow, row.id, row.epoch, step, run_token=row.run_token)
         if status is None:
             raise Suspended("fenced: another run owns this instance now")
         self.stored[step.key] = step
@@ -186,6 +187,7 @@ class Run:
             wake_at_ms,
             waiting_for,
             self.clock.now_ms(),
+            run_token=self.row.run_token,
         )
         if outcome != "event":
             raise Suspended(outcome or "fenced")
@@ -250,10 +252,11 @@ class Run:
         step = StepRow(
             plan.key, plan.seq, "step", plan.name, "running", None, attempts, plan.config, plan.start_ms, None
         )
-        if (
-            self.store.save_step(self.row.account, self.row.workflow, self.row.id, self.row.epoch, step, durable=False)
-            is None
-        ):
+        row = self.row
+        saved = self.store.save_step(
+            row.account, row.workflow, row.id, row.epoch, step, run_token=row.run_token, durable=False
+        )
+        if saved is None:
             raise Suspended("fenced: another run owns this instance now")
 
     def end_attempt(
@@ -340,8 +343,9 @@ class Run:
             # Stored complete, with its end, by the same transaction that takes the event: the
             # wait's one write (a pause asked for meanwhile is taken at the next step's write).
             taking = dataclasses.replace(step, end_ms=self.clock.now_ms())
+            row = self.row
             found, event = self.store.take_event(
-                self.row.account, self.row.workflow, self.row.id, self.row.epoch, taking, type
+                row.account, row.workflow, row.id, row.epoch, taking, type, run_token=row.run_token
             )
             if not found:
                 raise Suspended("fenced")

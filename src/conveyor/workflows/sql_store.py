@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
@@ -146,11 +147,20 @@ class SqlWorkflowStore(WorkflowStore):
         self._send(tx, "update_instance", **dataclasses.asdict(row))
         return row
 
-    def _fenced(self, tx: Tx, account: str, workflow: str, instance_id: str, epoch: int) -> InstanceRow | None:
+    def _at_epoch(self, tx: Tx, account: str, workflow: str, instance_id: str, epoch: int) -> InstanceRow | None:
+        """The instance's row, locked, if a run at ``epoch`` goes on."""
         row = self._lock(tx, account, workflow, instance_id)
         if row is None or row.epoch != epoch or row.status not in ("running", "waitingForPause"):
             return None
         return row
+
+    def _fenced(
+        self, tx: Tx, account: str, workflow: str, instance_id: str, epoch: int, run_token: str | None
+    ) -> InstanceRow | None:
+        """The row, locked, if the run that claimed ``(epoch, run_token)`` still owns it (see
+        :meth:`claim` for why the token as well as the epoch)."""
+        row = self._at_epoch(tx, account, workflow, instance_id, epoch)
+        return row if row is not None and row.run_token == run_token else None
 
     # -- workflows ----------------------------------------------------------------------------
     def put_workflow(
@@ -463,6 +473,25 @@ class SqlWorkflowStore(WorkflowStore):
 
     # -- runs ---------------------------------------------------------------------------------
     def claim(self, account: str, workflow: str, instance_id: str, message_id: str, now_ms: int) -> Claim | None:
+        """The claim is the wake-up path's one commit, so a database may make it without waiting
+        for its flush (``claims_durable=False``). That is safe because a run's writes are fenced by
+        the claim's epoch *and* a random token drawn here (``run_token``, 128 bits), checked on the
+        locked row:
+
+        - the log keeps commits in order, and every write a run makes that is meant to last (a
+          step's result, its suspension, its end) waits for its own flush, which covers the claim
+          committed before it. A claim lost in a crash was therefore followed by no lasting write
+          of its run, only by volatile ones lost with it, and the run's effects outside the store
+          are a step's attempt, which runs again (at least once, as after a worker's death);
+        - the crash may take the database alone (the server restarts, the worker runs on): the
+          row is back at the epoch before the claim, and the message (its lease lost too) is
+          delivered again and claimed at the *same* epoch. The first run's writes then find the
+          epoch theirs but not the token (one draw in 2^128 would match), and are refused, as
+          they are before that claim (the row's epoch is then the one before). So a run whose
+          claim was lost can never write beside the run that claimed after it.
+
+        A claim that pauses the instance instead is made durable at once (:meth:`_flush_claim`):
+        no run follows whose first write would flush it, and its message is acked next."""
         paused = False
 
         def claim(tx: Tx) -> Claim | None:
@@ -509,6 +538,7 @@ class SqlWorkflowStore(WorkflowStore):
                 waiting_for=None,
                 started_ms=row.started_ms or now_ms,
                 modified_ms=now_ms,
+                run_token=secrets.token_hex(16),
             )
             self._write(tx, claimed)
             steps = [_step(r) for r in stored]
@@ -520,9 +550,20 @@ class SqlWorkflowStore(WorkflowStore):
 
         claimed = self._db.transaction(claim, urgent=True, durable=self._db.claims_durable)
         if paused and not self._db.claims_durable:
-            # No run follows to flush the pause with its first write, and the message is acked next.
-            self._db.transaction(lambda tx: None)
+            self._flush_claim(account, workflow, instance_id)
         return claimed
+
+    def _flush_claim(self, account: str, workflow: str, instance_id: str) -> None:
+        """Make a claim committed without its flush durable: a durable transaction that writes
+        the instance's row as it is (PostgreSQL flushes the log only for a transaction that wrote
+        something; its flush covers every commit before it)."""
+
+        def rewrite(tx: Tx) -> None:
+            row = self._lock(tx, account, workflow, instance_id)
+            if row is not None:
+                self._write(tx, row)
+
+        self._db.transaction(rewrite)
 
     def _take_awaited(
         self, tx: Tx, row: InstanceRow, steps: list[StepRow], type: str, found: list[Row], now_ms: int
@@ -561,10 +602,18 @@ class SqlWorkflowStore(WorkflowStore):
         )
 
     def save_step(
-        self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow, *, durable: bool = True
+        self,
+        account: str,
+        workflow: str,
+        instance_id: str,
+        epoch: int,
+        step: StepRow,
+        *,
+        run_token: str | None,
+        durable: bool = True,
     ) -> str | None:
         def save(tx: Tx) -> str | None:
-            row = self._fenced(tx, account, workflow, instance_id, epoch)
+            row = self._fenced(tx, account, workflow, instance_id, epoch, run_token)
             if row is None:
                 return None
             self._put_step(tx, row, step)
@@ -573,10 +622,18 @@ class SqlWorkflowStore(WorkflowStore):
         return self._db.transaction(save, durable=durable)
 
     def take_event(
-        self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow, type: str
+        self,
+        account: str,
+        workflow: str,
+        instance_id: str,
+        epoch: int,
+        step: StepRow,
+        type: str,
+        *,
+        run_token: str | None,
     ) -> tuple[bool, EventRow | None]:
         def take(tx: Tx) -> tuple[bool, EventRow | None]:
-            row = self._fenced(tx, account, workflow, instance_id, epoch)
+            row = self._fenced(tx, account, workflow, instance_id, epoch, run_token)
             if row is None:
                 return False, None
             found = self._rows(tx, "oldest_event", account=account, workflow=workflow, id=instance_id, type=type)
@@ -600,9 +657,11 @@ class SqlWorkflowStore(WorkflowStore):
         wake_at_ms: int,
         waiting_for: str | None,
         now_ms: int,
+        *,
+        run_token: str | None,
     ) -> SuspendOutcome | None:
         def suspend(tx: Tx) -> SuspendOutcome | None:
-            row = self._fenced(tx, account, workflow, instance_id, epoch)
+            row = self._fenced(tx, account, workflow, instance_id, epoch, run_token)
             if row is None:
                 return None
             if waiting_for is not None and self._has_event(tx, row, waiting_for):
@@ -648,9 +707,11 @@ class SqlWorkflowStore(WorkflowStore):
         output: str | None,
         error: str | None,
         now_ms: int,
+        *,
+        run_token: str | None,
     ) -> bool:
         def finish(tx: Tx) -> bool:
-            row = self._fenced(tx, account, workflow, instance_id, epoch)
+            row = self._fenced(tx, account, workflow, instance_id, epoch, run_token)
             if row is None:
                 return False
             self._write(
@@ -689,7 +750,7 @@ class SqlWorkflowStore(WorkflowStore):
 
     def requeue_orphan(self, account: str, workflow: str, instance_id: str, epoch: int, now_ms: int) -> bool:
         def requeue(tx: Tx) -> bool:
-            row = self._fenced(tx, account, workflow, instance_id, epoch)
+            row = self._at_epoch(tx, account, workflow, instance_id, epoch)
             if row is None:
                 return False
             change = dataclasses.replace

@@ -76,31 +76,35 @@ INSERT INTO workflow_instance_ids (account, workflow, id) VALUES (:account, :wor
 -- name: insert_instance
 INSERT INTO workflow_instances (account, workflow, id, status, params, output, error, trace_id, version_id, epoch,
     run_message, wake_at_ms, waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms,
-    scheduled_ms, traceparent, origin)
+    scheduled_ms, traceparent, origin, run_token)
 VALUES (:account, :workflow, :id, :status, :params, :output, :error, :trace_id, :version_id, :epoch,
     :run_message, :wake_at_ms, :waiting_for, :paused_at_ms, :resume_status, :created_ms, :modified_ms, :started_ms, :ended_ms, :scheduled_ms,
-    :traceparent, :origin);
+    :traceparent, :origin, :run_token);
 
 -- name: get_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: lock_instance
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: update_instance
 UPDATE workflow_instances SET status = :status, params = :params, output = :output, error = :error,
     trace_id = :trace_id, version_id = :version_id, epoch = :epoch, run_message = :run_message,
     wake_at_ms = :wake_at_ms, waiting_for = :waiting_for, paused_at_ms = :paused_at_ms,
-    resume_status = :resume_status, modified_ms = :modified_ms, started_ms = :started_ms, ended_ms = :ended_ms
+    resume_status = :resume_status, modified_ms = :modified_ms, started_ms = :started_ms, ended_ms = :ended_ms,
+    run_token = :run_token
 WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: list_instances_asc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances
 WHERE account = :account AND workflow = :workflow
     AND (:status IS NULL OR status = :status)
@@ -112,7 +116,8 @@ ORDER BY created_ms, id LIMIT :limit;
 -- name: list_instances_of_status_asc
 -- The same, of one status (a query of its own, so the planner takes the status index).
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances
 WHERE account = :account AND workflow = :workflow
     AND status = :status
@@ -123,7 +128,8 @@ ORDER BY created_ms, id LIMIT :limit;
 
 -- name: list_instances_desc
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances
 WHERE account = :account AND workflow = :workflow
     AND (:status IS NULL OR status = :status)
@@ -135,7 +141,8 @@ ORDER BY created_ms DESC, id DESC LIMIT :limit;
 -- name: list_instances_of_status_desc
 -- The same, of one status (a query of its own, so the planner takes the status index).
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances
 WHERE account = :account AND workflow = :workflow
     AND status = :status
@@ -204,7 +211,8 @@ LIMIT 1000;
 
 -- name: overdue_instances
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances
 WHERE (status = 'waiting' AND wake_at_ms < :before) OR (status IN ('queued', 'running', 'waitingForPause') AND modified_ms < :before)
 LIMIT :limit;
@@ -227,7 +235,8 @@ WHERE account = :account AND workflow = :workflow AND last_tick_ms < :tick;
 
 -- name: instances_by_trace
 SELECT account, workflow, id, status, params, output, error, trace_id, version_id, epoch, run_message, wake_at_ms,
-    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin
+    waiting_for, paused_at_ms, resume_status, created_ms, modified_ms, started_ms, ended_ms, scheduled_ms, traceparent, origin,
+    run_token
 FROM workflow_instances WHERE account = :account AND trace_id = :trace_id
 ORDER BY created_ms, workflow, id LIMIT :limit;
 

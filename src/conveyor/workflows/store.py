@@ -5,10 +5,11 @@ client facade passes its own account. Arguments and results are plain data
 (:mod:`conveyor.workflows.model`), so a store can be reached over HTTP as well as opened on SQLite
 or PostgreSQL. Every method is one atomic transaction.
 
-Fencing: :meth:`claim` bumps the instance's ``epoch`` and returns it; every write a run makes
-(:meth:`save_step`, :meth:`take_event`, :meth:`suspend`, :meth:`finish`) carries that epoch and
-changes nothing once another claim, a terminate or a restart bumped it, so a worker that lost its
-lease can never overwrite a newer run.
+Fencing: :meth:`claim` bumps the instance's ``epoch``, draws a random ``run_token`` and returns
+both; every write a run makes (:meth:`save_step`, :meth:`take_event`, :meth:`suspend`,
+:meth:`finish`) carries them and changes nothing unless both still match (a claim, a terminate or
+a restart since changed them), so a worker that lost its lease can never overwrite a newer run —
+even when the claim it ran under was lost in a crash and the same epoch was claimed again.
 
 Instance life cycle::
 
@@ -152,7 +153,7 @@ class WorkflowStore(ABC):
         steps before it; all when None); returns the instance after. ``InvalidInstanceState`` when
         the status does not allow the action, ``InvalidStepConfig`` for an unknown ``from_step``."""
 
-    # -- runs (all but claim fenced by the epoch) --------------------------------------------
+    # -- runs (all but claim fenced by the epoch and the run token) --------------------------------------------
     @abstractmethod
     def claim(self, account: str, workflow: str, instance_id: str, message_id: str, now_ms: int) -> Claim | None:
         """Start a run driven by queue message ``message_id``, or None when there is nothing to run:
@@ -163,7 +164,15 @@ class WorkflowStore(ABC):
 
     @abstractmethod
     def save_step(
-        self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow, *, durable: bool = True
+        self,
+        account: str,
+        workflow: str,
+        instance_id: str,
+        epoch: int,
+        step: StepRow,
+        *,
+        run_token: str | None,
+        durable: bool = True,
     ) -> str | None:
         """Store a step (insert or replace by key); the instance's status, or None if fenced.
         ``durable=False`` (an attempt's start, only informative) may be lost in a crash but is never
@@ -171,7 +180,15 @@ class WorkflowStore(ABC):
 
     @abstractmethod
     def take_event(
-        self, account: str, workflow: str, instance_id: str, epoch: int, step: StepRow, type: str
+        self,
+        account: str,
+        workflow: str,
+        instance_id: str,
+        epoch: int,
+        step: StepRow,
+        type: str,
+        *,
+        run_token: str | None,
     ) -> tuple[bool, EventRow | None]:
         """Consume the oldest buffered event of ``type`` into ``step`` (stored complete with the
         event as its output). ``(False, None)`` if fenced; ``(True, None)`` if none is buffered."""
@@ -186,6 +203,8 @@ class WorkflowStore(ABC):
         wake_at_ms: int,
         waiting_for: str | None,
         now_ms: int,
+        *,
+        run_token: str | None,
     ) -> SuspendOutcome | None:
         """End the run until ``wake_at_ms`` (or an event of ``waiting_for``): ``waiting``;
         ``paused`` if a pause was asked for; ``event`` (nothing changed) when an event of
@@ -202,6 +221,8 @@ class WorkflowStore(ABC):
         output: str | None,
         error: str | None,
         now_ms: int,
+        *,
+        run_token: str | None,
     ) -> bool:
         """End the instance ``complete`` or ``errored``; False if fenced."""
 
