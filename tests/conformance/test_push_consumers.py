@@ -32,14 +32,21 @@ def test_message_and_batch_carry_cloudflare_fields(
     sent_at = clock.now_ms()
     queue.send("hi", content_type="text")
     batches: list[conveyor.MessageBatch] = []
-    consume(conveyor_client, "q", batches.append)
+    backlogs: list[int] = []
+
+    def handle(batch: conveyor.MessageBatch) -> None:
+        batches.append(batch)
+        backlogs.append(batch.metadata.metrics.backlog_count)  # read when the handler asks
+
+    consume(conveyor_client, "q", handle)
     [batch] = batches
     [m] = batch.messages
     assert batch.queue == "q"
     assert limits.ID_PATTERN.match(m.id)
     assert (m.body, m.content_type, m.attempts) == ("hi", "text", 1)
     assert m.timestamp.timestamp() * 1000 == pytest.approx(sent_at)
-    assert batch.metadata.metrics.backlog_count == 1  # the message is in the backlog until acked
+    assert backlogs == [1]  # the message is in the backlog until acked
+    assert batch.metadata.metrics.backlog_count == 1  # and the batch keeps what its handler read
 
 
 def test_handler_exception_retries_all_but_explicit_acks(

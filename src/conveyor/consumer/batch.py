@@ -10,6 +10,7 @@ ack/retry contract.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -112,13 +113,26 @@ class BatchMetadata:
 
 
 class MessageBatch:
-    """A batch of messages from one queue, handed to a push consumer's handler."""
+    """A batch of messages from one queue, handed to a push consumer's handler.
 
-    def __init__(self, queue: str, messages: list[Message], metrics: Metrics) -> None:
+    ``metrics`` may be a function: the queue's metrics are then read when the handler first asks for
+    ``metadata`` (fresh as of that moment), and not at all by a handler that never does, so that no
+    batch waits on a metrics read to start."""
+
+    def __init__(self, queue: str, messages: list[Message], metrics: Metrics | Callable[[], Metrics]) -> None:
         self.queue = queue
         self.messages = messages
-        self.metadata = BatchMetadata(metrics)
+        self._metrics = metrics
+        self._metadata: BatchMetadata | None = None
         self._batch_call: str | None = None
+
+    @property
+    def metadata(self) -> BatchMetadata:
+        """The queue's metrics (``metadata.metrics``): backlog count and bytes, oldest message."""
+        if self._metadata is None:
+            metrics = self._metrics
+            self._metadata = BatchMetadata(metrics if isinstance(metrics, Metrics) else metrics())
+        return self._metadata
 
     def __repr__(self) -> str:
         return f"<MessageBatch {self.queue} x{len(self.messages)}>"

@@ -20,10 +20,6 @@ from conveyor.model import ConsumerSettings, DeliveryPolicy, Metrics, StoredMess
 
 log = logging.getLogger("conveyor.consumer")
 
-# How often the queue's metrics are re-read (the pause flag is read on every loop; a paused
-# dispatcher looks at it every engine.paused_poll_seconds).
-SETTINGS_REFRESH_SECONDS = 0.2
-
 
 @dataclass(frozen=True, slots=True)
 class ConsumerSpec:
@@ -76,8 +72,6 @@ class Dispatcher:
         self._stopping = threading.Event()
         self._keeper_stop = threading.Event()
         self._paused = False
-        self._metrics = Metrics(0, 0, 0)
-        self._refreshed = 0.0
         self._threads: list[threading.Thread] = []
         self.handled = 0
         self.failures = 0
@@ -129,10 +123,9 @@ class Dispatcher:
     # -- leasing ------------------------------------------------------------------------------
     def _refresh(self) -> None:
         self._paused = self.engine.queue_settings(self.queue_id).delivery_paused
-        now = time.monotonic()
-        if now - self._refreshed >= SETTINGS_REFRESH_SECONDS:
-            self._refreshed = now
-            self._metrics = self.engine.metrics(self.queue_id)
+
+    def _read_metrics(self) -> Metrics:
+        return self.engine.metrics(self.queue_id)
 
     def _lease_loop(self) -> None:
         while not self._stopping.is_set():
@@ -178,7 +171,9 @@ class Dispatcher:
             Message(m.id, m.timestamp_ms, m.body, m.attempts, m.content_type, m.lease_id, m.traceparent) for m in stored
         ]
         now = time.monotonic()
-        batch = MessageBatch(self.spec.queue, messages, self._metrics)
+        # The metrics are read if and when the handler asks (MessageBatch): a read here, before the
+        # lease, held a woken lease behind its round trip.
+        batch = MessageBatch(self.spec.queue, messages, self._read_metrics)
         flight = Flight(batch, now + self.spec.handler_timeout, now)
         self._flights.add(flight)
         self.scaler.started()
