@@ -108,16 +108,19 @@ class Route:
 
     source: str
     target: str
+    proxy: int | None = None  # the delaying proxy's process, when there is one
 
 
 @dataclass(frozen=True)
 class Cost:
     """One bucket's copy: wall seconds, and CPU seconds of the contender's processes (this one, or
-    the peer's) and of the two servers."""
+    the peer's), of the two servers (and of the target alone) and of the delaying proxy (0 directly)."""
 
     seconds: float
     client_cpu: float
     server_cpu: float
+    proxy_cpu: float = 0.0
+    target_cpu: float = 0.0
 
 
 @dataclass
@@ -145,12 +148,27 @@ def own_cpu() -> float:
 
 
 @contextlib.contextmanager
-def metered(costs: list[Cost], *servers: S3Server) -> Iterator[None]:
-    """Append the block's :class:`Cost` to ``costs``."""
+def metered(costs: list[Cost], route: Route, *servers: S3Server) -> Iterator[None]:
+    """Append the block's :class:`Cost` to ``costs`` (the proxy's CPU too if ``route`` has one);
+    the last of ``servers`` is the target."""
     pids = [s.process.pid for s in servers]
-    wall, client, server = time.perf_counter(), own_cpu(), sum(map(process_cpu, pids))
+
+    def proxy() -> float:
+        return process_cpu(route.proxy) if route.proxy is not None else 0.0
+
+    wall, client, relay = time.perf_counter(), own_cpu(), proxy()
+    server = [process_cpu(pid) for pid in pids]
     yield
-    costs.append(Cost(time.perf_counter() - wall, own_cpu() - client, sum(map(process_cpu, pids)) - server))
+    after = [process_cpu(pid) for pid in pids]
+    costs.append(
+        Cost(
+            time.perf_counter() - wall,
+            own_cpu() - client,
+            sum(after) - sum(server),
+            proxy() - relay,
+            after[-1] - server[-1],
+        )
+    )
 
 
 def s3_client(endpoint: str, server: S3Server, pool: int = 16) -> Any:
@@ -192,8 +210,9 @@ def verify(server: S3Server, bucket: str, count: int, size: int) -> None:
 
 
 @contextlib.contextmanager
-def delaying_proxy(delay_ms: int, *ports: int) -> Iterator[list[int]]:
-    """``delay_proxy.py`` in its own process in front of ``ports``; its ports in the same order."""
+def delaying_proxy(delay_ms: int, *ports: int) -> Iterator[tuple[int, list[int]]]:
+    """``delay_proxy.py`` in its own process in front of ``ports``: its process id, and its ports
+    in the same order."""
     process = subprocess.Popen(
         [sys.executable, str(HERE / "delay_proxy.py"), str(delay_ms), *map(str, ports)],
         stdout=subprocess.PIPE,
@@ -201,7 +220,7 @@ def delaying_proxy(delay_ms: int, *ports: int) -> Iterator[list[int]]:
     )
     try:
         assert process.stdout is not None
-        yield [int(p) for p in process.stdout.readline().split()]
+        yield process.pid, [int(p) for p in process.stdout.readline().split()]
     finally:
         process.terminate()
         process.wait(timeout=10)
@@ -303,7 +322,7 @@ def run_conveyor(
 
     def copy() -> None:
         into = target.new_bucket()
-        with metered(costs, source.server, target):
+        with metered(costs, route, source.server, target):
             job = cv.slurper.create_job(
                 endpoint_spec(route.source, source.server, source.bucket(kind)),
                 endpoint_spec(route.target, target, into),
@@ -398,7 +417,10 @@ def run_raw(source: Source, target: S3Server, route: Route, work: Workload, kind
         put.put_object(Bucket=into, Key=key, Body=get.get_object(Bucket=bucket, Key=key)["Body"].read())
 
     costs: list[Cost] = []
-    with metered(costs, source.server, target), concurrent.futures.ThreadPoolExecutor(TRANSFER_CONCURRENCY) as pool:
+    with (
+        metered(costs, route, source.server, target),
+        concurrent.futures.ThreadPoolExecutor(TRANSFER_CONCURRENCY) as pool,
+    ):
         list(pool.map(copy, keys))
     return Run(costs[0])
 
@@ -451,7 +473,7 @@ def run_s5cmd(binary: Path) -> Contender:
         costs: list[Cost] = []
         with (
             tempfile.TemporaryDirectory(prefix="conveyor-bench-s5cmd-", dir="/dev/shm") as staging,
-            metered(costs, source.server, target),
+            metered(costs, route, source.server, target),
         ):
             run_peer(
                 [str(binary), "--endpoint-url", route.source, "cp", f"s3://{source.bucket(kind)}/*", f"{staging}/"],
@@ -492,7 +514,7 @@ def run_rclone(binary: str, scratch: Path) -> Contender:
             **rclone_env("dst", route.target, target),
         }
         costs: list[Cost] = []
-        with metered(costs, source.server, target):
+        with metered(costs, route, source.server, target):
             run_peer([binary, "copy", f"src:{source.bucket(kind)}", f"dst:{into}", *RCLONE_ARGS], env, "rclone copy")
         return Run(costs[0])
 
@@ -510,8 +532,8 @@ def measure(
     target = start_s3_server(scratch)
     try:
         if delay_ms:
-            with delaying_proxy(delay_ms, port_of(source.server), port_of(target)) as (src, dst):
-                route = Route(f"http://127.0.0.1:{src}", f"http://127.0.0.1:{dst}")
+            with delaying_proxy(delay_ms, port_of(source.server), port_of(target)) as (proxy, (src, dst)):
+                route = Route(f"http://127.0.0.1:{src}", f"http://127.0.0.1:{dst}", proxy)
                 run = contender(source, target, route, work, kind)
         else:
             run = contender(source, target, Route(source.server.endpoint, target.endpoint), work, kind)
@@ -520,8 +542,8 @@ def measure(
     run.load = os.getloadavg()[0]
     cost = run.cost
     print(
-        f"# {name} +{delay_ms} ms {kind}: {cost.seconds:.2f} s (cpu {cost.client_cpu:.1f} s, servers "
-        f"{cost.server_cpu:.1f} s)"
+        f"# {name} +{delay_ms} ms {kind}: {cost.seconds:.2f} s (cpu {cost.client_cpu:.2f} s, servers "
+        f"{cost.server_cpu:.2f} s, target {cost.target_cpu:.2f} s, proxy {cost.proxy_cpu:.2f} s)"
         + (f", multipart forced {run.multipart.seconds:.2f} s" if run.multipart else "")
         + f", load {run.load:.1f}",
         file=sys.stderr,
@@ -593,6 +615,8 @@ def report(results: dict[tuple[str, int, str], list[Run]], work: Workload, round
         seconds = statistics.median(r.cost.seconds for r in runs)
         client = statistics.median(r.cost.client_cpu for r in runs)
         server = statistics.median(r.cost.server_cpu for r in runs)
+        relay = statistics.median(r.cost.proxy_cpu for r in runs)
+        target = statistics.median(r.cost.target_cpu for r in runs)
         if kind == SMALL:
             emit(
                 f"{name} +{delay} ms objects/s",
@@ -613,6 +637,8 @@ def report(results: dict[tuple[str, int, str], list[Run]], work: Workload, round
                 MB_s_runs=[round(units / r.cost.seconds / 1e6, 1) for r in runs],
                 cpu_s_per_GB=round(client / (units / 1e9), 3),
                 server_cpu_s_per_GB=round(server / (units / 1e9), 3),
+                target_cpu_s_per_GB=round(target / (units / 1e9), 3),
+                proxy_cpu_s_per_GB=round(relay / (units / 1e9), 3),
                 **params,
             )
         singles = [r.multipart for r in runs if r.multipart is not None]
