@@ -24,7 +24,9 @@ directly, ≥ 1.0 × through the proxy, ≥ 0.8 × the raw loop. Also printed: C
 contender and of the servers per object and per GB; the job store's transactions per object and
 their cost, and the queue engine's commits per object (SQLite); and Conveyor's large bucket again
 with multipart forced (the issue's "40 MB (multipart)": threshold 16 MiB, 8 MiB parts, four
-uploading at once), reported beside the default's figures.
+uploading at once), reported beside the default's figures. With ``--only ...,s3client``: the
+migrator's S3 client alone (one streamed GET -> PUT per object, no job), a diagnostic of what the
+job's machinery adds; the CPU of the target server and of the delaying proxy are reported apart.
 
     python benchmarks/bench_slurper.py [--quick] [--rounds N] [--only conveyor,rclone,...]
 
@@ -67,6 +69,7 @@ from conveyor.slurper import endpoints  # noqa: E402
 from conveyor.slurper.database import JobDatabase, Transaction  # noqa: E402
 from conveyor.slurper.model import Endpoint  # noqa: E402
 from conveyor.slurper.pipeline import QUEUES, TRANSFER_BATCH, TRANSFER_CONCURRENCY  # noqa: E402
+from conveyor.slurper.s3 import S3Client  # noqa: E402
 from conveyor.slurper.store import Finished, Listed, job_store  # noqa: E402
 from harness import emit, quiet_logs, ratio, scratch_directory  # noqa: E402
 from tests.storage.s3_server import S3Server, start_s3_server  # noqa: E402
@@ -108,16 +111,19 @@ class Route:
 
     source: str
     target: str
+    proxy: int | None = None  # the delaying proxy's process, when there is one
 
 
 @dataclass(frozen=True)
 class Cost:
     """One bucket's copy: wall seconds, and CPU seconds of the contender's processes (this one, or
-    the peer's) and of the two servers."""
+    the peer's), of the two servers (and of the target alone) and of the delaying proxy (0 directly)."""
 
     seconds: float
     client_cpu: float
     server_cpu: float
+    proxy_cpu: float = 0.0
+    target_cpu: float = 0.0
 
 
 @dataclass
@@ -145,12 +151,27 @@ def own_cpu() -> float:
 
 
 @contextlib.contextmanager
-def metered(costs: list[Cost], *servers: S3Server) -> Iterator[None]:
-    """Append the block's :class:`Cost` to ``costs``."""
+def metered(costs: list[Cost], route: Route, *servers: S3Server) -> Iterator[None]:
+    """Append the block's :class:`Cost` to ``costs`` (the proxy's CPU too if ``route`` has one);
+    the last of ``servers`` is the target."""
     pids = [s.process.pid for s in servers]
-    wall, client, server = time.perf_counter(), own_cpu(), sum(map(process_cpu, pids))
+
+    def proxy() -> float:
+        return process_cpu(route.proxy) if route.proxy is not None else 0.0
+
+    wall, client, relay = time.perf_counter(), own_cpu(), proxy()
+    server = [process_cpu(pid) for pid in pids]
     yield
-    costs.append(Cost(time.perf_counter() - wall, own_cpu() - client, sum(map(process_cpu, pids)) - server))
+    after = [process_cpu(pid) for pid in pids]
+    costs.append(
+        Cost(
+            time.perf_counter() - wall,
+            own_cpu() - client,
+            sum(after) - sum(server),
+            proxy() - relay,
+            after[-1] - server[-1],
+        )
+    )
 
 
 def s3_client(endpoint: str, server: S3Server, pool: int = 16) -> Any:
@@ -192,8 +213,9 @@ def verify(server: S3Server, bucket: str, count: int, size: int) -> None:
 
 
 @contextlib.contextmanager
-def delaying_proxy(delay_ms: int, *ports: int) -> Iterator[list[int]]:
-    """``delay_proxy.py`` in its own process in front of ``ports``; its ports in the same order."""
+def delaying_proxy(delay_ms: int, *ports: int) -> Iterator[tuple[int, list[int]]]:
+    """``delay_proxy.py`` in its own process in front of ``ports``: its process id, and its ports
+    in the same order."""
     process = subprocess.Popen(
         [sys.executable, str(HERE / "delay_proxy.py"), str(delay_ms), *map(str, ports)],
         stdout=subprocess.PIPE,
@@ -201,7 +223,7 @@ def delaying_proxy(delay_ms: int, *ports: int) -> Iterator[list[int]]:
     )
     try:
         assert process.stdout is not None
-        yield [int(p) for p in process.stdout.readline().split()]
+        yield process.pid, [int(p) for p in process.stdout.readline().split()]
     finally:
         process.terminate()
         process.wait(timeout=10)
@@ -303,7 +325,7 @@ def run_conveyor(
 
     def copy() -> None:
         into = target.new_bucket()
-        with metered(costs, source.server, target):
+        with metered(costs, route, source.server, target):
             job = cv.slurper.create_job(
                 endpoint_spec(route.source, source.server, source.bucket(kind)),
                 endpoint_spec(route.target, target, into),
@@ -398,8 +420,50 @@ def run_raw(source: Source, target: S3Server, route: Route, work: Workload, kind
         put.put_object(Bucket=into, Key=key, Body=get.get_object(Bucket=bucket, Key=key)["Body"].read())
 
     costs: list[Cost] = []
-    with metered(costs, source.server, target), concurrent.futures.ThreadPoolExecutor(TRANSFER_CONCURRENCY) as pool:
+    with (
+        metered(costs, route, source.server, target),
+        concurrent.futures.ThreadPoolExecutor(TRANSFER_CONCURRENCY) as pool,
+    ):
         list(pool.map(copy, keys))
+    return Run(costs[0])
+
+
+def run_s3client(source: Source, target: S3Server, route: Route, work: Workload, kind: str) -> Run:
+    """The migrator's own S3 client without a job (diagnostic, only when named in ``--only``): each
+    object one GET streamed into one PUT, as a transfer sends them (with the source's etag as
+    ``Content-MD5``), on ``TRANSFER_CONCURRENCY`` threads; what a job costs beyond its bytes is the
+    difference."""
+    get = S3Client(route.source, "us-east-1", source.server.access_key_id, source.server.secret_access_key)
+    put = S3Client(route.target, "us-east-1", target.access_key_id, target.secret_access_key)
+    bucket, into = source.bucket(kind), target.new_bucket()
+    keys = (
+        [f"bench/{i:06d}" for i in range(work.small)]
+        if kind == SMALL
+        else [f"large/{i:02d}" for i in range(work.large)]
+    )
+
+    def copy(key: str) -> None:
+        with get.get(bucket, key) as (head, chunks):
+            put.put(
+                into,
+                key,
+                chunks,
+                size=head.size,
+                content_type=head.content_type,
+                metadata=head.metadata,
+                md5=head.etag if "-" not in head.etag else None,
+            )
+
+    costs: list[Cost] = []
+    try:
+        with (
+            metered(costs, route, source.server, target),
+            concurrent.futures.ThreadPoolExecutor(TRANSFER_CONCURRENCY) as pool,
+        ):
+            list(pool.map(copy, keys))
+    finally:
+        get.close()
+        put.close()
     return Run(costs[0])
 
 
@@ -451,7 +515,7 @@ def run_s5cmd(binary: Path) -> Contender:
         costs: list[Cost] = []
         with (
             tempfile.TemporaryDirectory(prefix="conveyor-bench-s5cmd-", dir="/dev/shm") as staging,
-            metered(costs, source.server, target),
+            metered(costs, route, source.server, target),
         ):
             run_peer(
                 [str(binary), "--endpoint-url", route.source, "cp", f"s3://{source.bucket(kind)}/*", f"{staging}/"],
@@ -492,7 +556,7 @@ def run_rclone(binary: str, scratch: Path) -> Contender:
             **rclone_env("dst", route.target, target),
         }
         costs: list[Cost] = []
-        with metered(costs, source.server, target):
+        with metered(costs, route, source.server, target):
             run_peer([binary, "copy", f"src:{source.bucket(kind)}", f"dst:{into}", *RCLONE_ARGS], env, "rclone copy")
         return Run(costs[0])
 
@@ -510,8 +574,8 @@ def measure(
     target = start_s3_server(scratch)
     try:
         if delay_ms:
-            with delaying_proxy(delay_ms, port_of(source.server), port_of(target)) as (src, dst):
-                route = Route(f"http://127.0.0.1:{src}", f"http://127.0.0.1:{dst}")
+            with delaying_proxy(delay_ms, port_of(source.server), port_of(target)) as (proxy, (src, dst)):
+                route = Route(f"http://127.0.0.1:{src}", f"http://127.0.0.1:{dst}", proxy)
                 run = contender(source, target, route, work, kind)
         else:
             run = contender(source, target, Route(source.server.endpoint, target.endpoint), work, kind)
@@ -520,8 +584,8 @@ def measure(
     run.load = os.getloadavg()[0]
     cost = run.cost
     print(
-        f"# {name} +{delay_ms} ms {kind}: {cost.seconds:.2f} s (cpu {cost.client_cpu:.1f} s, servers "
-        f"{cost.server_cpu:.1f} s)"
+        f"# {name} +{delay_ms} ms {kind}: {cost.seconds:.2f} s (cpu {cost.client_cpu:.2f} s, servers "
+        f"{cost.server_cpu:.2f} s, target {cost.target_cpu:.2f} s, proxy {cost.proxy_cpu:.2f} s)"
         + (f", multipart forced {run.multipart.seconds:.2f} s" if run.multipart else "")
         + f", load {run.load:.1f}",
         file=sys.stderr,
@@ -534,7 +598,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a smoke run: 300 small and 2 large objects")
     parser.add_argument("--rounds", type=int, default=1, help="repeat each measurement; medians are printed")
-    parser.add_argument("--only", default="", help="comma-separated contenders to run (default: all)")
+    parser.add_argument("--only", default="", help="comma-separated contenders to run (default: all but s3client)")
     parser.add_argument("--buckets", default="large,small", help="which buckets to copy (default: large,small)")
     parser.add_argument("--delays", default=f"0,{DELAY_MS}", help=f"the modes, in ms added (default: 0,{DELAY_MS})")
     args = parser.parse_args()
@@ -547,13 +611,15 @@ def main() -> None:
             "conveyor-postgres": conveyor_postgres,
             "s5cmd": run_s5cmd(s5cmd_binary()),
             "raw loop": run_raw,
+            "s3client": run_s3client,
         }
         rclone = rclone_binary()
         if rclone is None:
             emit("rclone missing", 0, "peer", 0, note="rclone is not installed and could not be: not compared")
         else:
             contenders["rclone"] = run_rclone(rclone, scratch)
-        wanted = set(args.only.split(",")) if args.only else set(contenders)
+        # The S3 client alone is a diagnostic: run only when named.
+        wanted = set(args.only.split(",")) if args.only else set(contenders) - {"s3client"}
         delays = {int(d) for d in args.delays.split(",")}
         kinds = [k for k in (LARGE, SMALL) if k in args.buckets.split(",")]
         modes = {
@@ -593,6 +659,8 @@ def report(results: dict[tuple[str, int, str], list[Run]], work: Workload, round
         seconds = statistics.median(r.cost.seconds for r in runs)
         client = statistics.median(r.cost.client_cpu for r in runs)
         server = statistics.median(r.cost.server_cpu for r in runs)
+        relay = statistics.median(r.cost.proxy_cpu for r in runs)
+        target = statistics.median(r.cost.target_cpu for r in runs)
         if kind == SMALL:
             emit(
                 f"{name} +{delay} ms objects/s",
@@ -613,6 +681,8 @@ def report(results: dict[tuple[str, int, str], list[Run]], work: Workload, round
                 MB_s_runs=[round(units / r.cost.seconds / 1e6, 1) for r in runs],
                 cpu_s_per_GB=round(client / (units / 1e9), 3),
                 server_cpu_s_per_GB=round(server / (units / 1e9), 3),
+                target_cpu_s_per_GB=round(target / (units / 1e9), 3),
+                proxy_cpu_s_per_GB=round(relay / (units / 1e9), 3),
                 **params,
             )
         singles = [r.multipart for r in runs if r.multipart is not None]
