@@ -12,7 +12,7 @@ import pytest
 
 import conveyor
 from conveyor.engine.sqlite import SQLiteEngine
-from conveyor.engine.sqlite.group_commit import GroupCommitter
+from conveyor.engine.sqlite.group_commit import DECLINED, GroupCommitter
 from conveyor.model import DeliveryPolicy, NewMessage, StoredMessage
 from tests.waiting import wait_for
 
@@ -283,3 +283,67 @@ def test_an_urgent_send_is_leased_while_its_flush_runs(data_dir: Path, monkeypat
     thread.join(30)
     assert returned.is_set()
     engine.close()
+
+
+def test_a_lone_operation_commits_as_one_statement_and_queued_ones_share_a_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batched operation with an ``alone`` form that makes up a group by itself runs it in
+    autocommit (no BEGIN of the committer's) and still returns only after its flush; one it
+    declines runs the transaction's way; writers that queued meanwhile share one transaction
+    through the batch function, without their ``alone`` form."""
+    path = tmp_path / "g.db"
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE applied (name TEXT, how TEXT)")
+    committer = GroupCommitter(conn, str(path))
+    flushes: list[float] = []
+    real_fdatasync = os.fdatasync
+
+    def counted_fdatasync(fd: int) -> None:
+        real_fdatasync(fd)
+        flushes.append(time.monotonic())
+
+    monkeypatch.setattr(os, "fdatasync", counted_fdatasync)
+    inside, release = threading.Event(), threading.Event()
+    batches: list[list[str]] = []
+
+    def apply(c: sqlite3.Connection, names: list[str]) -> list[str]:
+        assert c.in_transaction
+        batches.append(names)
+        c.executemany("INSERT INTO applied VALUES (?, 'batch')", [(n,) for n in names])
+        return ["batch"] * len(names)
+
+    def alone(c: sqlite3.Connection, name: str) -> object:
+        assert not c.in_transaction
+        if name == "declined":
+            return DECLINED
+        if name == "held":
+            inside.set()
+            assert release.wait(30)
+        c.execute("INSERT INTO applied VALUES (?, 'alone')", (name,))
+        return "alone"
+
+    def write(name: str) -> object:
+        return committer.run_batched(apply, name, alone=alone)
+
+    assert write("first") == "alone"
+    assert len(flushes) == 1
+    assert write("declined") == "batch"
+    assert len(flushes) == 2
+    holder = threading.Thread(target=write, args=("held",))
+    holder.start()
+    assert inside.wait(30)
+    queued = [threading.Thread(target=write, args=(f"q{i}",)) for i in range(3)]
+    for t in queued:
+        t.start()
+    wait_for(lambda: len(committer._pending) == 3)
+    release.set()
+    for t in [holder, *queued]:
+        t.join(30)
+    rows = dict(conn.execute("SELECT name, how FROM applied").fetchall())
+    assert rows == {"first": "alone", "declined": "batch", "held": "alone", "q0": "batch", "q1": "batch", "q2": "batch"}
+    assert sorted(batches[-1]) == ["q0", "q1", "q2"]
+    assert committer.commits == 4
+    committer.close()
+    conn.close()

@@ -41,10 +41,15 @@ from conveyor.errors import StorageError
 T = TypeVar("T")
 # Applies the items of consecutive batched operations in one call; one result per item, in order.
 BatchFunction = Callable[[sqlite3.Connection, list[Any]], list[Any]]
+# Applies one batched operation's item alone, as one autocommitted statement (no BEGIN, no COMMIT),
+# when its operation makes up a group by itself; returns DECLINED, having changed nothing, where it
+# cannot (the operation then runs in a transaction like any other).
+AloneFunction = Callable[[sqlite3.Connection, Any], Any]
+DECLINED = object()
 
 
 class _Op(Generic[T]):
-    __slots__ = ("batch", "committed", "done", "durable", "error", "fn", "gate", "result", "urgent")
+    __slots__ = ("alone", "batch", "committed", "done", "durable", "error", "fn", "gate", "result", "urgent")
 
     def __init__(
         self,
@@ -53,8 +58,10 @@ class _Op(Generic[T]):
         batch: tuple[BatchFunction, Any] | None = None,
         urgent: bool = False,
         committed: Callable[[], None] | None = None,
+        alone: AloneFunction | None = None,
     ) -> None:
         self.fn = fn
+        self.alone = alone
         self.batch = batch
         self.durable = durable
         self.urgent = urgent
@@ -127,13 +134,24 @@ class GroupCommitter:
         return self._submit(_Op(fn, durable, urgent=urgent))
 
     def run_batched(
-        self, apply: BatchFunction, item: Any, *, durable: bool = True, committed: Callable[[], None] | None = None
+        self,
+        apply: BatchFunction,
+        item: Any,
+        *,
+        durable: bool = True,
+        committed: Callable[[], None] | None = None,
+        alone: AloneFunction | None = None,
     ) -> Any:
         """Like :meth:`run`, for ``apply(conn, [item])[0]``; consecutive operations of a group with the
         same ``apply`` run as one call of it (``apply(conn, [item1, item2, ...])``). ``committed``
         is called (by whichever thread commits the group; it must not raise) once the operation is
-        committed, before the flush that makes it durable: readers see it from then on."""
-        return self._submit(_Op(None, durable, (apply, item), committed=committed))
+        committed, before the flush that makes it durable: readers see it from then on.
+
+        ``alone``: when the operation is a group by itself (no other writer queued behind the
+        commit), ``alone(conn, item)`` is tried first, in autocommit: one statement that SQLite
+        commits by itself, with the same flush after it. It returns the result, or
+        :data:`DECLINED` (having changed nothing) for the transaction's way."""
+        return self._submit(_Op(None, durable, (apply, item), committed=committed, alone=alone))
 
     def _submit(self, op: _Op[T]) -> T:
         with self._mutex:
@@ -222,24 +240,30 @@ class GroupCommitter:
             if self._broken is not None:
                 raise self._broken
             durable = any(op.durable for op in group)
-            # A lone writer's op is its own unit: no runs to find, no results to hand out.
-            units = _units(group) if len(group) > 1 else [(group[0], group)]
-            conn.execute("BEGIN IMMEDIATE")
-            for unit, members in units:
-                self._apply(conn, unit, savepoint=len(units) > 1)
-                if unit is not members[0]:
-                    _distribute(unit, members)
-                if not conn.in_transaction:
-                    # SQLite may roll the whole transaction back on a full disk or an I/O error: the
-                    # ops applied before this one lost their writes too, so none of them may succeed.
-                    lost = unit.error or self._storage_error("the transaction was rolled back")
-                    break
-            else:
-                if all(op.error is not None for op in group):
-                    conn.execute("ROLLBACK")
-                else:
-                    conn.execute("COMMIT")
+            lone = group[0] if len(group) == 1 and group[0].alone is not None else None
+            if lone is not None and self._apply_alone(conn, lone):
+                # One statement, committed by SQLite itself unless it failed (and was undone).
+                if lone.error is None:
                     flush, committed = durable, True
+            else:
+                # A lone writer's op is its own unit: no runs to find, no results to hand out.
+                units = _units(group) if len(group) > 1 else [(group[0], group)]
+                conn.execute("BEGIN IMMEDIATE")
+                for unit, members in units:
+                    self._apply(conn, unit, savepoint=len(units) > 1)
+                    if unit is not members[0]:
+                        _distribute(unit, members)
+                    if not conn.in_transaction:
+                        # SQLite may roll the whole transaction back on a full disk or an I/O error: the
+                        # ops applied before this one lost their writes too, so none of them may succeed.
+                        lost = unit.error or self._storage_error("the transaction was rolled back")
+                        break
+                else:
+                    if all(op.error is not None for op in group):
+                        conn.execute("ROLLBACK")
+                    else:
+                        conn.execute("COMMIT")
+                        flush, committed = durable, True
         except sqlite3.Error as exc:
             lost = translate_error(exc, self._path)
         except BaseException as exc:
@@ -334,6 +358,23 @@ class GroupCommitter:
             if op.error is not None:
                 conn.execute("ROLLBACK TO op")
             conn.execute("RELEASE op")
+
+    def _apply_alone(self, conn: sqlite3.Connection, op: _Op[object]) -> bool:
+        """Try ``op``'s autocommitted form; whether it ran (its result or error is set) rather than
+        declined."""
+        assert op.alone is not None and op.batch is not None
+        try:
+            result = op.alone(conn, op.batch[1])
+        except sqlite3.Error as exc:
+            op.error = translate_error(exc, self._path)
+            return True
+        except BaseException as exc:
+            op.error = exc
+            return True
+        if result is DECLINED:
+            return False
+        op.result = result
+        return True
 
     def _storage_error(self, text: str) -> BaseException:
         return translate_error(sqlite3.OperationalError(text), self._path)

@@ -19,7 +19,7 @@ from conveyor.codec import ContentType
 from conveyor.engine.lease_ids import MISSING, SUPERSEDED
 from conveyor.engine.sharded import LeaseGroup, ShardSettlement
 from conveyor.engine.sqlfile import load_queries, load_script
-from conveyor.engine.sqlite.group_commit import GroupCommitter
+from conveyor.engine.sqlite.group_commit import DECLINED, GroupCommitter
 from conveyor.engine.sqlite.storage import open_database, translate_error
 from conveyor.errors import QueueNotFound
 
@@ -98,6 +98,8 @@ class Shard:
         # freed: a purge of a large queue would need as much free disk as the queue takes. FAST
         # still zeroes deleted content inside the pages a change writes anyway.
         conn.execute("PRAGMA secure_delete = FAST")
+        conn.execute(Q["lone_send_view"])
+        conn.execute(Q["lone_send_trigger"])
         self.committer = GroupCommitter(conn, str(path), on_end=self._transaction_ended)
         self._write_conn = conn
         # What the counts read of the next lone send would return before that send's own rows, kept
@@ -132,8 +134,37 @@ class Shard:
         that share a commit are stored together, by one call of :meth:`_insert_many`.
         """
         item = (rows, visible_at, nbytes, sent)
-        result: tuple[int, int, int] = self.committer.run_batched(self._insert_many, item, committed=committed)
+        alone = self._insert_alone if len(rows) == 1 and sent else None
+        result: tuple[int, int, int] = self.committer.run_batched(
+            self._insert_many, item, committed=committed, alone=alone
+        )
         return result
+
+    def _insert_alone(self, c: sqlite3.Connection, item: _Store) -> tuple[int, int, int] | object:
+        """A lone send with no other writer queued, as one autocommitted statement (the ``lone_send``
+        trigger: payload and state row, no BEGIN or COMMIT of ours), when the counts it returns
+        follow from the last lone send's: this connection changed nothing since (its total
+        changes), the send does not fold (every :data:`FOLD_EVERY`), and no other connection has
+        committed since, which the trigger checks under the statement's write lock and else
+        refuses, changing nothing. ``DECLINED`` otherwise: :meth:`_insert_one`'s way, in a
+        transaction, reads the counts."""
+        last = self._counts
+        if last is None or last[0] != c.total_changes or last[5] + 1 >= FOLD_EVERY:
+            return DECLINED
+        rows, visible_at, _, _ = item
+        mid, timestamp, content_type, body = rows[0]
+        visible = visible_at if isinstance(visible_at, int) else visible_at[0]
+        try:
+            c.execute(Q["lone_send"], (mid, timestamp, content_type, body, visible, last[1]))
+        except sqlite3.IntegrityError as exc:
+            if "the shard changed" in str(exc):
+                return DECLINED
+            if "the queue was deleted" in str(exc):
+                raise QueueNotFound("the queue was deleted while this message was being sent") from None
+            raise
+        count, stored_bytes, oldest = last[2] + 1, last[3] + len(body), last[4] or timestamp
+        self._counts_pending = (c.total_changes, last[1], count, stored_bytes, oldest, last[5] + 1)
+        return count, stored_bytes, oldest
 
     def _insert_many(self, c: sqlite3.Connection, items: list[_Store]) -> list[tuple[int, int, int]]:
         """Store several calls' rows in one go: one count, one statement per call for the payloads,
