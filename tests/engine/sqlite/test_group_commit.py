@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -12,7 +14,7 @@ import pytest
 
 import conveyor
 from conveyor.engine.sqlite import SQLiteEngine
-from conveyor.engine.sqlite.group_commit import DECLINED, GroupCommitter
+from conveyor.engine.sqlite.group_commit import DECLINED, LOG_AHEAD_STEP, GroupCommitter
 from conveyor.model import DeliveryPolicy, NewMessage, StoredMessage
 from tests.waiting import wait_for
 
@@ -345,5 +347,38 @@ def test_a_lone_operation_commits_as_one_statement_and_queued_ones_share_a_trans
     assert rows == {"first": "alone", "declined": "batch", "held": "alone", "q0": "batch", "q1": "batch", "q2": "batch"}
     assert sorted(batches[-1]) == ["q0", "q1", "q2"]
     assert committer.commits == 4
+    committer.close()
+    conn.close()
+
+
+def test_the_log_is_written_ahead_while_it_grows_and_recovers_whole(tmp_path: Path) -> None:
+    """With ``log_ahead``, a commit that grew the write-ahead log makes the next transaction append
+    a step of zeros, so that the commits after it overwrite the log in place; never past
+    ``log_ahead``. A copy of the files as the disk holds them (no -shm: SQLite rebuilds its index
+    from the log, as after a power failure) has every commit and nothing else."""
+    path = tmp_path / "g.db"
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")  # the log only grows: every commit stays in it
+    conn.execute("CREATE TABLE applied (n INTEGER, body BLOB)")
+    log_ahead = 3 * LOG_AHEAD_STEP + 12345
+    committer = GroupCommitter(conn, str(path), log_ahead=log_ahead)
+    log = Path(f"{path}-wal")
+    sizes = []
+    for n in range(600):
+        committer.run(lambda c, n=n: c.execute("INSERT INTO applied VALUES (?, zeroblob(5000))", (n,)))
+        sizes.append(log.stat().st_size)
+    assert max(sizes) > log_ahead  # 600 commits of ~9 KB outgrow it, and the log grows on as SQLite writes it
+    ahead = [b for a, b in itertools.pairwise(sizes) if b - a >= LOG_AHEAD_STEP // 2]
+    assert len(ahead) == 3  # the steps, the last one cut at log_ahead
+    assert log_ahead in sizes
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy(path, copy / "g.db")
+    shutil.copy(log, copy / "g.db-wal")
+    recovered = sqlite3.connect(copy / "g.db")
+    assert recovered.execute("SELECT count(*), min(n), max(n) FROM applied").fetchone() == (600, 0, 599)
+    assert recovered.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    recovered.close()
     committer.close()
     conn.close()

@@ -100,7 +100,11 @@ class Shard:
         conn.execute("PRAGMA secure_delete = FAST")
         conn.execute(Q["lone_send_view"])
         conn.execute(Q["lone_send_trigger"])
-        self.committer = GroupCommitter(conn, str(path), on_end=self._transaction_ended)
+        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+        # The log's size when SQLite starts it again from the top (a checkpoint every
+        # WAL_AUTOCHECKPOINT pages), written ahead while it grows to it (GroupCommitter).
+        log_size = 32 + WAL_AUTOCHECKPOINT * (page_size + 24)
+        self.committer = GroupCommitter(conn, str(path), on_end=self._transaction_ended, log_ahead=log_size)
         self._write_conn = conn
         # What the counts read of the next lone send would return before that send's own rows, kept
         # from the last one while nothing else has written the shard since (see _insert_one).
