@@ -37,13 +37,14 @@ AS SELECT NULL, NULL, NULL, NULL, NULL, NULL WHERE 0;
 -- name: lone_send_trigger
 -- Refuses, changing nothing, when another connection committed to the file since the data_version
 -- the caller gives (read under the previous lone send's write lock): the caller's counts would be
--- stale, and it stores the message the long way instead. Refuses a deleted queue. Then the payload,
--- and its state by the payload's rowid: fresh, out of the time index, when deliverable at once.
+-- stale, and it stores the message the long way instead, which also refuses a deleted queue (a
+-- queue is deleted by a commit, so `stats.deleted` cannot have changed unseen; reading it here cost
+-- 2 µs of a 15 µs statement). Then the payload, and its state by the payload's rowid: fresh, out of
+-- the time index, when deliverable at once.
 -- (A TEMP trigger names the main tables unqualified, as SQLite requires.)
 CREATE TEMP TRIGGER IF NOT EXISTS lone_send_stores INSTEAD OF INSERT ON lone_send BEGIN
     SELECT RAISE(ABORT, 'conveyor: the shard changed') FROM pragma_data_version
     WHERE data_version IS NOT new.data_version;
-    SELECT RAISE(ABORT, 'conveyor: the queue was deleted') FROM stats WHERE deleted;
     INSERT INTO payloads (id, timestamp_ms, content_type, body)
     VALUES (new.id, new.timestamp_ms, new.content_type, new.body);
     INSERT INTO messages (seq, visible_at_ms, size, fresh)

@@ -151,7 +151,9 @@ class Shard:
         changes), the send does not fold (every :data:`FOLD_EVERY`), and no other connection has
         committed since, which the trigger checks under the statement's write lock and else
         refuses, changing nothing. ``DECLINED`` otherwise: :meth:`_insert_one`'s way, in a
-        transaction, reads the counts."""
+        transaction, reads the counts. A queue is deleted by a commit (``mark_deleted``, here or
+        in another process), so the last lone send's check that it was not still holds when
+        nothing has committed since."""
         last = self._counts
         if last is None or last[0] != c.total_changes or last[5] + 1 >= FOLD_EVERY:
             return DECLINED
@@ -163,8 +165,6 @@ class Shard:
         except sqlite3.IntegrityError as exc:
             if "the shard changed" in str(exc):
                 return DECLINED
-            if "the queue was deleted" in str(exc):
-                raise QueueNotFound("the queue was deleted while this message was being sent") from None
             raise
         count, stored_bytes, oldest = last[2] + 1, last[3] + len(body), last[4] or timestamp
         self._counts_pending = (c.total_changes, last[1], count, stored_bytes, oldest, last[5] + 1)
