@@ -13,7 +13,8 @@ same process; processes of the two codes alternate. One JSON line per process:
 ``--base``: the ``src`` directory of the code to compare with (for example a ``git archive`` of
 main unpacked somewhere); without it only this worktree's code is measured. ``--disk``: in a
 directory on the disk of this checkout instead of tmpfs, for the wall time with the flushes: the
-p50 of each call's wall time, the send's against the raw row's of the same process.
+p50 of each call's wall time, the send's against the raw row's of the same process, and the CPU
+split into user and system time (``getrusage`` of the thread).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -55,22 +57,35 @@ def child(sends: int, disk: bool) -> dict[str, object]:
         send_calls: list[int] = []
         raw_calls: list[int] = []
         clock, wall = time.thread_time_ns, time.perf_counter_ns
+        user = {"send": 0.0, "raw": 0.0}
+        system = {"send": 0.0, "raw": 0.0}
+
+        def rusage() -> tuple[float, float]:
+            usage = resource.getrusage(resource.RUSAGE_THREAD)
+            return usage.ru_utime, usage.ru_stime
+
         for start in range(0, sends, CHUNK):
             chunk = bodies[start : start + CHUNK]
+            u0, s0 = rusage()
             c0, w0 = clock(), wall()
             for b in chunk:
                 began = wall()
                 q.send(b)
                 send_calls.append(wall() - began)
             c1, w1 = clock(), wall()
+            u1, s1 = rusage()
+            user["send"], system["send"] = user["send"] + u1 - u0, system["send"] + s1 - s0
             send_cpu, send_wall = send_cpu + c1 - c0, send_wall + w1 - w0
             per_send.append((c1 - c0) / len(chunk) / 1e3)
+            u0, s0 = rusage()
             c0, w0 = clock(), wall()
             for r in rows[start : start + CHUNK]:
                 began = wall()
                 raw_single_commit(raw, r)
                 raw_calls.append(wall() - began)
             c1, w1 = clock(), wall()
+            u1, s1 = rusage()
+            user["raw"], system["raw"] = user["raw"] + u1 - u0, system["raw"] + s1 - s0
             raw_cpu, raw_wall = raw_cpu + c1 - c0, raw_wall + w1 - w0
         raw.close()
         cv.close()
@@ -80,6 +95,10 @@ def child(sends: int, disk: bool) -> dict[str, object]:
         "send_wall_us": round(send_wall / sends / 1e3, 2),
         "raw_cpu_us": round(raw_cpu / sends / 1e3, 2),
         "raw_wall_us": round(raw_wall / sends / 1e3, 2),
+        "send_user_us": round(user["send"] / sends * 1e6, 1),
+        "send_system_us": round(system["send"] / sends * 1e6, 1),
+        "raw_user_us": round(user["raw"] / sends * 1e6, 1),
+        "raw_system_us": round(system["raw"] / sends * 1e6, 1),
         "send_p50_us": round(statistics.median(send_calls) / 1e3, 1),
         "raw_p50_us": round(statistics.median(raw_calls) / 1e3, 1),
     }

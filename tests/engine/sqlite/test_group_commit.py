@@ -347,6 +347,7 @@ def test_a_lone_operation_commits_as_one_statement_and_queued_ones_share_a_trans
     assert rows == {"first": "alone", "declined": "batch", "held": "alone", "q0": "batch", "q1": "batch", "q2": "batch"}
     assert sorted(batches[-1]) == ["q0", "q1", "q2"]
     assert committer.commits == 4
+    assert committer.alone_commits == 2  # "first" and "held"
     committer.close()
     conn.close()
 

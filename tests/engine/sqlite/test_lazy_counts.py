@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 import conveyor
 from conveyor.cli.main import cli
+from conveyor.engine.sqlite import SQLiteEngine
 from conveyor.engine.sqlite.shard import FOLD_EVERY
 
 
@@ -149,11 +150,17 @@ def test_a_lone_send_after_another_connection_wrote_reads_the_counts_again(data_
         q = cv.create_queue("jobs")
         for i in range(5):
             assert q.send({"n": i}).metrics == q.metrics()
+        committer = cast(SQLiteEngine, cv.engine.deployment_engine()).router.all(q.id)[0].committer
+        # The first reads the counts and the second writes the new log ahead, the long way.
+        alone = committer.alone_commits
+        assert alone == 3
         other = sqlite3.connect(data_dir / "shards" / f"{q.id}.0.db", isolation_level=None)
         try:
             other.execute("UPDATE stats SET backlog_count = backlog_count + 100")  # a miscount, on purpose
             assert q.send({"n": 5}).metrics.backlog_count == 106
+            assert committer.alone_commits == alone  # refused by the trigger: the long way
             assert q.send({"n": 6}).metrics.backlog_count == 107
+            assert committer.alone_commits == alone + 1
             other.execute("UPDATE stats SET deleted = 1")
             with pytest.raises(conveyor.QueueNotFound):
                 q.send({"n": 7})

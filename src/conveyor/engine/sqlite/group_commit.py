@@ -144,8 +144,10 @@ class GroupCommitter:
         self._syncing = False
         self._flushed = threading.Condition(self._mutex)
         # Transactions committed and operations they carried: operations / commits is the sharing.
+        # Of the commits, those of one operation's autocommitted statement (``alone``).
         self.commits = 0
         self.operations = 0
+        self.alone_commits = 0
 
     def run(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True, urgent: bool = False) -> T:
         """Run ``fn`` in a transaction shared with concurrent callers; return once it is committed —
@@ -268,12 +270,13 @@ class GroupCommitter:
                 # One statement, committed by SQLite itself unless it failed (and was undone).
                 if lone.error is None:
                     flush, committed = durable, True
+                    self.alone_commits += 1
             else:
                 # A lone writer's op is its own unit: no runs to find, no results to hand out.
                 units = _units(group) if len(group) > 1 else [(group[0], group)]
                 conn.execute("BEGIN IMMEDIATE")
                 if self._grew:  # the log's size read now, under the write lock: no one else appends
-                    self._write_log_ahead(self._log_size())
+                    before = self._write_log_ahead(self._log_size())
                 for unit, members in units:
                     self._apply(conn, unit, savepoint=len(units) > 1)
                     if unit is not members[0]:
@@ -352,20 +355,21 @@ class GroupCommitter:
             self._log_growing = False  # no log to write ahead: leave it to SQLite
             return 0
 
-    def _write_log_ahead(self, size: int) -> None:
-        """Append a step of zeros to the log (called holding SQLite's write lock, in a transaction),
-        up to ``log_ahead`` bytes and while the disk keeps ``LOG_AHEAD_SPARE`` free. A failure only
-        leaves the log to grow as SQLite writes it."""
+    def _write_log_ahead(self, size: int) -> int:
+        """Append a step of zeros to the log of ``size`` bytes (called holding SQLite's write lock, in
+        a transaction), up to ``log_ahead`` bytes and while the disk keeps ``LOG_AHEAD_SPARE`` free;
+        the log's size after. A failure only leaves the log to grow as SQLite writes it."""
         self._grew = False
         length = min(LOG_AHEAD_STEP, self._log_ahead - size)
         try:
             disk = os.statvfs(os.path.dirname(os.path.abspath(self._path)))
             if length <= 0 or disk.f_bavail * disk.f_frsize < LOG_AHEAD_SPARE + length:
                 self._log_growing = False
-                return
-            os.pwrite(self._log(), memoryview(_ZEROS)[:length], size)
+                return size
+            return size + os.pwrite(self._log(), memoryview(_ZEROS)[:length], size)
         except OSError:
             self._log_growing = False
+            return self._log_size()
 
     def _sync_log(self) -> None:
         """Make every commit so far durable: fdatasync the write-ahead log (SQLite keeps the file,
