@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -12,7 +14,7 @@ import pytest
 
 import conveyor
 from conveyor.engine.sqlite import SQLiteEngine
-from conveyor.engine.sqlite.group_commit import GroupCommitter
+from conveyor.engine.sqlite.group_commit import DECLINED, LOG_AHEAD_STEP, GroupCommitter
 from conveyor.model import DeliveryPolicy, NewMessage, StoredMessage
 from tests.waiting import wait_for
 
@@ -283,3 +285,101 @@ def test_an_urgent_send_is_leased_while_its_flush_runs(data_dir: Path, monkeypat
     thread.join(30)
     assert returned.is_set()
     engine.close()
+
+
+def test_a_lone_operation_commits_as_one_statement_and_queued_ones_share_a_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batched operation with an ``alone`` form that makes up a group by itself runs it in
+    autocommit (no BEGIN of the committer's) and still returns only after its flush; one it
+    declines runs the transaction's way; writers that queued meanwhile share one transaction
+    through the batch function, without their ``alone`` form."""
+    path = tmp_path / "g.db"
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE applied (name TEXT, how TEXT)")
+    committer = GroupCommitter(conn, str(path))
+    flushes: list[float] = []
+    real_fdatasync = os.fdatasync
+
+    def counted_fdatasync(fd: int) -> None:
+        real_fdatasync(fd)
+        flushes.append(time.monotonic())
+
+    monkeypatch.setattr(os, "fdatasync", counted_fdatasync)
+    inside, release = threading.Event(), threading.Event()
+    batches: list[list[str]] = []
+
+    def apply(c: sqlite3.Connection, names: list[str]) -> list[str]:
+        assert c.in_transaction
+        batches.append(names)
+        c.executemany("INSERT INTO applied VALUES (?, 'batch')", [(n,) for n in names])
+        return ["batch"] * len(names)
+
+    def alone(c: sqlite3.Connection, name: str) -> object:
+        assert not c.in_transaction
+        if name == "declined":
+            return DECLINED
+        if name == "held":
+            inside.set()
+            assert release.wait(30)
+        c.execute("INSERT INTO applied VALUES (?, 'alone')", (name,))
+        return "alone"
+
+    def write(name: str) -> object:
+        return committer.run_batched(apply, name, alone=alone)
+
+    assert write("first") == "alone"
+    assert len(flushes) == 1
+    assert write("declined") == "batch"
+    assert len(flushes) == 2
+    holder = threading.Thread(target=write, args=("held",))
+    holder.start()
+    assert inside.wait(30)
+    queued = [threading.Thread(target=write, args=(f"q{i}",)) for i in range(3)]
+    for t in queued:
+        t.start()
+    wait_for(lambda: len(committer._pending) == 3)
+    release.set()
+    for t in [holder, *queued]:
+        t.join(30)
+    rows = dict(conn.execute("SELECT name, how FROM applied").fetchall())
+    assert rows == {"first": "alone", "declined": "batch", "held": "alone", "q0": "batch", "q1": "batch", "q2": "batch"}
+    assert sorted(batches[-1]) == ["q0", "q1", "q2"]
+    assert committer.commits == 4
+    assert committer.alone_commits == 2  # "first" and "held"
+    committer.close()
+    conn.close()
+
+
+def test_the_log_is_written_ahead_while_it_grows_and_recovers_whole(tmp_path: Path) -> None:
+    """With ``log_ahead``, a commit that grew the write-ahead log makes the next transaction append
+    a step of zeros, so that the commits after it overwrite the log in place; never past
+    ``log_ahead``. A copy of the files as the disk holds them (no -shm: SQLite rebuilds its index
+    from the log, as after a power failure) has every commit and nothing else."""
+    path = tmp_path / "g.db"
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")  # the log only grows: every commit stays in it
+    conn.execute("CREATE TABLE applied (n INTEGER, body BLOB)")
+    log_ahead = 3 * LOG_AHEAD_STEP + 12345
+    committer = GroupCommitter(conn, str(path), log_ahead=log_ahead)
+    log = Path(f"{path}-wal")
+    sizes = []
+    for n in range(600):
+        committer.run(lambda c, n=n: c.execute("INSERT INTO applied VALUES (?, zeroblob(5000))", (n,)))
+        sizes.append(log.stat().st_size)
+    assert max(sizes) > log_ahead  # 600 commits of ~9 KB outgrow it, and the log grows on as SQLite writes it
+    ahead = [b for a, b in itertools.pairwise(sizes) if b - a >= LOG_AHEAD_STEP // 2]
+    assert len(ahead) == 3  # the steps, the last one cut at log_ahead
+    assert log_ahead in sizes
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy(path, copy / "g.db")
+    shutil.copy(log, copy / "g.db-wal")
+    recovered = sqlite3.connect(copy / "g.db")
+    assert recovered.execute("SELECT count(*), min(n), max(n) FROM applied").fetchone() == (600, 0, 599)
+    assert recovered.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    recovered.close()
+    committer.close()
+    conn.close()

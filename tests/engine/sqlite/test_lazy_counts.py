@@ -10,10 +10,12 @@ import sqlite3
 from pathlib import Path
 from typing import cast
 
+import pytest
 from click.testing import CliRunner
 
 import conveyor
 from conveyor.cli.main import cli
+from conveyor.engine.sqlite import SQLiteEngine
 from conveyor.engine.sqlite.shard import FOLD_EVERY
 
 
@@ -137,3 +139,32 @@ def test_a_send_counts_what_other_processes_and_this_one_did_since_the_last_send
             assert q.counters().sent == 3 * (FOLD_EVERY + 3 + 4)
         finally:
             peer.stop()
+
+
+def test_a_lone_send_after_another_connection_wrote_reads_the_counts_again(data_dir: Path) -> None:
+    """A lone send is one autocommitted statement only while the counts it returns follow from the
+    last one's; after any other connection's commit its trigger refuses, storing nothing, and the
+    send is made the long way (counts read in its transaction). A queue marked deleted meanwhile
+    refuses the send and keeps nothing of it."""
+    with conveyor.connect(f"sqlite://{data_dir}") as cv:
+        q = cv.create_queue("jobs")
+        for i in range(5):
+            assert q.send({"n": i}).metrics == q.metrics()
+        committer = cast(SQLiteEngine, cv.engine.deployment_engine()).router.all(q.id)[0].committer
+        # The first reads the counts and the second writes the new log ahead, the long way.
+        alone = committer.alone_commits
+        assert alone == 3
+        other = sqlite3.connect(data_dir / "shards" / f"{q.id}.0.db", isolation_level=None)
+        try:
+            other.execute("UPDATE stats SET backlog_count = backlog_count + 100")  # a miscount, on purpose
+            assert q.send({"n": 5}).metrics.backlog_count == 106
+            assert committer.alone_commits == alone  # refused by the trigger: the long way
+            assert q.send({"n": 6}).metrics.backlog_count == 107
+            assert committer.alone_commits == alone + 1
+            other.execute("UPDATE stats SET deleted = 1")
+            with pytest.raises(conveyor.QueueNotFound):
+                q.send({"n": 7})
+            assert other.execute("SELECT count(*) FROM payloads").fetchone() == (7,)
+            assert other.execute("SELECT count(*) FROM messages").fetchone() == (7,)
+        finally:
+            other.close()

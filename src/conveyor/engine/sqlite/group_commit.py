@@ -41,10 +41,20 @@ from conveyor.errors import StorageError
 T = TypeVar("T")
 # Applies the items of consecutive batched operations in one call; one result per item, in order.
 BatchFunction = Callable[[sqlite3.Connection, list[Any]], list[Any]]
+# Applies one batched operation's item alone, as one autocommitted statement (no BEGIN, no COMMIT),
+# when its operation makes up a group by itself; returns DECLINED, having changed nothing, where it
+# cannot (the operation then runs in a transaction like any other).
+AloneFunction = Callable[[sqlite3.Connection, Any], Any]
+DECLINED = object()
+# Writing the log ahead (GroupCommitter's ``log_ahead``): zeros appended past the log's end in steps
+# of this many bytes, while at least LOG_AHEAD_SPARE bytes are left free on the disk.
+LOG_AHEAD_STEP = 1 << 20
+LOG_AHEAD_SPARE = 64 << 20
+_ZEROS = bytes(LOG_AHEAD_STEP)
 
 
 class _Op(Generic[T]):
-    __slots__ = ("batch", "committed", "done", "durable", "error", "fn", "gate", "result", "urgent")
+    __slots__ = ("alone", "batch", "committed", "done", "durable", "error", "fn", "gate", "result", "urgent")
 
     def __init__(
         self,
@@ -53,8 +63,10 @@ class _Op(Generic[T]):
         batch: tuple[BatchFunction, Any] | None = None,
         urgent: bool = False,
         committed: Callable[[], None] | None = None,
+        alone: AloneFunction | None = None,
     ) -> None:
         self.fn = fn
+        self.alone = alone
         self.batch = batch
         self.durable = durable
         self.urgent = urgent
@@ -81,6 +93,15 @@ class GroupCommitter:
     being applied and then for the urgent ones only.
     ``on_end(committed)`` is called after every transaction, in the thread that ran it and before
     the next one begins: whether it committed (its flush may still be to come).
+
+    ``log_ahead`` (bytes): while the write-ahead log is shorter, it is written ahead with zeros, a
+    step at a time. An fdatasync of a file that grew must also commit the file's new size and
+    blocks to the file system's journal, and costs ~1.5 times one of a file written in place; a
+    fresh log grows with every commit until it reaches the size at which SQLite checkpoints and
+    starts it again from the top (the shard's ~870 first lone sends). Zeros past the last frame
+    are no frames to SQLite (its recovery stops at the first frame whose salts do not match), and
+    they are written under SQLite's write lock, inside a transaction, where no other connection
+    appends: after a commit that grew the file, the next transaction writes the step.
     """
 
     def __init__(
@@ -90,6 +111,7 @@ class GroupCommitter:
         *,
         max_group: int | None = None,
         on_end: Callable[[bool], None] | None = None,
+        log_ahead: int = 0,
     ) -> None:
         if max_group is not None and max_group < 1:
             raise ValueError(f"max_group is at least 1, not {max_group}")
@@ -105,6 +127,11 @@ class GroupCommitter:
         # volatile group skips it. (Switching the pragma per group cost two statements a batch.)
         conn.execute("PRAGMA synchronous = NORMAL")
         self._log_fd: int | None = None
+        self._log_ahead = log_ahead
+        # Whether commits may still grow the log (it is shorter than log_ahead), and whether the last
+        # one did, so that the next transaction writes it ahead.
+        self._log_growing = log_ahead > 0
+        self._grew = False
         # The first flush that failed: after it, nothing more is stored through this committer.
         self._broken: StorageError | None = None
         # Durable commits are numbered as they commit (the next group commits while a flush runs).
@@ -117,8 +144,10 @@ class GroupCommitter:
         self._syncing = False
         self._flushed = threading.Condition(self._mutex)
         # Transactions committed and operations they carried: operations / commits is the sharing.
+        # Of the commits, those of one operation's autocommitted statement (``alone``).
         self.commits = 0
         self.operations = 0
+        self.alone_commits = 0
 
     def run(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True, urgent: bool = False) -> T:
         """Run ``fn`` in a transaction shared with concurrent callers; return once it is committed —
@@ -127,13 +156,24 @@ class GroupCommitter:
         return self._submit(_Op(fn, durable, urgent=urgent))
 
     def run_batched(
-        self, apply: BatchFunction, item: Any, *, durable: bool = True, committed: Callable[[], None] | None = None
+        self,
+        apply: BatchFunction,
+        item: Any,
+        *,
+        durable: bool = True,
+        committed: Callable[[], None] | None = None,
+        alone: AloneFunction | None = None,
     ) -> Any:
         """Like :meth:`run`, for ``apply(conn, [item])[0]``; consecutive operations of a group with the
         same ``apply`` run as one call of it (``apply(conn, [item1, item2, ...])``). ``committed``
         is called (by whichever thread commits the group; it must not raise) once the operation is
-        committed, before the flush that makes it durable: readers see it from then on."""
-        return self._submit(_Op(None, durable, (apply, item), committed=committed))
+        committed, before the flush that makes it durable: readers see it from then on.
+
+        ``alone``: when the operation is a group by itself (no other writer queued behind the
+        commit), ``alone(conn, item)`` is tried first, in autocommit: one statement that SQLite
+        commits by itself, with the same flush after it. It returns the result, or
+        :data:`DECLINED` (having changed nothing) for the transaction's way."""
+        return self._submit(_Op(None, durable, (apply, item), committed=committed, alone=alone))
 
     def _submit(self, op: _Op[T]) -> T:
         with self._mutex:
@@ -218,28 +258,40 @@ class GroupCommitter:
         conn = self._conn
         lost: BaseException | None = None
         flush = committed = False
+        growing, before = self._log_growing, 0
         try:
             if self._broken is not None:
                 raise self._broken
             durable = any(op.durable for op in group)
-            # A lone writer's op is its own unit: no runs to find, no results to hand out.
-            units = _units(group) if len(group) > 1 else [(group[0], group)]
-            conn.execute("BEGIN IMMEDIATE")
-            for unit, members in units:
-                self._apply(conn, unit, savepoint=len(units) > 1)
-                if unit is not members[0]:
-                    _distribute(unit, members)
-                if not conn.in_transaction:
-                    # SQLite may roll the whole transaction back on a full disk or an I/O error: the
-                    # ops applied before this one lost their writes too, so none of them may succeed.
-                    lost = unit.error or self._storage_error("the transaction was rolled back")
-                    break
-            else:
-                if all(op.error is not None for op in group):
-                    conn.execute("ROLLBACK")
-                else:
-                    conn.execute("COMMIT")
+            if growing:
+                before = self._log_size()
+            lone = group[0] if len(group) == 1 and group[0].alone is not None and not self._grew else None
+            if lone is not None and self._apply_alone(conn, lone):
+                # One statement, committed by SQLite itself unless it failed (and was undone).
+                if lone.error is None:
                     flush, committed = durable, True
+                    self.alone_commits += 1
+            else:
+                # A lone writer's op is its own unit: no runs to find, no results to hand out.
+                units = _units(group) if len(group) > 1 else [(group[0], group)]
+                conn.execute("BEGIN IMMEDIATE")
+                if self._grew:  # the log's size read now, under the write lock: no one else appends
+                    before = self._write_log_ahead(self._log_size())
+                for unit, members in units:
+                    self._apply(conn, unit, savepoint=len(units) > 1)
+                    if unit is not members[0]:
+                        _distribute(unit, members)
+                    if not conn.in_transaction:
+                        # SQLite may roll the whole transaction back on a full disk or an I/O error: the
+                        # ops applied before this one lost their writes too, so none of them may succeed.
+                        lost = unit.error or self._storage_error("the transaction was rolled back")
+                        break
+                else:
+                    if all(op.error is not None for op in group):
+                        conn.execute("ROLLBACK")
+                    else:
+                        conn.execute("COMMIT")
+                        flush, committed = durable, True
         except sqlite3.Error as exc:
             lost = translate_error(exc, self._path)
         except BaseException as exc:
@@ -252,6 +304,10 @@ class GroupCommitter:
         else:
             self.commits += 1
             self.operations += len(group)
+        if growing and committed:
+            after = self._log_size()
+            self._grew = after > before
+            self._log_growing = after < self._log_ahead
         if self._on_end is not None:
             self._on_end(committed)
         for op in group:
@@ -284,6 +340,37 @@ class GroupCommitter:
                     if op.durable:
                         op.error = self._broken
 
+    def _log(self) -> int:
+        """The committer's own descriptor of the write-ahead log, kept open until :meth:`close` (closing
+        one would drop every POSIX lock of this process on the file)."""
+        with self._mutex:
+            if self._log_fd is None:
+                self._log_fd = os.open(f"{self._path}-wal", os.O_RDWR | os.O_CLOEXEC)
+            return self._log_fd
+
+    def _log_size(self) -> int:
+        try:
+            return os.fstat(self._log()).st_size
+        except OSError:
+            self._log_growing = False  # no log to write ahead: leave it to SQLite
+            return 0
+
+    def _write_log_ahead(self, size: int) -> int:
+        """Append a step of zeros to the log of ``size`` bytes (called holding SQLite's write lock, in
+        a transaction), up to ``log_ahead`` bytes and while the disk keeps ``LOG_AHEAD_SPARE`` free;
+        the log's size after. A failure only leaves the log to grow as SQLite writes it."""
+        self._grew = False
+        length = min(LOG_AHEAD_STEP, self._log_ahead - size)
+        try:
+            disk = os.statvfs(os.path.dirname(os.path.abspath(self._path)))
+            if length <= 0 or disk.f_bavail * disk.f_frsize < LOG_AHEAD_SPARE + length:
+                self._log_growing = False
+                return size
+            return size + os.pwrite(self._log(), memoryview(_ZEROS)[:length], size)
+        except OSError:
+            self._log_growing = False
+            return self._log_size()
+
     def _sync_log(self) -> None:
         """Make every commit so far durable: fdatasync the write-ahead log (SQLite keeps the file,
         and reuses it from its start after a checkpoint, while this connection is open).
@@ -291,11 +378,7 @@ class GroupCommitter:
         A failed flush fails its group and every later one: the log may have lost pages that later
         commits build on, and the kernel reports a failed flush only once."""
         try:
-            with self._mutex:
-                if self._log_fd is None:
-                    self._log_fd = os.open(f"{self._path}-wal", os.O_RDONLY | os.O_CLOEXEC)
-                fd = self._log_fd
-            os.fdatasync(fd)
+            os.fdatasync(self._log())
         except OSError as exc:
             error = StorageError(
                 f"could not flush the write-ahead log of {self._path} to disk: {exc.strerror}; the "
@@ -334,6 +417,23 @@ class GroupCommitter:
             if op.error is not None:
                 conn.execute("ROLLBACK TO op")
             conn.execute("RELEASE op")
+
+    def _apply_alone(self, conn: sqlite3.Connection, op: _Op[object]) -> bool:
+        """Try ``op``'s autocommitted form; whether it ran (its result or error is set) rather than
+        declined."""
+        assert op.alone is not None and op.batch is not None
+        try:
+            result = op.alone(conn, op.batch[1])
+        except sqlite3.Error as exc:
+            op.error = translate_error(exc, self._path)
+            return True
+        except BaseException as exc:
+            op.error = exc
+            return True
+        if result is DECLINED:
+            return False
+        op.result = result
+        return True
 
     def _storage_error(self, text: str) -> BaseException:
         return translate_error(sqlite3.OperationalError(text), self._path)

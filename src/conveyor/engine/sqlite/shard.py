@@ -19,7 +19,7 @@ from conveyor.codec import ContentType
 from conveyor.engine.lease_ids import MISSING, SUPERSEDED
 from conveyor.engine.sharded import LeaseGroup, ShardSettlement
 from conveyor.engine.sqlfile import load_queries, load_script
-from conveyor.engine.sqlite.group_commit import GroupCommitter
+from conveyor.engine.sqlite.group_commit import DECLINED, GroupCommitter
 from conveyor.engine.sqlite.storage import open_database, translate_error
 from conveyor.errors import QueueNotFound
 
@@ -98,7 +98,13 @@ class Shard:
         # freed: a purge of a large queue would need as much free disk as the queue takes. FAST
         # still zeroes deleted content inside the pages a change writes anyway.
         conn.execute("PRAGMA secure_delete = FAST")
-        self.committer = GroupCommitter(conn, str(path), on_end=self._transaction_ended)
+        conn.execute(Q["lone_send_view"])
+        conn.execute(Q["lone_send_trigger"])
+        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+        # The log's size when SQLite starts it again from the top (a checkpoint every
+        # WAL_AUTOCHECKPOINT pages), written ahead while it grows to it (GroupCommitter).
+        log_size = 32 + WAL_AUTOCHECKPOINT * (page_size + 24)
+        self.committer = GroupCommitter(conn, str(path), on_end=self._transaction_ended, log_ahead=log_size)
         self._write_conn = conn
         # What the counts read of the next lone send would return before that send's own rows, kept
         # from the last one while nothing else has written the shard since (see _insert_one).
@@ -132,8 +138,37 @@ class Shard:
         that share a commit are stored together, by one call of :meth:`_insert_many`.
         """
         item = (rows, visible_at, nbytes, sent)
-        result: tuple[int, int, int] = self.committer.run_batched(self._insert_many, item, committed=committed)
+        alone = self._insert_alone if len(rows) == 1 and sent else None
+        result: tuple[int, int, int] = self.committer.run_batched(
+            self._insert_many, item, committed=committed, alone=alone
+        )
         return result
+
+    def _insert_alone(self, c: sqlite3.Connection, item: _Store) -> tuple[int, int, int] | object:
+        """A lone send with no other writer queued, as one autocommitted statement (the ``lone_send``
+        trigger: payload and state row, no BEGIN or COMMIT of ours), when the counts it returns
+        follow from the last lone send's: this connection changed nothing since (its total
+        changes), the send does not fold (every :data:`FOLD_EVERY`), and no other connection has
+        committed since, which the trigger checks under the statement's write lock and else
+        refuses, changing nothing. ``DECLINED`` otherwise: :meth:`_insert_one`'s way, in a
+        transaction, reads the counts. A queue is deleted by a commit (``mark_deleted``, here or
+        in another process), so the last lone send's check that it was not still holds when
+        nothing has committed since."""
+        last = self._counts
+        if last is None or last[0] != c.total_changes or last[5] + 1 >= FOLD_EVERY:
+            return DECLINED
+        rows, visible_at, _, _ = item
+        mid, timestamp, content_type, body = rows[0]
+        visible = visible_at if isinstance(visible_at, int) else visible_at[0]
+        try:
+            c.execute(Q["lone_send"], (mid, timestamp, content_type, body, visible, last[1]))
+        except sqlite3.IntegrityError as exc:
+            if "the shard changed" in str(exc):
+                return DECLINED
+            raise
+        count, stored_bytes, oldest = last[2] + 1, last[3] + len(body), last[4] or timestamp
+        self._counts_pending = (c.total_changes, last[1], count, stored_bytes, oldest, last[5] + 1)
+        return count, stored_bytes, oldest
 
     def _insert_many(self, c: sqlite3.Connection, items: list[_Store]) -> list[tuple[int, int, int]]:
         """Store several calls' rows in one go: one count, one statement per call for the payloads,
