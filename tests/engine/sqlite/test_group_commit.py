@@ -252,51 +252,6 @@ def test_a_batched_operation_is_announced_at_its_commit_before_its_flush(
     conn.close()
 
 
-def test_an_urgent_operation_cuts_short_the_group_being_applied(tmp_path: Path) -> None:
-    """An urgent operation that comes while a group of others is applied waits for the one being
-    applied, not for the rest: the group commits what it applied, the urgent one commits next, and
-    the rest after it, each once."""
-    conn = sqlite3.connect(tmp_path / "g.db", isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("CREATE TABLE applied (name TEXT)")
-    committer = GroupCommitter(conn, str(tmp_path / "g.db"))
-    holds = {name: (threading.Event(), threading.Event()) for name in ("first", "n0")}
-
-    def write(name: str) -> None:
-        def op(c: sqlite3.Connection) -> None:
-            if name in holds:
-                inside, release = holds[name]
-                inside.set()
-                release.wait()
-            c.execute("INSERT INTO applied VALUES (?)", (name,))
-
-        committer.run(op, urgent=name == "urgent")
-
-    first = threading.Thread(target=write, args=("first",))
-    first.start()
-    holds["first"][0].wait()
-    others = [threading.Thread(target=write, args=(f"n{i}",)) for i in range(5)]
-    for count, t in enumerate(others, 1):  # queued in this order
-        t.start()
-        wait_for(lambda n=count: len(committer._pending) == n, what=f"{count} writers queued")
-    # n0 leads the next group and applies its op first: its writer is the first queued.
-    holds["first"][1].set()
-    holds["n0"][0].wait()
-    urgent = threading.Thread(target=write, args=("urgent",))
-    urgent.start()
-    wait_for(lambda: any(o.urgent for o in committer._pending), what="the urgent writer queued")
-    holds["n0"][1].set()
-    for t in [first, *others, urgent]:
-        t.join()
-    order = [r[0] for r in conn.execute("SELECT name FROM applied ORDER BY rowid")]
-    assert order[:3] == ["first", "n0", "urgent"]
-    assert sorted(order[3:]) == [f"n{i}" for i in range(1, 5)]
-    assert committer.operations == 7
-    assert committer.commits == 4  # first; n0 (cut short); urgent; the rest
-    committer.close()
-    conn.close()
-
-
 def test_an_urgent_send_is_leased_while_its_flush_runs(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A wake-up someone waits for: this process's consumer leases it once it is committed, while
     the send itself returns only once the shard's log is flushed."""

@@ -90,9 +90,7 @@ class GroupCommitter:
     for the group being applied and then for its own, so the cap bounds how long a writer waits
     behind a burst. ``urgent`` operations (:meth:`run`) lead the next group and make it up alone
     (others queued meanwhile wait for the group after), so an urgent writer waits for the group
-    being applied and then for the urgent ones only; a group of others being applied when one comes
-    is cut short at the next operation (those not yet applied go back to the head of the queue,
-    behind the urgent ones), so the urgent writer waits for one operation, not for the group.
+    being applied and then for the urgent ones only.
     ``on_end(committed)`` is called after every transaction, in the thread that ran it and before
     the next one begins: whether it committed (its flush may still be to come).
 
@@ -124,8 +122,6 @@ class GroupCommitter:
         self._pending: list[_Op[object]] = []
         self._mutex = threading.Lock()
         self._leading = False
-        # An urgent operation is queued: a group of others being applied stops at its next unit.
-        self._urgent_waiting = False
         # Commits never fsync by themselves (synchronous=NORMAL): a durable group's commit is followed
         # by an fdatasync of the write-ahead log, which is what synchronous=FULL would do, and a
         # volatile group skips it. (Switching the pragma per group cost two statements a batch.)
@@ -183,8 +179,6 @@ class GroupCommitter:
         with self._mutex:
             self._pending.append(op)  # type: ignore[arg-type]
             follow, self._leading = self._leading, True
-            if follow and op.urgent:
-                self._urgent_waiting = True
         if follow:
             op.gate.acquire()
         if not op.done:
@@ -204,18 +198,13 @@ class GroupCommitter:
         with self._mutex:
             group = self._take(op)
         flush = False
-        left: list[_Op[object]] = []
         try:
-            flush, left = self._commit(group)
+            flush = self._commit(group)
         finally:
-            if left:
-                group = [o for o in group if o.done]
             with self._mutex:
                 if flush:
                     self._committed += 1
                     ticket = self._committed
-                # Cut short for an urgent operation: the rest goes first after the urgent ones.
-                self._pending[:0] = left
                 if self._pending:
                     self._next_leader().gate.release()
                 else:
@@ -244,11 +233,6 @@ class GroupCommitter:
         queued (at most ``max_group``), in the order they came, so that a claim does not wait for
         the burst of writes queued with it. Any other's: everything queued, or, past
         ``max_group``, the leader, then urgent operations, then the oldest others."""
-        group = self._choose(leader)
-        self._urgent_waiting = any(o.urgent for o in self._pending)
-        return group
-
-    def _choose(self, leader: _Op[object]) -> list[_Op[object]]:
         pending, cap = self._pending, self._max_group
         if leader.urgent:
             group = [o for o in pending if o.urgent][:cap]
@@ -269,26 +253,23 @@ class GroupCommitter:
         self._pending = [o for o in pending if id(o) not in chosen]
         return group
 
-    def _commit(self, group: list[_Op[object]]) -> tuple[bool, list[_Op[object]]]:
-        """Apply and commit ``group``; whether it committed durable operations, to be flushed, and
-        the operations left out, not applied: an urgent one came while the others were applied
-        (a group without urgent operations stops at the next unit, its leader's applied)."""
+    def _commit(self, group: list[_Op[object]]) -> bool:
+        """Apply and commit ``group``; whether it committed durable operations, to be flushed."""
         conn = self._conn
         lost: BaseException | None = None
         flush = committed = False
         growing, before = self._log_growing, 0
-        left: list[_Op[object]] = []
         try:
             if self._broken is not None:
                 raise self._broken
-            cuttable = not any(op.urgent for op in group)
+            durable = any(op.durable for op in group)
             if growing:
                 before = self._log_size()
             lone = group[0] if len(group) == 1 and group[0].alone is not None and not self._grew else None
             if lone is not None and self._apply_alone(conn, lone):
                 # One statement, committed by SQLite itself unless it failed (and was undone).
                 if lone.error is None:
-                    flush, committed = lone.durable, True
+                    flush, committed = durable, True
                     self.alone_commits += 1
             else:
                 # A lone writer's op is its own unit: no runs to find, no results to hand out.
@@ -296,11 +277,7 @@ class GroupCommitter:
                 conn.execute("BEGIN IMMEDIATE")
                 if self._grew:  # the log's size read now, under the write lock: no one else appends
                     before = self._write_log_ahead(self._log_size())
-                for index, (unit, members) in enumerate(units):
-                    if index and cuttable and self._urgent_waiting:
-                        left = [op for _, rest in units[index:] for op in rest]
-                        group = [op for _, done in units[:index] for op in done]
-                        break
+                for unit, members in units:
                     self._apply(conn, unit, savepoint=len(units) > 1)
                     if unit is not members[0]:
                         _distribute(unit, members)
@@ -309,12 +286,12 @@ class GroupCommitter:
                         # ops applied before this one lost their writes too, so none of them may succeed.
                         lost = unit.error or self._storage_error("the transaction was rolled back")
                         break
-                if lost is None:
+                else:
                     if all(op.error is not None for op in group):
                         conn.execute("ROLLBACK")
                     else:
                         conn.execute("COMMIT")
-                        flush, committed = any(op.durable for op in group), True
+                        flush, committed = durable, True
         except sqlite3.Error as exc:
             lost = translate_error(exc, self._path)
         except BaseException as exc:
@@ -335,7 +312,7 @@ class GroupCommitter:
             self._on_end(committed)
         for op in group:
             op.done = True
-        return flush, left
+        return flush
 
     def _flush(self, group: list[_Op[object]], ticket: int) -> None:
         """Return once the ``ticket``-th durable commit is flushed: by the flush under way if it
