@@ -11,6 +11,7 @@ import pytest
 
 import conveyor
 from conveyor.errors import InvalidRequest
+from conveyor.workflows import InstanceSummary
 from conveyor.workflows.client import workflow_store
 from conveyor.workflows.counter import GRACE_SECONDS, send_owed_wakeups
 from tests.waiting import wait_for
@@ -253,9 +254,15 @@ def test_the_fan_in_recipe_wakes_the_parent_when_the_last_child_ends(cv, app) ->
         files = [f"file-{i}.js" for i in range(CHILDREN)]
         parent = cv.workflow("build").create({"files": files}, id="b1")
         status = settled(parent, "complete", timeout=60)
-        children = cv.workflow("compress").list_instances(per_page=100).instances
+
+        def all_complete() -> list[InstanceSummary] | None:
+            # The parent may wake before the last child to count down has stored its own end.
+            found = cv.workflow("compress").list_instances(per_page=100).instances
+            return found if {c.status for c in found} == {"complete"} else None
+
+        children = wait_for(all_complete, what="every child complete")
     assert status.output == CHILDREN
-    assert len(children) == CHILDREN and {c.status for c in children} == {"complete"}
+    assert len(children) == CHILDREN
     assert cv.counter("build:b1").value() == 0, "cleaned up"
     wait = next(s for s in status.steps if s.name == "children-1")
     assert wait.output["payload"] == {"counter": "build:b1", "value": 0}
