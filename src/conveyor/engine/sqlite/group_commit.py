@@ -178,26 +178,32 @@ class GroupCommitter:
 
     def _submit(self, op: _Op[T]) -> T:
         with self._mutex:
-            self._pending.append(op)  # type: ignore[arg-type]
-            follow, self._leading = self._leading, True
-        if follow:
+            follow = self._leading
+            if follow:
+                self._pending.append(op)  # type: ignore[arg-type]
+            else:  # no one leads, so nothing is queued: the op is its own group, taken at once
+                self._leading = True
+        if not follow:
+            self._lead(op, [op])  # type: ignore[list-item, arg-type]
+        else:
             op.gate.acquire()
-        if not op.done:
-            self._lead(op)  # type: ignore[arg-type]
+            if not op.done:
+                self._lead(op)  # type: ignore[arg-type]
         if op.error is not None:
             raise op.error
         return op.result  # type: ignore[return-value]
 
-    def _lead(self, op: _Op[object]) -> None:
-        """Commit everything queued, hand leadership on (or give it up), flush the log if the group
-        needs it, then wake the group.
+    def _lead(self, op: _Op[object], group: list[_Op[object]] | None = None) -> None:
+        """Commit everything queued (``group``, if the caller took it), hand leadership on (or give
+        it up), flush the log if the group needs it, then wake the group.
 
         Leadership passes on as soon as the transaction is committed, so the next group writes its
         transaction while this one's flush runs: SQLite's write lock is free once COMMIT returns, and
         the flush is of a file descriptor of the committer's own, not of the connection.
         """
-        with self._mutex:
-            group = self._take(op)
+        if group is None:
+            with self._mutex:
+                group = self._take(op)
         flush = False
         try:
             flush = self._commit(group)
