@@ -186,7 +186,8 @@ def _span(
 class Sending:
     """Around a send to ``queue``: yields the traceparent its messages carry (a ``send`` span's,
     with OpenTelemetry; else the current one, or None). A class, not a generator: every send
-    passes through it, and without OpenTelemetry it costs two lookups."""
+    passes through it, and without OpenTelemetry it costs two lookups, written out here rather
+    than through :func:`current_traceparent` (which would look OpenTelemetry up again)."""
 
     __slots__ = ("_queue", "_span")
 
@@ -195,10 +196,11 @@ class Sending:
         self._span: contextlib.AbstractContextManager[str | None] | None = None
 
     def __enter__(self) -> str | None:
-        otel = _otel()
-        parent = current_traceparent()
+        otel = sys.modules.get("opentelemetry.trace")  # _otel(), inline: no span, no call
         if otel is None:
-            return parent
+            ctx = _current.get()
+            return None if ctx is None else ctx.traceparent
+        parent = current_traceparent()
         attributes = {"messaging.system": "conveyor", "messaging.destination.name": self._queue}
         self._span = _span(otel, f"send {self._queue}", parent, attributes, "PRODUCER")
         return self._span.__enter__()

@@ -351,10 +351,11 @@ class Queue:
         >>> q.send("hi", content_type="text", delay_seconds=30)
         """
         delay = None if delay_seconds is None else check.check_delay(delay_seconds)
-        with tracing.Sending(self.name) as traceparent:
+        info = self._info
+        with tracing.Sending(info.queue_name) as traceparent:
             message = check.prepare_message(body, content_type, delay, traceparent)
-            ids, metrics = self._engine.enqueue(self.id, [message])
-        tracing.record_sent(self.name, ids)
+            ids, metrics = self._engine.enqueue(info.queue_id, [message])
+        tracing.record_sent(info.queue_name, ids)
         return SendResult(ids[0], metrics)
 
     def send_batch(self, messages: Sequence[Mapping[str, Any]], delay_seconds: int | None = None) -> SendBatchResult:

@@ -143,6 +143,7 @@ class GroupCommitter:
         self._durable = 0  # every commit numbered up to this one is on disk
         self._syncing = False
         self._flushed = threading.Condition(self._mutex)
+        self._flush_waiters = 0  # threads in _flushed.wait(), counted under the mutex
         # Transactions committed and operations they carried: operations / commits is the sharing.
         # Of the commits, those of one operation's autocommitted statement (``alone``).
         self.commits = 0
@@ -177,26 +178,32 @@ class GroupCommitter:
 
     def _submit(self, op: _Op[T]) -> T:
         with self._mutex:
-            self._pending.append(op)  # type: ignore[arg-type]
-            follow, self._leading = self._leading, True
-        if follow:
+            follow = self._leading
+            if follow:
+                self._pending.append(op)  # type: ignore[arg-type]
+            else:  # no one leads, so nothing is queued: the op is its own group, taken at once
+                self._leading = True
+        if not follow:
+            self._lead(op, [op])  # type: ignore[list-item, arg-type]
+        else:
             op.gate.acquire()
-        if not op.done:
-            self._lead(op)  # type: ignore[arg-type]
+            if not op.done:
+                self._lead(op)  # type: ignore[arg-type]
         if op.error is not None:
             raise op.error
         return op.result  # type: ignore[return-value]
 
-    def _lead(self, op: _Op[object]) -> None:
-        """Commit everything queued, hand leadership on (or give it up), flush the log if the group
-        needs it, then wake the group.
+    def _lead(self, op: _Op[object], group: list[_Op[object]] | None = None) -> None:
+        """Commit everything queued (``group``, if the caller took it), hand leadership on (or give
+        it up), flush the log if the group needs it, then wake the group.
 
         Leadership passes on as soon as the transaction is committed, so the next group writes its
         transaction while this one's flush runs: SQLite's write lock is free once COMMIT returns, and
         the flush is of a file descriptor of the committer's own, not of the connection.
         """
-        with self._mutex:
-            group = self._take(op)
+        if group is None:
+            with self._mutex:
+                group = self._take(op)
         flush = False
         try:
             flush = self._commit(group)
@@ -262,7 +269,7 @@ class GroupCommitter:
         try:
             if self._broken is not None:
                 raise self._broken
-            durable = any(op.durable for op in group)
+            durable = group[0].durable if len(group) == 1 else any(op.durable for op in group)
             if growing:
                 before = self._log_size()
             lone = group[0] if len(group) == 1 and group[0].alone is not None and not self._grew else None
@@ -321,28 +328,41 @@ class GroupCommitter:
         with self._mutex:
             while self._durable < ticket and self._broken is None:
                 if self._syncing:
-                    self._flushed.wait()
+                    self._wait_flushed()
                     continue
                 self._syncing, covered, synced = True, self._committed, False
                 self._mutex.release()
                 try:
-                    with contextlib.suppress(StorageError):  # recorded in _broken
-                        self._sync_log()
-                        synced = True
+                    self._sync_log()
+                    synced = True
+                except StorageError:  # recorded in _broken
+                    pass
                 finally:
                     self._mutex.acquire()
                     self._syncing = False
                     if synced:
                         self._durable = covered
-                    self._flushed.notify_all()
+                    if self._flush_waiters:  # a lone writer's flush wakes no one: skip the call
+                        self._flushed.notify_all()
             if self._durable < ticket:
                 for op in group:
                     if op.durable:
                         op.error = self._broken
 
+    def _wait_flushed(self) -> None:
+        """Wait (holding the mutex) for the flush under way to end, counted as a waiter."""
+        self._flush_waiters += 1
+        try:
+            self._flushed.wait()
+        finally:
+            self._flush_waiters -= 1
+
     def _log(self) -> int:
         """The committer's own descriptor of the write-ahead log, kept open until :meth:`close` (closing
         one would drop every POSIX lock of this process on the file)."""
+        fd = self._log_fd  # once open, read without the mutex: every flush and log-ahead asks
+        if fd is not None:
+            return fd
         with self._mutex:
             if self._log_fd is None:
                 self._log_fd = os.open(f"{self._path}-wal", os.O_RDWR | os.O_CLOEXEC)
@@ -394,7 +414,7 @@ class GroupCommitter:
             self.run(lambda c: None)
         with self._mutex:
             while self._syncing or (self._durable < self._committed and self._broken is None):
-                self._flushed.wait()
+                self._wait_flushed()
             if self._log_fd is not None:
                 os.close(self._log_fd)
                 self._log_fd = None

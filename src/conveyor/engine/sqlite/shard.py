@@ -32,6 +32,7 @@ UPGRADES = {
     3: load_script("conveyor.engine.sqlite", "shard_v3_to_v4.sql"),
 }
 SCHEMA_VERSION = 4
+LONE_SEND = Q["lone_send"]
 # Lone sends left uncounted in the `stats` row before one of them folds them in (shard.sql): each
 # read of the counts adds them up, which costs what they are (a range of state rows by seq), and a
 # fold writes the row's page, which a lone send otherwise leaves out of its commit.
@@ -106,6 +107,9 @@ class Shard:
         log_size = 32 + WAL_AUTOCHECKPOINT * (page_size + 24)
         self.committer = GroupCommitter(conn, str(path), on_end=self._transaction_ended, log_ahead=log_size)
         self._write_conn = conn
+        # The lone send's statement runs on a cursor kept for it: Connection.execute makes and drops
+        # one per call. Only the committer's leader uses it, one at a time.
+        self._lone_cursor = conn.cursor()
         # What the counts read of the next lone send would return before that send's own rows, kept
         # from the last one while nothing else has written the shard since (see _insert_one).
         self._counts: _Counts | None = None
@@ -161,7 +165,7 @@ class Shard:
         mid, timestamp, content_type, body = rows[0]
         visible = visible_at if isinstance(visible_at, int) else visible_at[0]
         try:
-            c.execute(Q["lone_send"], (mid, timestamp, content_type, body, visible, last[1]))
+            self._lone_cursor.execute(LONE_SEND, (mid, timestamp, content_type, body, visible, last[1]))
         except sqlite3.IntegrityError as exc:
             if "the shard changed" in str(exc):
                 return DECLINED
