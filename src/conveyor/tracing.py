@@ -109,7 +109,11 @@ def current() -> TraceContext | None:
 def current_traceparent() -> str | None:
     """The traceparent work done now belongs to: OpenTelemetry's current span if there is one,
     else Conveyor's current context, else None."""
-    otel = _otel()
+    return _traceparent(_otel())
+
+
+def _traceparent(otel: ModuleType | None) -> str | None:
+    """:func:`current_traceparent`, with OpenTelemetry's module already looked up."""
     if otel is not None:
         found = _otel_traceparent(otel)
         if found is not None:
@@ -186,8 +190,7 @@ def _span(
 class Sending:
     """Around a send to ``queue``: yields the traceparent its messages carry (a ``send`` span's,
     with OpenTelemetry; else the current one, or None). A class, not a generator: every send
-    passes through it, and without OpenTelemetry it costs two lookups, written out here rather
-    than through :func:`current_traceparent` (which would look OpenTelemetry up again)."""
+    passes through it, and without OpenTelemetry it costs two lookups."""
 
     __slots__ = ("_queue", "_span")
 
@@ -196,11 +199,10 @@ class Sending:
         self._span: contextlib.AbstractContextManager[str | None] | None = None
 
     def __enter__(self) -> str | None:
-        otel = sys.modules.get("opentelemetry.trace")  # _otel(), inline: no span, no call
+        otel = _otel()
+        parent = _traceparent(otel)
         if otel is None:
-            ctx = _current.get()
-            return None if ctx is None else ctx.traceparent
-        parent = current_traceparent()
+            return parent
         attributes = {"messaging.system": "conveyor", "messaging.destination.name": self._queue}
         self._span = _span(otel, f"send {self._queue}", parent, attributes, "PRODUCER")
         return self._span.__enter__()

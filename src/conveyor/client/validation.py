@@ -137,10 +137,8 @@ def check_message_size(size: int) -> None:
 
 def prepare_message(body: Any, content_type: object, delay: int | None, traceparent: str | None = None) -> NewMessage:
     data, kind = encode(body, content_type)
-    if len(data) > limits.MAX_MESSAGE_BYTES:
-        check_message_size(len(data))
-    # A NewMessage without NamedTuple's keyword handling: every send makes one.
-    return tuple.__new__(NewMessage, (data, kind, delay, traceparent))
+    check_message_size(len(data))
+    return NewMessage(data, kind, delay, traceparent)
 
 
 def check_batch_count(count: int) -> None:

@@ -269,7 +269,7 @@ class GroupCommitter:
         try:
             if self._broken is not None:
                 raise self._broken
-            durable = group[0].durable if len(group) == 1 else any(op.durable for op in group)
+            durable = any(op.durable for op in group)
             if growing:
                 before = self._log_size()
             lone = group[0] if len(group) == 1 and group[0].alone is not None and not self._grew else None
