@@ -186,17 +186,25 @@ def s3_client(endpoint: str, server: S3Server, pool: int = 16) -> Any:
 
 
 # -- the servers ----------------------------------------------------------------------------------
+def workload_keys(work: Workload, kind: str) -> list[str]:
+    """The keys of one of the source's buckets (``SMALL`` or the large one), in order."""
+    if kind == SMALL:
+        return [f"bench/{i:06d}" for i in range(work.small)]
+    return [f"large/{i:02d}" for i in range(work.large)]
+
+
 def fill(server: S3Server, work: Workload) -> Source:
     client = s3_client(server.endpoint, server)
     small, large = server.new_bucket(), server.new_bucket()
     data = b"s" * SMALL_BYTES
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda i: client.put_object(Bucket=small, Key=f"bench/{i:06d}", Body=data), range(work.small)))
+        list(pool.map(lambda key: client.put_object(Bucket=small, Key=key, Body=data), workload_keys(work, SMALL)))
         # Distinct bytes per object, so a copy that mixed up parts would not verify.
         list(
             pool.map(
-                lambda i: client.put_object(Bucket=large, Key=f"large/{i:02d}", Body=bytes([65 + i]) * LARGE_BYTES),
+                lambda i, key: client.put_object(Bucket=large, Key=key, Body=bytes([65 + i]) * LARGE_BYTES),
                 range(work.large),
+                workload_keys(work, LARGE),
             )
         )
     return Source(server, small, large)
@@ -410,11 +418,7 @@ def run_raw(source: Source, target: S3Server, route: Route, work: Workload, kind
     get = s3_client(route.source, source.server, TRANSFER_CONCURRENCY)
     put = s3_client(route.target, target, TRANSFER_CONCURRENCY)
     bucket, into = source.bucket(kind), target.new_bucket()
-    keys = (
-        [f"bench/{i:06d}" for i in range(work.small)]
-        if kind == SMALL
-        else [f"large/{i:02d}" for i in range(work.large)]
-    )
+    keys = workload_keys(work, kind)
 
     def copy(key: str) -> None:
         put.put_object(Bucket=into, Key=key, Body=get.get_object(Bucket=bucket, Key=key)["Body"].read())
@@ -436,11 +440,7 @@ def run_s3client(source: Source, target: S3Server, route: Route, work: Workload,
     get = S3Client(route.source, "us-east-1", source.server.access_key_id, source.server.secret_access_key)
     put = S3Client(route.target, "us-east-1", target.access_key_id, target.secret_access_key)
     bucket, into = source.bucket(kind), target.new_bucket()
-    keys = (
-        [f"bench/{i:06d}" for i in range(work.small)]
-        if kind == SMALL
-        else [f"large/{i:02d}" for i in range(work.large)]
-    )
+    keys = workload_keys(work, kind)
 
     def copy(key: str) -> None:
         with get.get(bucket, key) as (head, chunks):
