@@ -12,6 +12,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from conveyor.consumer import autoscaler
 from conveyor.consumer.autoscaler import Autoscaler
 from conveyor.consumer.batch import Message, MessageBatch
 from conveyor.consumer.runner import Handler, HandlerRunner, HandlerTimeout, handling
@@ -142,7 +143,7 @@ class Dispatcher:
             return
         with self._lock:
             while not self.scaler.has_room() and not self._stopping.is_set():
-                self._lock.wait()
+                self._lock.wait(autoscaler.WINDOW_SECONDS)  # the scaler's window may run out of time
         if self._stopping.is_set():
             return
         size = self.spec.settings.batch_size

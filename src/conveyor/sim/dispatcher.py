@@ -5,7 +5,8 @@ has room, leases what the batch still needs, and launches the batch when it is f
 message has waited ``max_batch_timeout``; otherwise it waits out the rest of that timeout. A handler
 that returns settles its batch (one commit), then frees its slot. The autoscaler is the real
 :class:`~conveyor.consumer.autoscaler.Autoscaler`: room while fewer than ``max_concurrency`` (250
-when automatic) batches run, so the consumer scales to ceil(backlog / batch size) at once.
+when automatic) batches run, so the consumer scales to ceil(backlog / batch size) at once. Its fit
+to a busy process's rate stays off: a simulated hold computes nothing.
 
 What the code does not fix is what the engine's calls cost, so a :class:`ConveyorModel` carries
 three measured figures: how soon an idle dispatcher sees a send, one step's lease and launch, and
@@ -88,7 +89,7 @@ def run_dispatcher(
     max_concurrency: int | None,
 ) -> list[Invocation]:
     """The invocations of ``holds`` (messages sent at time 0), as the dispatcher would start them."""
-    scaler = Autoscaler(SIMULATED_QUEUE, max_concurrency)
+    scaler = Autoscaler(SIMULATED_QUEUE, max_concurrency, cpu_seconds=None)
     frees: list[float] = []  # when each running batch's slot is free again: its end and settle
     invocations: list[Invocation] = []
     pending: range = range(0)
