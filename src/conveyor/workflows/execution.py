@@ -189,12 +189,11 @@ class WorkflowHandler:
     def _run_function(self, run: Run, row: InstanceRow, event: WorkflowEvent) -> None:
         """One run of the function, in the instance's trace: its end recorded, unless it suspended."""
         status, output, error = "complete", None, None
-        sync_step = WorkflowStep(run)
         try:
             if inspect.iscoroutinefunction(self.fn):
                 result = asyncio.run(self.fn(event, AsyncWorkflowStep(run)))
             else:
-                result = self.fn(event, sync_step)
+                result = self.fn(event, WorkflowStep(run))
             output = encode_json(result, "the workflow's output")
         except Suspended:
             return
@@ -206,8 +205,6 @@ class WorkflowHandler:
             status, error = "errored", json.dumps(error_of(exc))
             tracing.mark_error(exc)
             log.info("workflow %s: instance %s errored: %s", self.workflow, row.id, exc)
-        finally:
-            sync_step.close()
         now = run.clock.now_ms()
         finished = self.store.finish(
             row.account, row.workflow, row.id, row.epoch, status, output, error, now, run_token=row.run_token

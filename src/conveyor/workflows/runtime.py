@@ -20,7 +20,6 @@ import functools
 import inspect
 import json
 import math
-import threading
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -382,42 +381,30 @@ def _until_ms(when: object, what: str) -> int:
     raise InvalidStepConfig(f"{what} is {when!r}; give a datetime or epoch seconds")
 
 
-class _Attempts:
-    """Runs a sync step function with a per-attempt timeout on a thread of its own; a function that
-    overruns is abandoned to finish on its own (Python cannot stop a thread), and a fresh thread
-    serves the next attempt."""
+# Threads of step attempts, shared by the runs of the process: an attempt takes an idle one, or a new
+# one when none is idle (the bound is never reached in practice, so an attempt never queues behind
+# another: a queued attempt could time out unstarted and then run after all). An attempt that
+# overruns its timeout keeps its thread until it ends; then the thread serves later attempts. A
+# thread started for each run cost a quarter of a no-op 1-step workflow's CPU.
+_STEP_THREADS = ThreadPoolExecutor(max_workers=1_000_000, thread_name_prefix="conveyor-step")
 
-    def __init__(self) -> None:
-        self._pool: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
 
-    def run(
-        self, fn: Callable[[], Any], timeout: float, on_slow: Callable[[], None]
-    ) -> tuple[Any, BaseException | None]:
-        """``fn()``'s value or exception; ``on_slow()`` once it ran ``SHOW_RUNNING_AFTER``."""
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="conveyor-step")
-            pool = self._pool
-        future = pool.submit(contextvars.copy_context().run, fn)  # the attempt's trace goes along
-        first = min(timeout, SHOW_RUNNING_AFTER)
-        for wait, last in ((first, timeout <= first), (timeout - first, True)):
-            try:
-                return future.result(timeout=wait), None
-            except FutureTimeout:
-                if last:
-                    with self._lock:
-                        self._pool = None
-                    pool.shutdown(wait=False)
-                    return None, StepTimeout(f"the attempt ran past its timeout of {timeout:g} s")
-                on_slow()
-            except Exception as exc:
-                return None, exc
-        raise AssertionError("unreachable")
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
+def run_attempt(fn: Callable[[], Any], timeout: float, on_slow: Callable[[], None]) -> tuple[Any, BaseException | None]:
+    """Run a sync step function with a per-attempt timeout on a step thread: ``fn()``'s value or
+    exception; ``on_slow()`` once it ran ``SHOW_RUNNING_AFTER``. A function that overruns is
+    abandoned to finish on its own (Python cannot stop a thread)."""
+    future = _STEP_THREADS.submit(contextvars.copy_context().run, fn)  # the attempt's trace goes along
+    first = min(timeout, SHOW_RUNNING_AFTER)
+    for wait, last in ((first, timeout <= first), (timeout - first, True)):
+        try:
+            return future.result(timeout=wait), None
+        except FutureTimeout:
+            if last:
+                return None, StepTimeout(f"the attempt ran past its timeout of {timeout:g} s")
+            on_slow()
+        except Exception as exc:
+            return None, exc
+    raise AssertionError("unreachable")
 
 
 class WorkflowStep:
@@ -430,7 +417,6 @@ class WorkflowStep:
 
     def __init__(self, run: Run) -> None:
         self._run = run
-        self._attempts = _Attempts()
 
     def do(
         self, name: str, fn: Callable[[], Any], *, retries: Retries | None = None, timeout: float | str | None = None
@@ -443,16 +429,10 @@ class WorkflowStep:
         while not plan.done:
             started = self._run.clock.now_ms()
             with self._run.attempt(plan) as sent:
-                value, error = self._attempts.run(
-                    fn, plan.timeout, functools.partial(self._run.show_attempt, plan, started)
-                )
+                value, error = run_attempt(fn, plan.timeout, functools.partial(self._run.show_attempt, plan, started))
                 tracing.mark_error(error)
             self._run.end_attempt(plan, started, value, error, sent)
         return plan.value
-
-    def close(self) -> None:
-        """Let the thread of this run's attempts go (called when the run ends)."""
-        self._attempts.close()
 
     def sleep(self, name: str, duration: float | str) -> None:
         """Sleep ``duration`` (seconds or ``"1 hour"``, up to 365 days) without holding a worker."""
