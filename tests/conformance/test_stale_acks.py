@@ -4,6 +4,7 @@ superseded delivery changes nothing and warns, settling an expired one that nobo
 from __future__ import annotations
 
 import conveyor
+from conveyor.model import DeliveryPolicy
 from tests.conformance.support import FakeClock, backlog
 
 
@@ -92,3 +93,18 @@ def test_ack_of_a_lease_from_another_queue_changes_nothing(
     assert result.ack_count == 0 and theirs.lease_id in result.warnings
     assert backlog(other) == (1, 8)
     assert backlog(pull_queue) == (1, 6)
+
+
+def test_a_settle_that_does_not_wait_for_its_flush_acks_and_retries_alike(
+    conveyor_client: conveyor.Conveyor, pull_queue: conveyor.Queue
+) -> None:
+    # What a workflow's internal queue uses (its runs' acks): the same outcome, warnings included.
+    pull_queue.send_batch([{"body": "acked"}, {"body": "retried"}])
+    acked, retried = sorted(pull_queue.pull(batch_size=2), key=lambda m: str(m.body))
+    policy = DeliveryPolicy(max_retries=3)
+    engine = conveyor_client.engine
+    result = engine.settle(pull_queue.id, [acked.lease_id], [(retried.lease_id, 0)], policy, durable=False)
+    assert (result.acked, result.retried, result.warnings) == (1, 1, {})
+    assert [m.body for m in pull_queue.pull()] == ["retried"]
+    again = engine.settle(pull_queue.id, [acked.lease_id], [], policy, durable=False)
+    assert (again.acked, list(again.warnings)) == (0, [acked.lease_id])

@@ -310,6 +310,8 @@ class RemoteEngine(Engine):
         acks: Sequence[str],
         retries: Sequence[tuple[str, int]],
         policy: DeliveryPolicy,
+        *,
+        durable: bool = True,  # the server commits every settle durably
     ) -> SettleResult:
         body = wire.SettleRequest(list(acks), [wire.Retry(lid, delay) for lid, delay in retries], wire.policy(policy))
         return self._result(wire.SettleResult, "POST", f"{self._cv}/{queue_id}/settle", body).to_model()

@@ -115,9 +115,15 @@ class LimitedEngine(Engine):
         self.inner.extend(queue_id, lease_ids, visibility_ms)
 
     def settle(
-        self, queue_id: str, acks: Sequence[str], retries: Sequence[tuple[str, int]], policy: DeliveryPolicy
+        self,
+        queue_id: str,
+        acks: Sequence[str],
+        retries: Sequence[tuple[str, int]],
+        policy: DeliveryPolicy,
+        *,
+        durable: bool = True,
     ) -> SettleResult:
-        return self.inner.settle(queue_id, acks, retries, policy)
+        return self.inner.settle(queue_id, acks, retries, policy, durable=durable)
 
     def release(self, queue_id: str, lease_ids: Sequence[str]) -> None:
         self.inner.release(queue_id, lease_ids)

@@ -31,6 +31,9 @@ class ConsumerSpec:
     settings: ConsumerSettings
     dead_letter_queue: str | None
     handler_timeout: float
+    # False for a consumer to which a delivery again is harmless: its settles do not wait for their
+    # flush (Engine.settle's ``durable``).
+    durable_acks: bool = True
 
     @property
     def script_name(self) -> str:
@@ -204,7 +207,7 @@ class Dispatcher:
                 exc_info=error,
             )
         try:
-            result = self.engine.settle(self.queue_id, acks, retries, self.policy)
+            result = self.engine.settle(self.queue_id, acks, retries, self.policy, durable=self.spec.durable_acks)
             for lease, warning in result.warnings.items():
                 # Purged, expired or delivered again elsewhere while the handler ran.
                 log.warning("queue %s: ack/retry of lease %s changed nothing: %s", self.spec.queue, lease, warning)

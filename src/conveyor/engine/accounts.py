@@ -284,8 +284,10 @@ class AccountEngine(Engine):
         acks: Sequence[str],
         retries: Sequence[tuple[str, int]],
         policy: DeliveryPolicy,
+        *,
+        durable: bool = True,
     ) -> SettleResult:
-        return self.inner.settle(self._own(queue_id), acks, retries, self._policy(policy))
+        return self.inner.settle(self._own(queue_id), acks, retries, self._policy(policy), durable=durable)
 
     @_unqualified_errors
     def release(self, queue_id: str, lease_ids: Sequence[str]) -> None:

@@ -191,12 +191,20 @@ class Engine(ABC):
         acks: Sequence[str],
         retries: Sequence[tuple[str, int]],
         policy: DeliveryPolicy,
+        *,
+        durable: bool = True,
     ) -> SettleResult:
         """Ack (delete) and retry (make visible after a delay) leased messages in one commit.
 
         A retried message that has used up ``policy.max_deliveries`` goes to the dead letter queue
         (created if missing; id and timestamp kept, attempts back to 0 deliveries) or is dropped.
         Unknown or superseded lease ids give warnings and change nothing.
+
+        ``durable=False``: the commit does not wait for its flush, for a consumer to which a
+        delivery again is harmless (a workflow's internal queue: a message for an instance that is
+        not due is acked without running anything). A crash may then lose it, which only delivers
+        the messages again once their leases run out; it is never applied after a later durable
+        write of the same shard. Over HTTP the server commits it durably.
         """
 
     @abstractmethod

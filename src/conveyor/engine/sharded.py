@@ -202,7 +202,9 @@ class ShardedEngine(Engine, Generic[S]):
     def release_shard(self, shard: S, leases: LeaseGroup, now_ms: int) -> None: ...
 
     @abstractmethod
-    def settle_shard(self, shard: S, acks: LeaseGroup, retries: LeaseGroup, max_deliveries: int) -> ShardSettlement: ...
+    def settle_shard(
+        self, shard: S, acks: LeaseGroup, retries: LeaseGroup, max_deliveries: int, *, durable: bool = True
+    ) -> ShardSettlement: ...
 
     @abstractmethod
     def move_leased(self, shard: S, leases: LeaseGroup, target: S | None, now_ms: int) -> int: ...
@@ -335,6 +337,8 @@ class ShardedEngine(Engine, Generic[S]):
         acks: Sequence[str],
         retries: Sequence[tuple[str, int]],
         policy: DeliveryPolicy,
+        *,
+        durable: bool = True,
     ) -> SettleResult:
         warnings: dict[str, str] = {}
         now = self.clock.now_ms()
@@ -346,7 +350,7 @@ class ShardedEngine(Engine, Generic[S]):
         for number in sorted(ack_groups.keys() | retry_groups.keys()):
             shard = shards[number]
             acks_here, retries_here = ack_groups.get(number) or LeaseGroup(), retry_groups.get(number) or LeaseGroup()
-            result = self.settle_shard(shard, acks_here, retries_here, policy.max_deliveries)
+            result = self.settle_shard(shard, acks_here, retries_here, policy.max_deliveries, durable=durable)
             acked, retried = acked + result.acked, retried + result.retried
             for (token, seq), text in result.warnings.items():
                 warnings[lease_id(number, seq, token)] = text

@@ -69,7 +69,11 @@ class WorkflowDefinition:
             retry_delay=REDELIVERY_DELAY,
             visibility_timeout_ms=self.visibility_timeout_ms,
         )
-        return queue_id, ConsumerSpec(queue_name(self.name), handler, settings, None, RUN_TIME_LIMIT)
+        # A delivery again is harmless (execution.py: a message for an instance that is not due or
+        # is finished is acked without running anything), so the run's ack need not wait for a flush
+        # of its own: the run's end was flushed before it.
+        spec = ConsumerSpec(queue_name(self.name), handler, settings, None, RUN_TIME_LIMIT, durable_acks=False)
+        return queue_id, spec
 
 
 def define(

@@ -267,7 +267,7 @@ class PostgresEngine(ShardedEngine[ShardRef]):
         self._write("release", args, _nothing)
 
     def settle_shard(
-        self, shard: ShardRef, acks: LeaseGroup, retries: LeaseGroup, max_deliveries: int
+        self, shard: ShardRef, acks: LeaseGroup, retries: LeaseGroup, max_deliveries: int, *, durable: bool = True
     ) -> ShardSettlement:
         args = {
             "shard": shard.key,
@@ -279,7 +279,7 @@ class PostgresEngine(ShardedEngine[ShardRef]):
             "retry_at": retries.times,
         }
         result = ShardSettlement()
-        for kind, a, b in self._write("settle", args, _rows):
+        for kind, a, b in self._write("settle", args, _rows, durable=durable):
             if kind == "counts":
                 result.acked, result.retried = a, b
             elif kind == "exhausted":

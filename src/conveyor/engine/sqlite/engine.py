@@ -339,8 +339,10 @@ class SQLiteEngine(ShardedEngine[Shard]):
     def release_shard(self, shard: Shard, leases: LeaseGroup, now_ms: int) -> None:
         shard.release(leases, now_ms)
 
-    def settle_shard(self, shard: Shard, acks: LeaseGroup, retries: LeaseGroup, max_deliveries: int) -> ShardSettlement:
-        return shard.settle(acks, retries, max_deliveries)
+    def settle_shard(
+        self, shard: Shard, acks: LeaseGroup, retries: LeaseGroup, max_deliveries: int, *, durable: bool = True
+    ) -> ShardSettlement:
+        return shard.settle(acks, retries, max_deliveries, durable=durable)
 
     def move_leased(self, shard: Shard, leases: LeaseGroup, target: Shard | None, now_ms: int) -> int:
         """Two files, so two commits: the copy commits before the delete, and a crash in between

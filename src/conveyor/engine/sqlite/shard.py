@@ -267,9 +267,12 @@ class Shard:
 
         self.committer.run(op, durable=False)
 
-    def settle(self, acks: LeaseGroup, retries: LeaseGroup, max_deliveries: int) -> ShardSettlement:
-        """Acks and retries in one commit. Retried messages past ``max_deliveries`` are returned in
-        ``exhausted``, still stored under their leases, for the engine to dead-letter or drop."""
+    def settle(
+        self, acks: LeaseGroup, retries: LeaseGroup, max_deliveries: int, *, durable: bool = True
+    ) -> ShardSettlement:
+        """Acks and retries in one commit (not waiting for its flush if not ``durable``). Retried
+        messages past ``max_deliveries`` are returned in ``exhausted``, still stored under their
+        leases, for the engine to dead-letter or drop."""
 
         def op(c: sqlite3.Connection) -> ShardSettlement:
             out = ShardSettlement()
@@ -298,7 +301,7 @@ class Shard:
                 c.execute(Q["count_retried"], {"n": out.retried})
             return out
 
-        return self.committer.run(op)
+        return self.committer.run(op, durable=durable)
 
     @staticmethod
     def _warn(
