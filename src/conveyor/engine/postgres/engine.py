@@ -195,16 +195,18 @@ class PostgresEngine(ShardedEngine[ShardRef]):
         durable: bool = True,
         binary: bool = False,
         urgent: bool = False,
+        quick: bool | None = None,
     ) -> T:
         """Run one named statement through the write lanes (group commit); ``read`` takes its result
         once the group has committed. ``durable=False``: a loss in a server crash is harmless.
-        ``urgent``: on the lane kept for wake-ups (:class:`WriteLanes`)."""
+        ``urgent``: on the lane kept for wake-ups; ``quick``: on the lanes of leases and heartbeats
+        (by default: not ``durable``; :class:`WriteLanes`)."""
 
         def op(conn: Connection, lane: int) -> Callable[[], T]:
             cursor = conn.execute(Q[query], {**args, "slot": self._slot(lane)}, binary=binary)
             return lambda: read(cursor)
 
-        return self._writer.run(op, durable=durable, urgent=urgent)
+        return self._writer.run(op, durable=durable, urgent=urgent, quick=quick)
 
     def store(
         self,
@@ -279,7 +281,9 @@ class PostgresEngine(ShardedEngine[ShardRef]):
             "retry_at": retries.times,
         }
         result = ShardSettlement()
-        for kind, a, b in self._write("settle", args, _rows, durable=durable):
+        # Not among the leases even when it need not wait for its flush: a thousand runs' acks would
+        # hold the leases up.
+        for kind, a, b in self._write("settle", args, _rows, durable=durable, quick=False):
             if kind == "counts":
                 result.acked, result.retried = a, b
             elif kind == "exhausted":

@@ -167,6 +167,8 @@ class WriteLanes:
     least loaded one: a lone writer pays nothing extra, and many writers are
     grouped into at most ``lanes`` transactions in flight at once. Operations that need no WAL flush
     (leases, heartbeats) have lanes of their own, so that a lease never waits behind an ack's flush.
+    (An operation that may commit without its flush but is no quicker than others, a workflow run's
+    ack, says ``quick=False`` and joins the groups of the other lanes, committed without waiting.)
     *Urgent* operations (a wake-up that a fan-in's parent waits for) have a lane of their own too:
     while a thousand children's acks keep every other lane busy, the wake-up is one round trip and
     one WAL flush, not a place in a queue of groups. Its connection is opened on first use.
@@ -177,10 +179,11 @@ class WriteLanes:
         self._fast = [GroupCommitter(conninfo, lanes + n, synchronous=False) for n in range(fast_lanes)]
         self._urgent = GroupCommitter(conninfo, lanes + fast_lanes)
 
-    def run(self, op: Operation[T], *, durable: bool = True, urgent: bool = False) -> T:
+    def run(self, op: Operation[T], *, durable: bool = True, urgent: bool = False, quick: bool | None = None) -> T:
+        """``quick`` (by default: not ``durable``): on the lanes of operations that need no flush."""
         if urgent:
             return self._urgent.run(op, durable=durable)
-        lanes = self._lanes if durable else self._fast
+        lanes = self._fast if (not durable if quick is None else quick) else self._lanes
         # Each thread starts looking at a lane of its own, so that concurrent writers spread over
         # the lanes instead of all racing for the first idle one.
         start = threading.get_ident() % len(lanes)
