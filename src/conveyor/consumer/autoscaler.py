@@ -18,8 +18,10 @@ within ``TOLERANCE`` of the best it measured; the first halving that costs more 
 step, where it stays. From there it tries twice as many every ``PROBE_SECONDS`` (at once if a bound
 window finds the process idle, below ``IDLE_CORES``), keeping each doubling that raises the rate by
 ``TOLERANCE``, up to the cap; at the cap, a busy process tries halving again every ``PROBE_SECONDS``.
-A window is ``WINDOW_BATCHES`` finished batches (at least four per allowed slot), or
-``WINDOW_SECONDS`` if that comes first, so that slots held by slow handlers cannot stall the fit.
+A window is at least ``WINDOW_BATCHES`` finished batches (and four per allowed slot) over at least
+``WINDOW_MIN_SECONDS`` (a shorter one measured a stall, a checkpoint's flush or a burst of writes
+elsewhere in the process, as often as the limit), or ``WINDOW_SECONDS`` if that comes first, so
+that slots held by slow handlers cannot stall the fit.
 """
 
 from __future__ import annotations
@@ -46,10 +48,12 @@ BOUND = 0.8
 TOLERANCE = 0.1
 # A window: at least this many finished batches, and four per allowed slot...
 WINDOW_BATCHES = 32
+# ...over at least this long...
+WINDOW_MIN_SECONDS = 0.25
 # ...unless this much time passed first (then its rate is what finished in it).
 WINDOW_SECONDS = 1.0
 # How long a fitted limit stays before a doubling is tried again.
-PROBE_SECONDS = 10.0
+PROBE_SECONDS = 30.0
 
 
 class _Fit(enum.Enum):
@@ -152,7 +156,8 @@ class Autoscaler:
         self._w_held += self.running * (now - self._w_last)
         self._w_last = now
         self._w_batches += finished
-        if self._w_batches < max(WINDOW_BATCHES, 4 * self._w_allowed) and elapsed < WINDOW_SECONDS:
+        enough = self._w_batches >= max(WINDOW_BATCHES, 4 * self._w_allowed) and elapsed >= WINDOW_MIN_SECONDS
+        if not enough and elapsed < WINDOW_SECONDS:
             return
         if self.allowed == self._w_allowed and elapsed > 0:  # a failure's back-off voids the window
             assert self._cpu is not None
