@@ -126,3 +126,11 @@ def test_no_cpu_clock_means_no_fit() -> None:
             scaler.started()
         scaler.finished(failed=False)
     assert scaler.allowed == 32
+
+
+def test_a_cap_that_is_no_power_of_two_is_never_passed() -> None:
+    work = Workload(cap=5)
+    allowed = work.run(1_000, computing, cores=1.0)
+    allowed += work.run(int(autoscaler.PROBE_SECONDS * 400) + 2_000, waiting, cores=0.1)
+    assert max(allowed) == 5
+    assert allowed[-1] == 5

@@ -175,7 +175,7 @@ class Autoscaler:
                 self._refit(_Fit.HALVING, level // 2, "the process is busy computing; trying fewer at once")
             elif self._fit is _Fit.FITTED:
                 self._best = rate
-                self._refit(_Fit.DOUBLING, level * 2, "the process is idle; trying more at once")
+                self._refit(_Fit.DOUBLING, min(self.cap, level * 2), "the process is idle; trying more at once")
         elif self._fit is _Fit.HALVING:
             if rate >= (1 - TOLERANCE) * self._best:
                 self._best = max(self._best, rate)
@@ -189,7 +189,7 @@ class Autoscaler:
             if now - self._fitted_at >= PROBE_SECONDS:
                 self._best = rate
                 if level < self.cap:
-                    self._refit(_Fit.DOUBLING, level * 2, "trying more at once")
+                    self._refit(_Fit.DOUBLING, min(self.cap, level * 2), "trying more at once")
                 elif level > 1 and cores >= BUSY_CORES:
                     self._refit(_Fit.HALVING, level // 2, "the process is busy computing; trying fewer at once")
         elif rate >= (1 + TOLERANCE) * self._best:  # doubling, and it paid
