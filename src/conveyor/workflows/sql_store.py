@@ -144,7 +144,9 @@ class SqlWorkflowStore(WorkflowStore):
         return _instance(rows[0]) if rows else None
 
     def _write(self, tx: Tx, row: InstanceRow) -> InstanceRow:
-        self._send(tx, "update_instance", **dataclasses.asdict(row))
+        # Rows are flat (text and numbers), so their fields are passed as they are: asdict's deep
+        # copy was a tenth of a no-op run's CPU.
+        self._send(tx, "update_instance", **vars(row))
         return row
 
     def _at_epoch(self, tx: Tx, account: str, workflow: str, instance_id: str, epoch: int) -> InstanceRow | None:
@@ -325,7 +327,7 @@ class SqlWorkflowStore(WorkflowStore):
             item.traceparent,
             item.origin,
         )
-        self._send(tx, "insert_instance", **dataclasses.asdict(row))
+        self._send(tx, "insert_instance", **vars(row))
         return row
 
     def get_instance(self, account: str, workflow: str, instance_id: str) -> InstanceRow | None:
@@ -598,7 +600,7 @@ class SqlWorkflowStore(WorkflowStore):
 
     def _put_step(self, tx: Tx, row: InstanceRow, step: StepRow) -> None:
         self._send(
-            tx, "put_step", account=row.account, workflow=row.workflow, instance=row.id, **dataclasses.asdict(step)
+            tx, "put_step", account=row.account, workflow=row.workflow, instance=row.id, **vars(step)
         )
 
     def save_step(
