@@ -599,9 +599,7 @@ class SqlWorkflowStore(WorkflowStore):
         return bool(self._rows(tx, "oldest_event", account=row.account, workflow=row.workflow, id=row.id, type=type))
 
     def _put_step(self, tx: Tx, row: InstanceRow, step: StepRow) -> None:
-        self._send(
-            tx, "put_step", account=row.account, workflow=row.workflow, instance=row.id, **vars(step)
-        )
+        self._send(tx, "put_step", account=row.account, workflow=row.workflow, instance=row.id, **vars(step))
 
     def save_step(
         self,
