@@ -46,10 +46,10 @@ def test_concurrent_sends_share_commits(data_dir: Path) -> None:
     cv.close()
 
 
-def test_groups_committed_during_a_flush_share_the_next_one(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A slow disk (each flush held 20 ms): the groups that commit while one flush runs are made
-    durable together by the next, and no send returns before a flush that started after it was
-    called has ended."""
+def test_sends_on_a_slow_disk_share_commits_and_flushes(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow disk (each flush held 20 ms): sixteen producers' sends share commits and flushes
+    (every flush covers at least one commit), and no send returns before a flush that started
+    after it was called has ended."""
     engine = SQLiteEngine(data_dir)
     cv = conveyor.Conveyor(engine)
     q = cv.create_queue("slow-disk")
@@ -84,7 +84,7 @@ def test_groups_committed_during_a_flush_share_the_next_one(data_dir: Path, monk
     monkeypatch.undo()
     commits = shard.committer.commits - before
     assert len(sends) == 80
-    assert len(flushes) < commits
+    assert len(flushes) <= commits < len(sends)
     for called, returned in sends:
         assert any(called <= began and ended <= returned for began, ended in flushes)
     assert q.metrics().backlog_count == 81
@@ -207,6 +207,63 @@ def test_a_volatile_operation_does_not_wait_for_its_groups_flush(
         thread.join(30)
     assert all(event.is_set() for event in returned.values())
     assert sorted(r[0] for r in conn.execute("SELECT name FROM applied")) == ["durable", "first", "volatile"]
+    committer.close()
+    conn.close()
+
+
+def test_durable_writes_that_come_during_a_flush_commit_together_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk held in a flush: durable writes that come meanwhile queue instead of committing
+    one by one, and the flush's end lets them commit as one group; a volatile write that comes
+    then does not wait for the flush: it commits alone at once."""
+    conn = sqlite3.connect(tmp_path / "g.db", isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE applied (name TEXT)")
+    committer = GroupCommitter(conn, str(tmp_path / "g.db"))
+    flushing, disk = threading.Event(), threading.Event()
+    real_fdatasync = os.fdatasync
+
+    def held_fdatasync(fd: int) -> None:
+        flushing.set()
+        assert disk.wait(30), "the disk was never let go"
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", held_fdatasync)
+
+    def write(name: str, durable: bool = True) -> None:
+        committer.run(lambda c: c.execute("INSERT INTO applied VALUES (?)", (name,)), durable=durable)
+
+    first = threading.Thread(target=write, args=("first",))
+    first.start()
+    assert flushing.wait(30)
+    durable = [threading.Thread(target=write, args=(f"d{i}",)) for i in range(5)]
+    for t in durable:
+        t.start()
+    wait_for(lambda: len(committer._pending) == 5, what="the durable writes to queue")
+    assert committer.commits == 1  # none of them committed while the flush ran
+    disk.set()
+    for t in [first, *durable]:
+        t.join(30)
+    assert (committer.commits, committer.operations) == (2, 6)
+
+    disk.clear()
+    flushing.clear()
+    durable = [threading.Thread(target=write, args=(f"e{i}",)) for i in range(3)]
+    durable[0].start()
+    assert flushing.wait(30)
+    for t in durable[1:]:
+        t.start()
+    wait_for(lambda: len(committer._pending) == 2, what="the durable writes to queue")
+    write("volatile", durable=False)  # returns while the disk is still held
+    assert (committer.commits, committer.operations) == (4, 8)
+    disk.set()
+    for t in durable:
+        t.join(30)
+    assert (committer.commits, committer.operations) == (5, 10)
+    assert sorted(r[0] for r in conn.execute("SELECT name FROM applied")) == sorted(
+        ["first", "volatile", *(f"d{i}" for i in range(5)), *(f"e{i}" for i in range(3))]
+    )
     committer.close()
     conn.close()
 
