@@ -94,6 +94,11 @@ SELECT account, workflow, id, status, params, output, error, trace_id, version_i
     run_token
 FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s FOR UPDATE;
 
+-- name: fence_instance
+-- What a run's step write needs of its instance (not its params, up to a mebibyte): who owns it.
+SELECT status, epoch, run_token FROM workflow_instances
+WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s FOR UPDATE;
+
 -- name: update_instance
 UPDATE workflow_instances SET status = %(status)s, params = %(params)s, output = %(output)s, error = %(error)s,
     trace_id = %(trace_id)s, version_id = %(version_id)s, epoch = %(epoch)s, run_message = %(run_message)s,

@@ -164,6 +164,19 @@ class SqlWorkflowStore(WorkflowStore):
         row = self._at_epoch(tx, account, workflow, instance_id, epoch)
         return row if row is not None and row.run_token == run_token else None
 
+    def _owner_status(
+        self, tx: Tx, account: str, workflow: str, instance_id: str, epoch: int, run_token: str | None
+    ) -> str | None:
+        """What :meth:`_fenced` decides, as the instance's status (its row locked), without reading
+        the whole row: a step's write needs no more, and the params can be a mebibyte."""
+        rows = self._rows(tx, "fence_instance", account=account, workflow=workflow, id=instance_id)
+        if not rows:
+            return None
+        status, at_epoch, token = rows[0]
+        if at_epoch != epoch or token != run_token or status not in ("running", "waitingForPause"):
+            return None
+        return str(status)
+
     # -- workflows ----------------------------------------------------------------------------
     def put_workflow(
         self, account: str, name: str, settings: WorkflowSettings, version_id: str, now_ms: int
@@ -613,11 +626,10 @@ class SqlWorkflowStore(WorkflowStore):
         durable: bool = True,
     ) -> str | None:
         def save(tx: Tx) -> str | None:
-            row = self._fenced(tx, account, workflow, instance_id, epoch, run_token)
-            if row is None:
-                return None
-            self._put_step(tx, row, step)
-            return row.status
+            status = self._owner_status(tx, account, workflow, instance_id, epoch, run_token)
+            if status is not None:
+                self._send(tx, "put_step", account=account, workflow=workflow, instance=instance_id, **vars(step))
+            return status
 
         return self._db.transaction(save, durable=durable)
 

@@ -93,6 +93,10 @@ SELECT account, workflow, id, status, params, output, error, trace_id, version_i
     run_token
 FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
 
+-- name: fence_instance
+-- What a run's step write needs of its instance (not its params, up to a mebibyte): who owns it.
+SELECT status, epoch, run_token FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
+
 -- name: update_instance
 UPDATE workflow_instances SET status = :status, params = :params, output = :output, error = :error,
     trace_id = :trace_id, version_id = :version_id, epoch = :epoch, run_message = :run_message,
