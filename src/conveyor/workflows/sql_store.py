@@ -73,6 +73,12 @@ class Database(Protocol):
     def close(self) -> None: ...
 
 
+def _goes_on(status: str, at_epoch: int, epoch: int) -> bool:
+    """Whether a run at ``epoch`` goes on in an instance whose row says ``status`` and ``at_epoch``
+    (the rule of :meth:`SqlWorkflowStore._at_epoch`, and with the run token of ``_fenced``)."""
+    return at_epoch == epoch and status in ("running", "waitingForPause")
+
+
 def _instance(row: Row) -> InstanceRow:
     return InstanceRow(*row)
 
@@ -152,9 +158,7 @@ class SqlWorkflowStore(WorkflowStore):
     def _at_epoch(self, tx: Tx, account: str, workflow: str, instance_id: str, epoch: int) -> InstanceRow | None:
         """The instance's row, locked, if a run at ``epoch`` goes on."""
         row = self._lock(tx, account, workflow, instance_id)
-        if row is None or row.epoch != epoch or row.status not in ("running", "waitingForPause"):
-            return None
-        return row
+        return row if row is not None and _goes_on(row.status, row.epoch, epoch) else None
 
     def _fenced(
         self, tx: Tx, account: str, workflow: str, instance_id: str, epoch: int, run_token: str | None
@@ -173,9 +177,7 @@ class SqlWorkflowStore(WorkflowStore):
         if not rows:
             return None
         status, at_epoch, token = rows[0]
-        if at_epoch != epoch or token != run_token or status not in ("running", "waitingForPause"):
-            return None
-        return str(status)
+        return str(status) if _goes_on(status, at_epoch, epoch) and token == run_token else None
 
     # -- workflows ----------------------------------------------------------------------------
     def put_workflow(
