@@ -169,37 +169,37 @@ class Autoscaler:
     def _judge(self, now: float, rate: float, cores: float) -> None:
         """One bound window's rate at ``fitted`` and the process's CPU in it: move the fit."""
         level = self.fitted
-        if self._fit is _Fit.OPEN or (self._fit is _Fit.FITTED and cores < IDLE_CORES and level < self.cap):
-            if self._fit is _Fit.OPEN and cores >= BUSY_CORES and level > 1:
+        if self._fit is _Fit.OPEN:
+            if cores >= BUSY_CORES and level > 1:
                 self._best = rate
                 self._refit(_Fit.HALVING, level // 2, "the process is busy computing; trying fewer at once")
-            elif self._fit is _Fit.FITTED:
+        elif self._fit is _Fit.HALVING:
+            if rate < (1 - TOLERANCE) * self._best:
+                self._settle(now, level * 2, f"{level} at once finish fewer ({rate:.0f}/s)")
+                return
+            self._best = max(self._best, rate)
+            if level > 1:
+                self._refit(_Fit.HALVING, level // 2, f"{level} at once finish as many ({rate:.0f}/s)")
+            else:
+                self._settle(now, level, f"1 at a time finishes as many ({rate:.0f}/s)")
+        elif self._fit is _Fit.FITTED:
+            if cores < IDLE_CORES and level < self.cap:
                 self._best = rate
                 self._refit(_Fit.DOUBLING, min(self.cap, level * 2), "the process is idle; trying more at once")
-        elif self._fit is _Fit.HALVING:
-            if rate >= (1 - TOLERANCE) * self._best:
-                self._best = max(self._best, rate)
-                if level > 1:
-                    self._refit(_Fit.HALVING, level // 2, f"{level} at once finish as many ({rate:.0f}/s)")
-                else:
-                    self._settle(now, level, f"1 at a time finishes as many ({rate:.0f}/s)")
-            else:
-                self._settle(now, level * 2, f"{level} at once finish fewer ({rate:.0f}/s)")
-        elif self._fit is _Fit.FITTED:
-            if now - self._fitted_at >= PROBE_SECONDS:
+            elif now - self._fitted_at >= PROBE_SECONDS:
                 self._best = rate
                 if level < self.cap:
                     self._refit(_Fit.DOUBLING, min(self.cap, level * 2), "trying more at once")
                 elif level > 1 and cores >= BUSY_CORES:
                     self._refit(_Fit.HALVING, level // 2, "the process is busy computing; trying fewer at once")
-        elif rate >= (1 + TOLERANCE) * self._best:  # doubling, and it paid
+        elif rate < (1 + TOLERANCE) * self._best:  # doubling did not pay: back to the level before it
+            self._settle(now, max(1, level // 2), f"{level} at once finish no more ({rate:.0f}/s)")
+        else:  # doubling, and it paid
             self._best = rate
             if level < self.cap:
                 self._refit(_Fit.DOUBLING, min(self.cap, level * 2), f"{level} at once finish more ({rate:.0f}/s)")
             else:
                 self._refit(_Fit.OPEN, level, f"the cap finishes the most ({rate:.0f}/s)")
-        else:  # doubling did not pay: back to the level before it
-            self._settle(now, max(1, level // 2), f"{level} at once finish no more ({rate:.0f}/s)")
 
     def _settle(self, now: float, level: int, why: str) -> None:
         self._fitted_at = now

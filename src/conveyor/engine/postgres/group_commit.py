@@ -183,7 +183,9 @@ class WriteLanes:
         """``quick`` (by default: not ``durable``): on the lanes of operations that need no flush."""
         if urgent:
             return self._urgent.run(op, durable=durable)
-        lanes = self._fast if (not durable if quick is None else quick) else self._lanes
+        if quick is None:
+            quick = not durable
+        lanes = self._fast if quick else self._lanes
         # Each thread starts looking at a lane of its own, so that concurrent writers spread over
         # the lanes instead of all racing for the first idle one.
         start = threading.get_ident() % len(lanes)
