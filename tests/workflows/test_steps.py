@@ -10,6 +10,7 @@ import time
 import pytest
 
 import conveyor
+from tests.waiting import wait_for
 from tests.workflows.support import Ledger, advance, running, settled
 
 
@@ -168,6 +169,80 @@ def test_an_attempt_past_its_timeout_fails_and_is_retried(cv, app) -> None:
     release.set()
     assert s.output == "fast"
     assert s.steps[0].attempts[0].error["name"] == "StepTimeout"
+
+
+def test_an_overrun_hands_the_run_on_while_its_function_still_holds_the_thread(cv, app) -> None:
+    """A step's function runs on its run's thread; past the timeout the run goes on elsewhere (the
+    retry here), the message's place is free for other instances (concurrency 1), and what the
+    abandoned function returns later changes nothing."""
+    release = threading.Event()
+    calls: list[int] = []
+
+    def stuck() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            release.wait(30)
+            return "late"
+        return "retried"
+
+    @app.workflow("handed-on", concurrency=1)
+    def run(event, step):
+        if (event.payload or {}).get("other"):
+            return step.do("quick", lambda: "other done")
+        return step.do("stuck", stuck, retries=conveyor.Retries(limit=1, delay=0), timeout=0.3)
+
+    try:
+        with running(app):
+            wf = cv.workflow("handed-on")
+            first = wf.create()
+            assert settled(first, "complete").output == "retried"
+            assert settled(wf.create(params={"other": True}), "complete").output == "other done"
+            assert not release.is_set() and len(calls) == 2
+            release.set()
+            time.sleep(0.3)  # the abandoned call returns "late": refused, nothing written
+            s = first.status()
+    finally:
+        release.set()
+    assert s.status == "complete" and s.output == "retried"
+    assert [a.error["name"] if a.error else None for a in s.steps[0].attempts] == ["StepTimeout", None]
+
+
+def test_an_overrun_of_the_last_attempt_raises_in_the_workflow(cv, app) -> None:
+    release = threading.Event()
+
+    @app.workflow("overrun-for-good")
+    def run(event, step):
+        try:
+            step.do("stuck", lambda: release.wait(30), retries=conveyor.Retries(limit=0), timeout=0.2)
+        except conveyor.WorkflowStepError as exc:
+            return exc.name
+        return "finished"
+
+    try:
+        with running(app):
+            s = settled(cv.workflow("overrun-for-good").create(), "complete")
+    finally:
+        release.set()
+    assert s.output == "StepTimeout"
+    assert s.steps[0].success is False and len(s.steps[0].attempts) == 1
+
+
+def test_a_long_attempt_shows_as_under_way_before_it_ends(cv, app) -> None:
+    release = threading.Event()
+
+    @app.workflow("long-attempt")
+    def run(event, step):
+        return step.do("long", lambda: release.wait(30) and "done", timeout=60)
+
+    try:
+        with running(app):
+            inst = cv.workflow("long-attempt").create()
+            shown = wait_for(lambda: [a for st in inst.status().steps for a in st.attempts], timeout=10)
+            assert shown[0].start is not None and shown[0].end is None and shown[0].success is None
+            release.set()
+            assert settled(inst, "complete").output == "done"
+    finally:
+        release.set()
 
 
 def test_a_result_over_1_mib_or_not_json_fails_the_step(cv, app) -> None:

@@ -117,14 +117,22 @@ class MessageBatch:
 
     ``metrics`` may be a function: the queue's metrics are then read when the handler first asks for
     ``metadata`` (fresh as of that moment), and not at all by a handler that never does, so that no
-    batch waits on a metrics read to start."""
+    batch waits on a metrics read to start. ``settle_now`` is the dispatcher's: see
+    :func:`settle_early`."""
 
-    def __init__(self, queue: str, messages: list[Message], metrics: Metrics | Callable[[], Metrics]) -> None:
+    def __init__(
+        self,
+        queue: str,
+        messages: list[Message],
+        metrics: Metrics | Callable[[], Metrics],
+        settle_now: Callable[[BaseException | None], None] | None = None,
+    ) -> None:
         self.queue = queue
         self.messages = messages
         self._metrics = metrics
         self._metadata: BatchMetadata | None = None
         self._batch_call: str | None = None
+        self._settle_now = settle_now
 
     @property
     def metadata(self) -> BatchMetadata:
@@ -175,3 +183,14 @@ class MessageBatch:
                 explicit += m._decision == RETRY
                 retries.append((m.lease_id, default_delay if m._delay is None else m._delay))
         return acks, retries, explicit
+
+
+def settle_early(batch: MessageBatch, error: BaseException | None) -> None:
+    """Settle ``batch`` now, as if its handler had returned (``error`` None) or raised ``error``,
+    though the handler's thread is still busy: for a handler that gives up on a call it cannot stop
+    (a workflow run whose step ran past its timeout hands the run on and abandons its thread). The
+    batch's place in the consumer's concurrency is free at once, and nothing the thread does to
+    the batch afterwards changes anything."""
+    if batch._settle_now is None:
+        raise RuntimeError(f"{batch!r} was not delivered by a dispatcher; it cannot be settled early")
+    batch._settle_now(error)

@@ -177,7 +177,8 @@ class Dispatcher:
         now = time.monotonic()
         # The metrics are read if and when the handler asks (MessageBatch): a read here, before the
         # lease, held a woken lease behind its round trip.
-        batch = MessageBatch(self.spec.queue, messages, self._read_metrics)
+        # settle_early(batch, error) settles the flight at once (late-bound: the flight is made next).
+        batch = MessageBatch(self.spec.queue, messages, self._read_metrics, lambda error: self._finish(flight, error))
         flight = Flight(batch, now + self.spec.handler_timeout, now)
         self._flights.add(flight)
         self.scaler.started()

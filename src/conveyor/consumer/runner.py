@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from conveyor import limits, tracing
+from conveyor import tracing
 from conveyor.model import StoredMessage
 
 Handler = Callable[[Any], Any]
@@ -46,7 +46,10 @@ class HandlerTimeout(Exception):
 
 class HandlerRunner:
     def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=limits.MAX_CONCURRENCY + 8, thread_name_prefix="conveyor-handler")
+        # Bounded in practice by the dispatchers' concurrency: a thread is started only when none is
+        # idle. A handler thread abandoned to a call that cannot be stopped (batch.settle_early) is
+        # thus never a place the handlers lack.
+        self._pool = ThreadPoolExecutor(max_workers=1_000_000, thread_name_prefix="conveyor-handler")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_lock = threading.Lock()
 

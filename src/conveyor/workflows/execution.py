@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from conveyor import limits, tracing
-from conveyor.consumer.batch import MessageBatch
+from conveyor.consumer.batch import MessageBatch, settle_early
 from conveyor.engine.base import Engine
 from conveyor.errors import QueueExists, QueueNotFound, StorageError
 from conveyor.model import NewMessage, QueueSettings
@@ -128,12 +128,16 @@ class WorkflowHandler:
         for message in batch.messages:
             body = message.body
             if isinstance(body, dict) and isinstance(body.get("id"), str):
-                self.advance(body["id"], body.get("wake"), message.id)
+                self.advance(body["id"], body.get("wake"), message.id, lambda error: settle_early(batch, error))
             else:
                 log.warning("workflow %s: ignored a malformed message %s", self.workflow, message.id)
             message.ack()
 
-    def advance(self, instance_id: str, wake: int | None, message_id: str) -> None:
+    def advance(
+        self, instance_id: str, wake: int | None, message_id: str, let_go: Callable[[BaseException | None], None]
+    ) -> None:
+        """Run the instance for its message, if it is due; ``let_go`` settles the message while a
+        run's thread is still busy (see :meth:`Run.hand_on`)."""
         now = self.engine.clock.now_ms()
         claim = self.store.claim(self.account, self.workflow, instance_id, message_id, now)
         if claim is None and wake is not None:
@@ -147,6 +151,7 @@ class WorkflowHandler:
             self.engine.clock,
             lambda at: send_wake(self.engine, self.queue_id, instance_id, at),
             self.settings.max_steps,
+            let_go,
         )
         self._execute(run, claim.instance)
 

@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import dataclasses
 import datetime
 import functools
 import inspect
 import json
+import logging
 import math
 from collections.abc import Awaitable, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from conveyor import tracing
 from conveyor.engine.base import Clock
+from conveyor.errors import StorageError
 from conveyor.workflows.durations import parse_duration
 from conveyor.workflows.errors import (
     InvalidStepConfig,
@@ -46,6 +45,9 @@ from conveyor.workflows.model import (
     StepRow,
 )
 from conveyor.workflows.store import WorkflowStore
+from conveyor.workflows.watchdog import WATCHDOG
+
+log = logging.getLogger("conveyor.workflows")
 
 MAX_STEP_NAME = 256
 # An attempt still running after this long is recorded as under way.
@@ -131,7 +133,9 @@ class Run:
     """One claimed run of one instance: the stored steps, the occurrence counters, the fenced writes.
 
     ``wake(wake_at_ms)`` sends the instance's delayed wake-up message; ``max_steps`` bounds the
-    ``do`` and ``wait_for_event`` steps (sleeps do not count, as on Cloudflare).
+    ``do`` and ``wait_for_event`` steps (sleeps do not count, as on Cloudflare); ``let_go(error)``
+    settles the run's message while its thread is still busy (an attempt that overran its timeout:
+    :meth:`hand_on`), acked if ``error`` is None, delivered again otherwise.
     """
 
     def __init__(
@@ -141,12 +145,14 @@ class Run:
         clock: Clock,
         wake: Callable[[int], None],
         max_steps: int,
+        let_go: Callable[[BaseException | None], None],
     ) -> None:
         self.store = store
         self.row = claim.instance
         self.clock = clock
         self.wake = wake
         self.max_steps = max_steps
+        self.let_go = let_go
         self.stored = {s.key: s for s in claim.steps}
         self._counts: dict[tuple[str, str], int] = {}
         self._seq = 0
@@ -240,14 +246,13 @@ class Run:
         with tracing.activate(ctx, f"step {plan.name}", attributes):
             yield sent
 
-    def show_attempt(self, plan: _Do, started_ms: int) -> None:
+    def show_attempt(self, plan: _Do, started_ms: int, sent: list[dict[str, str]]) -> bool:
         """Record that an attempt is under way (not durably: it only shows), for one that runs
         longer than ``SHOW_RUNNING_AFTER``: status() shows it, and an attempt whose worker dies
-        is then seen as interrupted (with the messages it had sent by then). Fast attempts cost no
-        write."""
-        ctx = tracing.current()
-        sent = {"messages": list(ctx.sent)} if ctx is not None and ctx.sent else {}
-        attempts = json.dumps([*plan.attempts, {"start": started_ms, **sent}])
+        is then seen as interrupted (with the messages it had ``sent`` by then). Fast attempts cost
+        no write. False if the run was fenced (its later writes are refused as well)."""
+        noted = {"messages": list(sent)} if sent else {}
+        attempts = json.dumps([*plan.attempts, {"start": started_ms, **noted}])
         step = StepRow(
             plan.key, plan.seq, "step", plan.name, "running", None, attempts, plan.config, plan.start_ms, None
         )
@@ -255,14 +260,40 @@ class Run:
         saved = self.store.save_step(
             row.account, row.workflow, row.id, row.epoch, step, run_token=row.run_token, durable=False
         )
-        if saved is None:
-            raise Suspended("fenced: another run owns this instance now")
+        return saved is not None
+
+    def hand_on(self, plan: _Do, started_ms: int, sent: list[dict[str, str]]) -> None:
+        """The attempt ran past its timeout and its function still holds the run's thread: record
+        it as failed and suspend the instance, due when its retry is (or at once, when the step
+        has failed for good: the next run raises its error in the workflow), so that another run
+        goes on from there; then let go of the run's message. Called by the watchdog; the run's
+        thread raises :class:`Suspended` once the function returns."""
+        timeout = StepTimeout(f"the attempt ran past its timeout of {plan.timeout:g} s")
+        failure: BaseException | None = None
+        try:
+            self.end_attempt(plan, started_ms, None, timeout, list(sent), handing_on=True)
+        except (Suspended, WorkflowStepError):
+            pass  # suspended (or fenced: another run owns the instance now)
+        except StorageError as exc:
+            # Not stored: the message comes back, and its next delivery takes the run over (the
+            # attempt then shows as interrupted and runs again).
+            log.warning("workflow %s: instance %s: could not hand the run on: %s", self.row.workflow, self.row.id, exc)
+            failure = exc
+        self.let_go(failure)
 
     def end_attempt(
-        self, plan: _Do, started_ms: int, value: Any, error: BaseException | None, sent: list[dict[str, str]]
+        self,
+        plan: _Do,
+        started_ms: int,
+        value: Any,
+        error: BaseException | None,
+        sent: list[dict[str, str]],
+        *,
+        handing_on: bool = False,
     ) -> None:
         """Record one attempt (with the messages it ``sent``): the result (``plan.done``), a retry
-        now, or a suspension for a later one."""
+        now, or a suspension for a later one (always a suspension when ``handing_on``: this
+        thread is not the run's)."""
         now = self.clock.now_ms()
         noted = {"messages": sent} if sent else {}
         if error is None:
@@ -280,11 +311,13 @@ class Run:
         final = isinstance(error, NonRetryableError | PayloadTooLarge) or attempt > plan.retries.limit
         if final:
             self._save(self._row(plan, "errored", None, now))
+            if handing_on:
+                self.suspend(now, None)
             raise WorkflowStepError(**plan.attempts[-1]["error"])
         wait_ms = math.ceil(plan.retries.delay_after(attempt, plan.delay) * 1000)
         plan.attempts[-1]["retry_at"] = now + wait_ms
         self._save(self._row(plan, "running", None, None))
-        if wait_ms > 0:
+        if wait_ms > 0 or handing_on:
             self.suspend(now + wait_ms, None)
 
     def _row(self, plan: _Do, status: str, output: str | None, end: int | None) -> StepRow:
@@ -381,30 +414,25 @@ def _until_ms(when: object, what: str) -> int:
     raise InvalidStepConfig(f"{what} is {when!r}; give a datetime or epoch seconds")
 
 
-# Threads of step attempts, shared by the runs of the process: an attempt takes an idle one, or a new
-# one when none is idle (the bound is never reached in practice, so an attempt never queues behind
-# another: a queued attempt could time out unstarted and then run after all). An attempt that
-# overruns its timeout keeps its thread until it ends; then the thread serves later attempts. A
-# thread started for each run cost a quarter of a no-op 1-step workflow's CPU.
-_STEP_THREADS = ThreadPoolExecutor(max_workers=1_000_000, thread_name_prefix="conveyor-step")
-
-
-def run_attempt(fn: Callable[[], Any], timeout: float, on_slow: Callable[[], None]) -> tuple[Any, BaseException | None]:
-    """Run a sync step function with a per-attempt timeout on a step thread: ``fn()``'s value or
-    exception; ``on_slow()`` once it ran ``SHOW_RUNNING_AFTER``. A function that overruns is
-    abandoned to finish on its own (Python cannot stop a thread)."""
-    future = _STEP_THREADS.submit(contextvars.copy_context().run, fn)  # the attempt's trace goes along
-    first = min(timeout, SHOW_RUNNING_AFTER)
-    for wait, last in ((first, timeout <= first), (timeout - first, True)):
-        try:
-            return future.result(timeout=wait), None
-        except FutureTimeout:
-            if last:
-                return None, StepTimeout(f"the attempt ran past its timeout of {timeout:g} s")
-            on_slow()
-        except Exception as exc:
-            return None, exc
-    raise AssertionError("unreachable")
+def run_attempt(
+    fn: Callable[[], Any], timeout: float, on_slow: Callable[[], object], on_overrun: Callable[[], object]
+) -> tuple[Any, BaseException | None]:
+    """Run a sync step function on this thread under the watchdog: ``fn()``'s value or exception
+    (:class:`StepTimeout` if it returned past ``timeout``). ``on_slow()`` is called once it has run
+    ``SHOW_RUNNING_AFTER``; ``on_overrun()`` once it has run past ``timeout``, to hand the run on,
+    and then this raises :class:`Suspended` when ``fn`` returns, whatever it returned."""
+    watch = WATCHDOG.watch(timeout, SHOW_RUNNING_AFTER, on_slow, on_overrun)
+    try:
+        value, error = fn(), None
+    except Exception as exc:
+        value, error = None, exc
+    finally:
+        handed_on = not WATCHDOG.end(watch)
+    if handed_on:
+        raise Suspended("the attempt ran past its timeout and its run was handed on")
+    if watch.overran():
+        return None, StepTimeout(f"the attempt ran past its timeout of {timeout:g} s")
+    return value, error
 
 
 class WorkflowStep:
@@ -429,7 +457,12 @@ class WorkflowStep:
         while not plan.done:
             started = self._run.clock.now_ms()
             with self._run.attempt(plan) as sent:
-                value, error = run_attempt(fn, plan.timeout, functools.partial(self._run.show_attempt, plan, started))
+                value, error = run_attempt(
+                    fn,
+                    plan.timeout,
+                    functools.partial(self._run.show_attempt, plan, started, sent),
+                    functools.partial(self._run.hand_on, plan, started, sent),
+                )
                 tracing.mark_error(error)
             self._run.end_attempt(plan, started, value, error, sent)
         return plan.value
@@ -468,19 +501,25 @@ class AsyncWorkflowStep:
         while not plan.done:
             started = self._run.clock.now_ms()
             with self._run.attempt(plan) as sent:
-                value, error = await self._attempt(plan, fn, started)
+                value, error = await self._attempt(plan, fn, started, sent)
                 tracing.mark_error(error)
             self._run.end_attempt(plan, started, value, error, sent)
         return plan.value
 
     async def _attempt(
-        self, plan: _Do, fn: Callable[[], Any] | Callable[[], Awaitable[Any]], started: int
+        self,
+        plan: _Do,
+        fn: Callable[[], Any] | Callable[[], Awaitable[Any]],
+        started: int,
+        sent: list[dict[str, str]],
     ) -> tuple[Any, BaseException | None]:
         work = asyncio.ensure_future(fn() if inspect.iscoroutinefunction(fn) else asyncio.to_thread(fn))
         first = min(plan.timeout, SHOW_RUNNING_AFTER)
         done, _ = await asyncio.wait({work}, timeout=first)
         if not done and plan.timeout > first:
-            self._run.show_attempt(plan, started)
+            if not self._run.show_attempt(plan, started, sent):
+                work.cancel()
+                raise Suspended("fenced: another run owns this instance now")
             done, _ = await asyncio.wait({work}, timeout=plan.timeout - first)
         if not done:
             work.cancel()
