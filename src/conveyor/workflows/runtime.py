@@ -112,6 +112,36 @@ def check_retries(retries: object) -> tuple[Retries, float]:
     return retries, parse_duration(retries.delay, "retries.delay")
 
 
+StepConfig = tuple[Retries, float, float, str]
+# Checked step settings by their values and types (True is 1 to a dict, not to the checks), so
+# that the steps of a loop check theirs once.
+_CONFIGS: dict[tuple[object, ...], StepConfig] = {}
+_MAX_CONFIGS = 1_024
+
+
+def step_config(retries: Retries | None, timeout: float | str | None) -> StepConfig:
+    """``step.do``'s settings, checked: the retries, their delay and the timeout in seconds, and
+    the config JSON that ``status()`` shows."""
+    given = Retries() if retries is None else retries
+    key: tuple[object, ...] | None = None
+    if type(given) is Retries:
+        key = tuple((value, type(value)) for value in (given.limit, given.delay, given.backoff, timeout))
+        try:
+            return _CONFIGS[key]
+        except (KeyError, TypeError):  # TypeError: a value that cannot be hashed (refused below)
+            pass
+    chosen, delay = check_retries(given)
+    seconds = parse_duration(DEFAULT_STEP_TIMEOUT if timeout is None else timeout, "timeout")
+    config = {
+        "retries": {"limit": chosen.limit, "delay": delay * 1000, "backoff": chosen.backoff},
+        "timeout": seconds * 1000,
+    }
+    checked = (chosen, delay, seconds, json.dumps(config))
+    if key is not None and len(_CONFIGS) < _MAX_CONFIGS:
+        _CONFIGS[key] = checked
+    return checked
+
+
 @dataclasses.dataclass
 class _Do:
     """A ``step.do`` between attempts."""
@@ -200,14 +230,9 @@ class Run:
     # -- step.do ------------------------------------------------------------------------------
     def begin_do(self, name: str, retries: Retries | None, timeout: float | str | None) -> _Do:
         key, seq = self._key("step", name, True)
-        chosen, delay = check_retries(retries if retries is not None else Retries())
-        seconds = parse_duration(DEFAULT_STEP_TIMEOUT if timeout is None else timeout, "timeout")
-        config = {
-            "retries": {"limit": chosen.limit, "delay": delay * 1000, "backoff": chosen.backoff},
-            "timeout": seconds * 1000,
-        }
+        chosen, delay, seconds, config = step_config(retries, timeout)
         now = self.clock.now_ms()
-        plan = _Do(key, seq, name, chosen, delay, seconds, json.dumps(config), now, [])
+        plan = _Do(key, seq, name, chosen, delay, seconds, config, now, [])
         stored = self.stored.get(key)
         if stored is None:
             return plan
@@ -242,7 +267,7 @@ class Run:
             "conveyor.step": plan.key,
             "conveyor.attempt": number,
         }
-        ctx = dataclasses.replace(run, step=plan.key, sent=sent)
+        ctx = tracing.TraceContext(run.traceparent, run.workflow, run.instance, plan.key, run.queue, run.message, sent)
         with tracing.activate(ctx, f"step {plan.name}", attributes):
             yield sent
 

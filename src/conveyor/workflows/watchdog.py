@@ -10,8 +10,10 @@ abandoned to finish on its own, and :meth:`Watchdog.end` tells it so.
 
 The callbacks run on threads of their own, never on the watchdog's, so a slow write in one cannot
 delay another attempt's timeout; an attempt's callbacks and its end are serialized by its lock.
-Watching an attempt costs a lock and a set insertion: the watchdog's thread is woken only when an
-attempt is due sooner than the moment it already waits for.
+Watching an attempt costs a lock and a set insertion, and ending it a lock: the watchdog's thread
+is woken only when an attempt is due sooner than the moment it already waits for, and it drops the
+attempts that ended when they come due (so that a steady flow of short attempts never leaves it
+waiting for nothing, to be woken by the next one).
 """
 
 from __future__ import annotations
@@ -94,22 +96,20 @@ class Watchdog:
         with watch.lock:
             abandoned = watch.state is State.ABANDONED
             watch.state = State.ENDED
-        with self._cond:
-            self._watches.discard(watch)
         return not abandoned
 
     def _loop(self) -> None:
         while True:
             with self._cond:
                 now = time.monotonic()
-                due = [w for w in self._watches if w.due <= now]
-                for w in due:
+                for w in [w for w in self._watches if w.due <= now]:
                     overrun = w.deadline <= now
-                    if overrun:
+                    if w.state is not State.RUNNING or overrun:
                         self._watches.discard(w)
                     else:
                         w.due = w.deadline
-                    self._callbacks.submit(w._fire, overrun)
+                    if w.state is State.RUNNING:
+                        self._callbacks.submit(w._fire, overrun)
                 self._waiting_until = min((w.due for w in self._watches), default=math.inf)
                 self._cond.wait(None if self._waiting_until == math.inf else self._waiting_until - now)
 

@@ -60,6 +60,14 @@ LOG_AHEAD_SPARE = 64 << 20
 _ZEROS = bytes(LOG_AHEAD_STEP)
 
 
+def checkpointed_log_size(conn: sqlite3.Connection) -> int:
+    """The size of ``conn``'s write-ahead log when SQLite checkpoints it and starts it again from
+    the top (its ``wal_autocheckpoint`` pages and their frame headers): the ``log_ahead`` to give."""
+    (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+    (pages,) = conn.execute("PRAGMA wal_autocheckpoint").fetchone()
+    return 32 + int(pages) * (int(page_size) + 24)
+
+
 class _Op(Generic[T]):
     __slots__ = ("alone", "batch", "committed", "done", "durable", "error", "fn", "gate", "result", "urgent")
 

@@ -19,7 +19,7 @@ from conveyor.codec import ContentType
 from conveyor.engine.lease_ids import MISSING, SUPERSEDED
 from conveyor.engine.sharded import LeaseGroup, ShardSettlement
 from conveyor.engine.sqlfile import load_queries, load_script
-from conveyor.engine.sqlite.group_commit import DECLINED, GroupCommitter
+from conveyor.engine.sqlite.group_commit import DECLINED, GroupCommitter, checkpointed_log_size
 from conveyor.engine.sqlite.storage import open_database, translate_error
 from conveyor.errors import QueueNotFound
 
@@ -101,11 +101,11 @@ class Shard:
         conn.execute("PRAGMA secure_delete = FAST")
         conn.execute(Q["lone_send_view"])
         conn.execute(Q["lone_send_trigger"])
-        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
-        # The log's size when SQLite starts it again from the top (a checkpoint every
-        # WAL_AUTOCHECKPOINT pages), written ahead while it grows to it (GroupCommitter).
-        log_size = 32 + WAL_AUTOCHECKPOINT * (page_size + 24)
-        self.committer = GroupCommitter(conn, str(path), on_end=self._transaction_ended, log_ahead=log_size)
+        # The log is written ahead up to its size when SQLite starts it again from the top (a
+        # checkpoint every WAL_AUTOCHECKPOINT pages): see GroupCommitter.
+        self.committer = GroupCommitter(
+            conn, str(path), on_end=self._transaction_ended, log_ahead=checkpointed_log_size(conn)
+        )
         self._write_conn = conn
         # The lone send's statement runs on a cursor kept for it: Connection.execute makes and drops
         # one per call. Only the committer's leader uses it, one at a time.
