@@ -10,10 +10,10 @@ abandoned to finish on its own, and :meth:`Watchdog.end` tells it so.
 
 The callbacks run on threads of their own, never on the watchdog's, so a slow write in one cannot
 delay another attempt's timeout; an attempt's callbacks and its end are serialized by its lock.
-Watching an attempt costs a lock and a set insertion, and ending it a lock: the watchdog's thread
-is woken only when an attempt is due sooner than the moment it already waits for, and it drops the
-attempts that ended when they come due (so that a steady flow of short attempts never leaves it
-waiting for nothing, to be woken by the next one).
+Watching an attempt costs a lock and a set insertion, and ending it the same: the watchdog's thread
+wakes when the first attempt it watches is due, or every ``PATROL_SECONDS`` while attempts come and
+go, and is woken only by an attempt due sooner than that (so that a steady flow of short attempts
+does not wake it once each: a thread's wake-up costs more than such a step's own Python).
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 log = logging.getLogger("conveyor.workflows")
+
+# How often the watchdog looks while attempts start, when none is left to watch.
+PATROL_SECONDS = 0.5
 
 
 class State(enum.Enum):
@@ -71,6 +74,7 @@ class Watchdog:
         self._cond = threading.Condition()
         self._watches: set[Watch] = set()
         self._waiting_until = math.inf  # when the watchdog's thread wakes next on its own
+        self._started = False  # whether an attempt started since the watchdog last looked
         self._thread: threading.Thread | None = None
         # The callbacks' threads: one is started only when none is idle.
         self._callbacks = ThreadPoolExecutor(max_workers=1_000, thread_name_prefix="conveyor-step-watch")
@@ -83,6 +87,7 @@ class Watchdog:
         watch = Watch(now + show_after, now + timeout, on_slow, on_overrun)
         with self._cond:
             self._watches.add(watch)
+            self._started = True
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="conveyor-step-watchdog", daemon=True)
                 self._thread.start()
@@ -96,6 +101,8 @@ class Watchdog:
         with watch.lock:
             abandoned = watch.state is State.ABANDONED
             watch.state = State.ENDED
+        with self._cond:
+            self._watches.discard(watch)
         return not abandoned
 
     def _loop(self) -> None:
@@ -104,13 +111,14 @@ class Watchdog:
                 now = time.monotonic()
                 for w in [w for w in self._watches if w.due <= now]:
                     overrun = w.deadline <= now
-                    if w.state is not State.RUNNING or overrun:
+                    if overrun:
                         self._watches.discard(w)
                     else:
                         w.due = w.deadline
-                    if w.state is State.RUNNING:
-                        self._callbacks.submit(w._fire, overrun)
-                self._waiting_until = min((w.due for w in self._watches), default=math.inf)
+                    self._callbacks.submit(w._fire, overrun)
+                soonest = min((w.due for w in self._watches), default=math.inf)
+                self._waiting_until = min(soonest, now + PATROL_SECONDS) if self._started else soonest
+                self._started = False
                 self._cond.wait(None if self._waiting_until == math.inf else self._waiting_until - now)
 
 
