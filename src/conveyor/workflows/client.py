@@ -201,16 +201,18 @@ class Workflow:
         origin = _origin(ctx)
         errors: list[BatchError] = []
         news: list[tuple[int, NewInstance]] = []
+        taken: set[str] = set()
         for index, item in enumerate(items):
             given = item.get("id") if isinstance(item, Mapping) else None
             try:
                 if not isinstance(item, Mapping) or set(item) - {"params", "id"}:
                     raise InvalidRequest(f"item {index} must be a mapping of 'params' and 'id' only")
                 instance_id = str(uuid.uuid4()) if given is None else check_instance_id(given)
-                if any(n.id == instance_id for _, n in news):
+                if instance_id in taken:
                     raise InvalidInstanceId(f"instance id {instance_id!r} is given twice in this batch")
                 params = encode_json(item.get("params"), "params")
                 news.append((index, NewInstance(instance_id, params, chosen[3:35], chosen, origin)))
+                taken.add(instance_id)
             except ConveyorError as exc:
                 errors.append(_batch_error(index, given, exc))
         if all_or_none and errors:
