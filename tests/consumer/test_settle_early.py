@@ -1,5 +1,4 @@
-"""settle_early and free_place: a handler frees its batch's place in the concurrency before it returns
-(giving up on a call it cannot stop, or with only bookkeeping left)."""
+"""settle_early: a handler that gives up on a call it cannot stop frees its batch's place at once."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import conveyor
-from conveyor.consumer.batch import Message, MessageBatch, free_place, settle_early
+from conveyor.consumer.batch import Message, MessageBatch, settle_early
 from conveyor.model import Metrics
 from tests.waiting import wait_for
 
@@ -53,35 +52,3 @@ def test_a_batch_not_delivered_by_a_dispatcher_cannot_be_settled_early() -> None
     batch = MessageBatch("q", [Message("m", 0, b'"x"', 1, "json", "lease")], Metrics(0, 0, 0))
     with pytest.raises(RuntimeError, match="not delivered by a dispatcher"):
         settle_early(batch, None)
-
-
-def test_a_batch_whose_place_was_freed_lets_the_next_start_and_is_settled_when_its_handler_returns(
-    tmp_path: Path,
-) -> None:
-    release = threading.Event()
-    seen: list[str] = []
-    with conveyor.connect(f"sqlite://{tmp_path / 'data'}") as cv:
-        q = cv.create_queue("ending")
-        app = conveyor.App(cv)
-
-        @app.consumer("ending", max_batch_size=1, max_concurrency=1)
-        def handle(batch: conveyor.MessageBatch) -> None:
-            seen.append(batch.messages[0].body)
-            if batch.messages[0].body == "first":
-                free_place(batch)
-                free_place(batch)  # twice is once
-                release.wait(30)
-
-        app.start()
-        try:
-            q.send("first")
-            wait_for(lambda: seen, what="the first delivery")
-            q.send("second")
-            wait_for(lambda: "second" in seen, what="the second message, beside the first's end")
-            assert q.metrics().backlog_count == 1, "the first is settled only when its handler returns"
-            release.set()
-            wait_for(lambda: q.metrics().backlog_count == 0, what="the first's ack")
-        finally:
-            release.set()
-            app.stop(grace=5)
-    assert seen == ["first", "second"]
