@@ -17,6 +17,10 @@ from tests.workflows.conftest import ENGINES
 from tests.workflows.support import Ledger, internal_queue, running, settled
 
 
+def _held(error: BaseException | None) -> None:
+    """A hand-driven run's message is the test's: nothing to settle early."""
+
+
 def _step(key: str, output: str) -> StepRow:
     return StepRow(key, 1, "step", key, "complete", output, "[]", "{}", 0, 1)
 
@@ -134,10 +138,10 @@ def test_two_workers_the_one_that_lost_its_lease_cannot_overwrite(cv, app, tmp_p
                     workflow(who), "contested", client.deployment.account, store, client.engine, queue_id, settings
                 )
             )
-        a = threading.Thread(target=handlers[0].advance, args=("c", None, "m", None))
+        a = threading.Thread(target=handlers[0].advance, args=("c", None, "m", _held))
         a.start()
         assert in_a.wait(10)
-        handlers[1].advance("c", None, "m", None)  # the message redelivered to B
+        handlers[1].advance("c", None, "m", _held)  # the message redelivered to B
         assert inst.status().output == "B"
         release_a.set()
         a.join(10)
@@ -202,7 +206,7 @@ def test_a_timer_wake_up_that_comes_before_its_run_has_suspended_still_wakes_it(
 
     suspender = threading.Thread(target=suspend_soon)
     suspender.start()
-    handler.advance("r", wake, "the-timer's-message", None)  # it came first
+    handler.advance("r", wake, "the-timer's-message", _held)  # it came first
     suspender.join()
     assert inst.status().status == "complete" and inst.status().output == "done"
 
@@ -219,6 +223,6 @@ def test_a_stale_timer_wake_up_of_a_run_that_goes_on_is_dropped(cv, app, clock) 
     held = workflow_store(cv).claim(cv.deployment.account, "long-run", "l", "the-run's-message", clock.now_ms())
     assert held is not None
     started = time.monotonic()
-    handler.advance("l", clock.now_ms() - 1000, "a-late-timer-message", None)
+    handler.advance("l", clock.now_ms() - 1000, "a-late-timer-message", _held)
     assert time.monotonic() - started < 5
     assert inst.status().status == "running", "the run that holds it goes on"

@@ -356,7 +356,7 @@ class InstanceModel(RuleBasedStateMachine):
                 break
             for message in leased:
                 body = json.loads(message.body)
-                self.handler.advance(body["id"], body["wake"], message.id, None)
+                self.handler.advance(body["id"], body["wake"], message.id, lambda error: None)
             engine.settle(self.queue_id, [m.lease_id for m in leased], [], policy)
         else:
             raise AssertionError("deliveries went on and on")

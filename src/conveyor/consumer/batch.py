@@ -117,8 +117,8 @@ class MessageBatch:
 
     ``metrics`` may be a function: the queue's metrics are then read when the handler first asks for
     ``metadata`` (fresh as of that moment), and not at all by a handler that never does, so that no
-    batch waits on a metrics read to start. ``settle_now`` and ``free_place`` are the dispatcher's:
-    see :func:`settle_early` and :func:`free_place`."""
+    batch waits on a metrics read to start. ``settle_now`` is the dispatcher's: see
+    :func:`settle_early`."""
 
     def __init__(
         self,
@@ -126,7 +126,6 @@ class MessageBatch:
         messages: list[Message],
         metrics: Metrics | Callable[[], Metrics],
         settle_now: Callable[[BaseException | None], None] | None = None,
-        free_place: Callable[[], None] | None = None,
     ) -> None:
         self.queue = queue
         self.messages = messages
@@ -134,7 +133,6 @@ class MessageBatch:
         self._metadata: BatchMetadata | None = None
         self._batch_call: str | None = None
         self._settle_now = settle_now
-        self._free_place = free_place
 
     @property
     def metadata(self) -> BatchMetadata:
@@ -196,12 +194,3 @@ def settle_early(batch: MessageBatch, error: BaseException | None) -> None:
     if batch._settle_now is None:
         raise RuntimeError(f"{batch!r} was not delivered by a dispatcher; it cannot be settled early")
     batch._settle_now(error)
-
-
-def free_place(batch: MessageBatch) -> None:
-    """Count ``batch`` as ended for its consumer's concurrency while its handler does what is left
-    of its work (a workflow run storing its end, whose flush then overlaps the next run's start):
-    the next batch may start now. Its leases are kept, and it is settled when the handler returns,
-    as always. Does nothing for a batch that no dispatcher delivered."""
-    if batch._free_place is not None:
-        batch._free_place()

@@ -48,7 +48,6 @@ class Flight:
     deadline: float
     extended_at: float
     settled: bool = False
-    freed: bool = False  # counted as ended for the concurrency before it settled (free_place)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def claim(self) -> bool:
@@ -178,15 +177,8 @@ class Dispatcher:
         now = time.monotonic()
         # The metrics are read if and when the handler asks (MessageBatch): a read here, before the
         # lease, held a woken lease behind its round trip.
-        # settle_early(batch, error) settles the flight at once, free_place(batch) frees its place
-        # (late-bound: the flight is made next).
-        batch = MessageBatch(
-            self.spec.queue,
-            messages,
-            self._read_metrics,
-            lambda error: self._finish(flight, error),
-            lambda: self._free(flight),
-        )
+        # settle_early(batch, error) settles the flight at once (late-bound: the flight is made next).
+        batch = MessageBatch(self.spec.queue, messages, self._read_metrics, lambda error: self._finish(flight, error))
         flight = Flight(batch, now + self.spec.handler_timeout, now)
         self._flights.add(flight)
         self.scaler.started()
@@ -226,17 +218,7 @@ class Dispatcher:
             self._flights.discard(flight)
             self.handled += len(flight.batch.messages)
             self.failures += failed
-            if not flight.freed:
-                self.scaler.finished(failed)
-            self._lock.notify_all()
-
-    def _free(self, flight: Flight) -> None:
-        """The flight's handler asked to count it as ended for the concurrency (free_place)."""
-        with self._lock:
-            if flight.freed or flight not in self._flights:
-                return
-            flight.freed = True
-            self.scaler.finished(False)
+            self.scaler.finished(failed)
             self._lock.notify_all()
 
     # -- heartbeat and watchdog ---------------------------------------------------------------

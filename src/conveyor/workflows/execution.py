@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from conveyor import limits, tracing
-from conveyor.consumer.batch import MessageBatch, free_place, settle_early
+from conveyor.consumer.batch import MessageBatch, settle_early
 from conveyor.engine.base import Engine
 from conveyor.errors import QueueExists, QueueNotFound, StorageError
 from conveyor.model import NewMessage, QueueSettings
@@ -128,15 +128,16 @@ class WorkflowHandler:
         for message in batch.messages:
             body = message.body
             if isinstance(body, dict) and isinstance(body.get("id"), str):
-                self.advance(body["id"], body.get("wake"), message.id, batch)
+                self.advance(body["id"], body.get("wake"), message.id, lambda error: settle_early(batch, error))
             else:
                 log.warning("workflow %s: ignored a malformed message %s", self.workflow, message.id)
             message.ack()
 
-    def advance(self, instance_id: str, wake: int | None, message_id: str, batch: MessageBatch | None) -> None:
-        """Run the instance for the message of ``batch`` (None: a run driven by hand, whose message
-        is its caller's), if it is due. The batch is settled early when a step's overrun hands the
-        run on (:meth:`Run.hand_on`), and its place freed once the function has returned."""
+    def advance(
+        self, instance_id: str, wake: int | None, message_id: str, let_go: Callable[[BaseException | None], None]
+    ) -> None:
+        """Run the instance for its message, if it is due; ``let_go`` settles the message while a
+        run's thread is still busy (see :meth:`Run.hand_on`)."""
         now = self.engine.clock.now_ms()
         claim = self.store.claim(self.account, self.workflow, instance_id, message_id, now)
         if claim is None and wake is not None:
@@ -150,9 +151,9 @@ class WorkflowHandler:
             self.engine.clock,
             lambda at: send_wake(self.engine, self.queue_id, instance_id, at),
             self.settings.max_steps,
-            (lambda error: settle_early(batch, error)) if batch is not None else _kept,
+            let_go,
         )
-        self._execute(run, claim.instance, batch)
+        self._execute(run, claim.instance)
 
     def _after_suspend(self, instance_id: str, message_id: str) -> Claim | None:
         """A run sends its timer's wake-up (a sleep, a retry's delay, a wait's timeout) just before
@@ -177,7 +178,7 @@ class WorkflowHandler:
         if row is not None and row.status == "waiting" and row.wake_at_ms == wake:
             send_wake(self.engine, self.queue_id, instance_id, wake)
 
-    def _execute(self, run: Run, row: InstanceRow, batch: MessageBatch | None) -> None:
+    def _execute(self, run: Run, row: InstanceRow) -> None:
         event = WorkflowEvent(
             json.loads(row.params),
             _datetime(row.created_ms),
@@ -188,12 +189,10 @@ class WorkflowHandler:
         trace = tracing.TraceContext(row.traceparent or tracing.make(row.trace_id), row.workflow, row.id)
         attributes = {"conveyor.workflow": row.workflow, "conveyor.instance": row.id, "conveyor.epoch": row.epoch}
         with tracing.activate(trace, f"workflow {row.workflow}", attributes):
-            self._run_function(run, row, event, batch)
+            self._run_function(run, row, event)
 
-    def _run_function(self, run: Run, row: InstanceRow, event: WorkflowEvent, batch: MessageBatch | None) -> None:
-        """One run of the function, in the instance's trace: its end recorded, unless it suspended.
-        The function has returned before the end is stored: the run's place in the workflow's
-        concurrency is freed then, so that the end's flush overlaps the next run's start."""
+    def _run_function(self, run: Run, row: InstanceRow, event: WorkflowEvent) -> None:
+        """One run of the function, in the instance's trace: its end recorded, unless it suspended."""
         status, output, error = "complete", None, None
         try:
             if inspect.iscoroutinefunction(self.fn):
@@ -211,18 +210,12 @@ class WorkflowHandler:
             status, error = "errored", json.dumps(error_of(exc))
             tracing.mark_error(exc)
             log.info("workflow %s: instance %s errored: %s", self.workflow, row.id, exc)
-        if batch is not None:
-            free_place(batch)
         now = run.clock.now_ms()
         finished = self.store.finish(
             row.account, row.workflow, row.id, row.epoch, status, output, error, now, run_token=row.run_token
         )
         if not finished:
             log.info("workflow %s: instance %s was taken over; this run's end is not recorded", self.workflow, row.id)
-
-
-def _kept(error: BaseException | None) -> None:
-    """A run driven by hand: its message is its caller's, nothing to settle early."""
 
 
 def _datetime(ms: int) -> datetime.datetime:
