@@ -3,6 +3,8 @@
 One thread leases and assembles batches; one *keeper* thread renews the leases of everything held
 (heartbeat) and fails handlers that run past their time limit (watchdog). A batch is handed to the
 handler when it holds ``batch_size`` messages or its first message has waited ``max_wait`` seconds.
+With room for several batches, one lease takes the messages of as many (up to ``MAX_LEASE``
+messages): a consumer of one message a batch would otherwise pay a lease per message.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from conveyor import limits
 from conveyor.consumer import autoscaler
 from conveyor.consumer.autoscaler import Autoscaler
 from conveyor.consumer.batch import Message, MessageBatch
@@ -20,6 +23,9 @@ from conveyor.engine.base import Engine
 from conveyor.model import ConsumerSettings, DeliveryPolicy, Metrics, StoredMessage
 
 log = logging.getLogger("conveyor.consumer")
+
+# The most messages one lease takes (the queues' batch size limit).
+MAX_LEASE = limits.MAX_BATCH_SIZE
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,13 +153,16 @@ class Dispatcher:
         with self._lock:
             while not self.scaler.has_room() and not self._stopping.is_set():
                 self._lock.wait(autoscaler.WINDOW_SECONDS)  # the scaler's window may run out of time
+            room = max(1, self.scaler.allowed - self.scaler.running)
         if self._stopping.is_set():
             return
         size = self.spec.settings.batch_size
-        need = size - len(self._pending)
-        if self._pending:
-            leased = self.engine.lease(self.queue_id, need, self._vt, self.policy)
+        if len(self._pending) >= size:  # a batch leased with others and left for want of room
+            leased = []
+        elif self._pending:
+            leased = self.engine.lease(self.queue_id, size - len(self._pending), self._vt, self.policy)
         else:  # idle: wait for messages (over HTTP, the server holds this one request until they come)
+            need = size * min(room, max(1, MAX_LEASE // size))
             wait = self.engine.idle_wait_seconds
             leased = self.engine.lease_waiting(self.queue_id, need, self._vt, self.policy, wait)
         with self._lock:
@@ -161,9 +170,14 @@ class Dispatcher:
                 self._pending_since = time.monotonic()
             self._pending.extend(leased)
             waited = time.monotonic() - self._pending_since
-            if self._pending and (len(self._pending) >= size or waited >= self._max_wait):
-                batch, self._pending = self._pending, []
+            launched = False
+            while self._pending and (len(self._pending) >= size or waited >= self._max_wait):
+                if launched and not self.scaler.has_room():
+                    return  # the rest waits for room, as pending
+                batch, self._pending = self._pending[:size], self._pending[size:]
                 self._launch(batch)
+                launched = True
+            if launched:
                 return
         if self._pending:
             self.engine.wait(self.queue_id, self._max_wait - waited)
