@@ -1,5 +1,6 @@
 """The ``conveyor`` model follows the consumer's code: scale to the backlog at once up to the cap,
-a freed slot taken at once, batches by size and timeout. (Against a real run: test_real_run.py.)"""
+one lease for as many batches as there is room for, a freed slot taken at once, batches by size and
+timeout. (Against a real run: test_real_run.py.)"""
 
 from __future__ import annotations
 
@@ -18,11 +19,16 @@ def test_automatic_concurrency_starts_the_whole_backlog_at_once() -> None:
     assert (run.peak, run.makespan) == (9, 60.0)
 
 
-def test_each_start_costs_one_dispatcher_step_after_the_send_is_noticed() -> None:
+def test_one_dispatcher_step_after_the_send_is_noticed_starts_as_many_batches_as_there_is_room_for() -> None:
     run = simulate(COSTS, messages=40, hold=0.5)
-    assert run.starts == pytest.approx([0.01 + 0.001 * (i + 1) for i in range(40)])
+    assert run.starts == pytest.approx([0.01 + 0.001] * 40)
     assert run.peak == 40
-    assert run.makespan == pytest.approx(0.01 + 0.04 + 0.5)
+    assert run.makespan == pytest.approx(0.01 + 0.001 + 0.5)
+
+
+def test_one_lease_takes_at_most_a_hundred_messages() -> None:
+    run = simulate(COSTS, messages=250, hold=0.5)
+    assert run.starts == pytest.approx([0.011] * 100 + [0.012] * 100 + [0.013] * 50)
 
 
 def test_the_automatic_cap_is_the_consumers_own() -> None:
@@ -34,10 +40,12 @@ def test_the_automatic_cap_is_the_consumers_own() -> None:
 def test_a_capped_consumer_runs_in_waves_each_after_the_settles() -> None:
     run = simulate(COSTS, messages=40, hold=0.5, max_concurrency=5)
     assert run.peak == 5
-    # A slot frees when its batch has settled; the dispatcher then spends one step on the next.
+    # The slots free when their batches have settled; the dispatcher then spends one step on the
+    # next wave.
     first_wave_end = run.ends[0]
+    assert run.starts[:5] == pytest.approx([0.011] * 5)
     assert run.starts[5] == pytest.approx(first_wave_end + 0.002 + 0.001)
-    assert run.makespan == pytest.approx(8 * 0.5 + 0.01 + 0.001 * 5 + 7 * 0.003, abs=1e-9)
+    assert run.makespan == pytest.approx(8 * 0.5 + 0.01 + 0.001 + 7 * 0.003, abs=1e-9)
 
 
 def test_batches_fill_to_the_batch_size_and_a_short_one_waits_its_timeout() -> None:

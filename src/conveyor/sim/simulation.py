@@ -81,7 +81,7 @@ def simulate(
     >>> [round(s) for s in run.starts], round(run.makespan), run.peak
     ([2, 62, 74, 122, 134, 134, 146, 182, 194], 254, 4)
     >>> round(simulate("conveyor", messages=9, hold=60.0).makespan, 3)   # every message at once
-    60.004
+    60.001
     """
     holds = message_holds(messages, hold)
     check_consumer(max_concurrency, max_batch_size, max_batch_timeout, handler_timeout)
