@@ -28,6 +28,12 @@ log = logging.getLogger("conveyor.consumer")
 MAX_LEASE = limits.MAX_BATCH_SIZE
 
 
+def idle_lease_count(batch_size: int, room: int) -> int:
+    """How many messages an idle dispatcher leases with room for ``room`` batches of ``batch_size``:
+    as many batches' worth as there is room for, up to ``MAX_LEASE`` (at least one batch)."""
+    return batch_size * min(max(1, room), max(1, MAX_LEASE // batch_size))
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerSpec:
     """A push consumer as the decorator declared it."""
@@ -153,7 +159,7 @@ class Dispatcher:
         with self._lock:
             while not self.scaler.has_room() and not self._stopping.is_set():
                 self._lock.wait(autoscaler.WINDOW_SECONDS)  # the scaler's window may run out of time
-            room = max(1, self.scaler.allowed - self.scaler.running)
+            room = self.scaler.allowed - self.scaler.running
         if self._stopping.is_set():
             return
         size = self.spec.settings.batch_size
@@ -162,7 +168,7 @@ class Dispatcher:
         elif self._pending:
             leased = self.engine.lease(self.queue_id, size - len(self._pending), self._vt, self.policy)
         else:  # idle: wait for messages (over HTTP, the server holds this one request until they come)
-            need = size * min(room, max(1, MAX_LEASE // size))
+            need = idle_lease_count(size, room)
             wait = self.engine.idle_wait_seconds
             leased = self.engine.lease_waiting(self.queue_id, need, self._vt, self.policy, wait)
         with self._lock:

@@ -1,10 +1,10 @@
 """Conveyor's own consumer, step by step as ``conveyor.consumer`` runs it, with an engine's costs.
 
 The dispatcher (``consumer/dispatcher.py``) is one thread. Each step it waits until the autoscaler
-has room, leases what the batch still needs (idle, with room for several batches, the messages of
-as many, up to ``MAX_LEASE``), and launches the batches that are full, or whose first message has
-waited ``max_batch_timeout``, while there is room; otherwise it waits out the rest of that timeout. A handler
-that returns settles its batch (one commit), then frees its slot. The autoscaler is the real
+has room, leases what the batch still needs (idle, the messages of as many batches as there is
+room for: ``idle_lease_count``), and launches the batches that are full, or whose first message has
+waited ``max_batch_timeout``, while there is room; otherwise it waits out the rest of that timeout.
+A handler that returns settles its batch (one commit), then frees its slot. The autoscaler is the real
 :class:`~conveyor.consumer.autoscaler.Autoscaler`: room while fewer than ``max_concurrency`` (250
 when automatic) batches run, so the consumer scales to ceil(backlog / batch size) at once. Its fit
 to a busy process's rate stays off: a simulated hold computes nothing.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from conveyor.consumer import autoscaler
 from conveyor.consumer.autoscaler import Autoscaler
-from conveyor.consumer.dispatcher import MAX_LEASE
+from conveyor.consumer.dispatcher import idle_lease_count
 from conveyor.engine.sqlite.engine import CROSS_PROCESS_POLL_SECONDS
 from conveyor.errors import InvalidSetting
 from conveyor.sim.invocations import Invocation
@@ -109,7 +109,7 @@ def run_dispatcher(
         if pending:
             want = max(0, batch_size - len(pending))
         else:
-            want = batch_size * min(max(1, scaler.allowed - scaler.running), max(1, MAX_LEASE // batch_size))
+            want = idle_lease_count(batch_size, scaler.allowed - scaler.running)
         taken = min(want, len(holds) - leased)
         if taken and not pending:
             pending, pending_since = range(leased, leased), now
