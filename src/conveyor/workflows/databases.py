@@ -74,6 +74,7 @@ class SqliteDatabase:
     (``claims_durable=True``) serves workers on other machines, which outlive it."""
 
     groups_commits = True
+    syncs_later = True
 
     def __init__(self, directory: Path, *, claims_durable: bool = False) -> None:
         self.claims_durable = claims_durable
@@ -96,6 +97,9 @@ class SqliteDatabase:
 
     def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True, urgent: bool = False) -> T:
         return self._committer.run(lambda conn: fn(_SqliteTx(conn)), durable=durable, urgent=urgent)
+
+    def sync(self) -> None:
+        self._committer.sync()
 
     def close(self) -> None:
         self._committer.close()
@@ -149,6 +153,9 @@ class PostgresDatabase:
     # delivery claim the same epoch again, but under another run token, and the first run's writes
     # are refused by it (SqlWorkflowStore.claim has the whole argument).
     claims_durable = False
+    # A commit's flush covers only the log written before it; a transaction that wrote nothing
+    # waits for none, so a later flush cannot be asked for alone.
+    syncs_later = False
 
     def __init__(self, conninfo: str) -> None:
         from conveyor.engine.postgres.database import ReadPool
@@ -165,6 +172,9 @@ class PostgresDatabase:
                 return fn(_PostgresTx(conn, pipeline))
 
         return (self._urgent if urgent else self._pool).run(run, "workflow store")
+
+    def sync(self) -> None:
+        pass
 
     def close(self) -> None:
         self._pool.close()

@@ -613,5 +613,8 @@ class HttpWorkflowStore(WorkflowStore):
     ) -> InstanceRow | None:
         raise InvalidRequest("cron triggers run on the server's coordinator, not over HTTP")
 
+    def sync(self) -> None:
+        pass  # every write over HTTP is durable when its answer comes (syncs_later is False)
+
     def close(self) -> None:
         self._http.close()

@@ -187,6 +187,8 @@ class Run:
         self._counts: dict[tuple[str, str], int] = {}
         self._seq = 0
         self._counted = 0
+        # Whether a step this run saved waits for the flush that makes it durable (see synced).
+        self._unsynced = False
 
     # -- bookkeeping --------------------------------------------------------------------------
     def _key(self, type: str, name: str, counts: bool) -> tuple[str, int]:
@@ -203,13 +205,29 @@ class Run:
         return f"{type}:{name}:{n}", self._seq
 
     def _save(self, step: StepRow) -> None:
+        """Store ``step``: durably, or, in a store that ``syncs_later``, committed with its flush
+        left to the run's next durable write or to :meth:`synced`."""
         row = self.row
-        status = self.store.save_step(row.account, row.workflow, row.id, row.epoch, step, run_token=row.run_token)
+        later = self.store.syncs_later
+        status = self.store.save_step(
+            row.account, row.workflow, row.id, row.epoch, step, run_token=row.run_token, durable=not later
+        )
         if status is None:
             raise Suspended("fenced: another run owns this instance now")
+        self._unsynced = later
         self.stored[step.key] = step
         if status == "waitingForPause":
             self.suspend(self.clock.now_ms(), None)
+
+    def synced(self) -> None:
+        """Make the steps this run saved durable, before an attempt's function runs. A step's
+        flush waits until then (or until the run suspends or ends, whose durable write flushes it
+        too), so that a 1-step instance pays one flush, for its end; and no longer, so that after
+        a power failure a step runs again only if it was the last: never after a later one's
+        effects. (Costs nothing when a flush since covered the step.)"""
+        if self._unsynced:
+            self.store.sync()
+            self._unsynced = False
 
     def suspend(self, wake_at_ms: int, waiting_for: str | None) -> None:
         """Send the wake-up, store the wait, unwind; returns only if an awaited event is already there."""
@@ -480,6 +498,7 @@ class WorkflowStep:
         :class:`WorkflowStepError` here."""
         plan = self._run.begin_do(name, retries, timeout)
         while not plan.done:
+            self._run.synced()
             started = self._run.clock.now_ms()
             with self._run.attempt(plan) as sent:
                 value, error = run_attempt(
@@ -524,6 +543,7 @@ class AsyncWorkflowStep:
     ) -> Any:
         plan = self._run.begin_do(name, retries, timeout)
         while not plan.done:
+            self._run.synced()
             started = self._run.clock.now_ms()
             with self._run.attempt(plan) as sent:
                 value, error = await self._attempt(plan, fn, started, sent)

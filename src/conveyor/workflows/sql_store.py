@@ -63,11 +63,17 @@ class Database(Protocol):
     groups_commits: bool
     # False when a claim may commit without waiting for its flush (see SqliteDatabase).
     claims_durable: bool
+    # True when one flush (:meth:`sync`) makes every earlier commit durable, volatile ones too.
+    syncs_later: bool
 
     def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True, urgent: bool = False) -> T:
         """``durable=False``: the commit may be lost in a crash, but never reordered after a
         later durable one (what a record that is only informative needs). ``urgent``: a
         database that groups commits serves it before the writes queued with it (a claim)."""
+        ...
+
+    def sync(self) -> None:
+        """Return once every transaction committed before is durable (``syncs_later``; else a no-op)."""
         ...
 
     def close(self) -> None: ...
@@ -131,6 +137,7 @@ class _Add:
 class SqlWorkflowStore(WorkflowStore):
     def __init__(self, db: Database, queries: Mapping[str, str]) -> None:
         self._db = db
+        self.syncs_later = db.syncs_later
         self._q = queries
         self._adds: dict[tuple[str, str], list[_Add]] = {}
         self._adds_lock = threading.Lock()
@@ -141,6 +148,11 @@ class SqlWorkflowStore(WorkflowStore):
 
     def _run(self, tx: Tx, query: str, /, **params: Any) -> int:
         return tx.run(self._q[query], params)
+
+    def _read(self, query: str, /, **params: Any) -> list[Row]:
+        """The rows of one query, in a transaction of its own that writes nothing and so waits for
+        no flush."""
+        return self._db.transaction(lambda tx: self._rows(tx, query, **params), durable=False)
 
     def _send(self, tx: Tx, query: str, /, **params: Any) -> None:
         tx.send(self._q[query], params)
@@ -243,11 +255,11 @@ class SqlWorkflowStore(WorkflowStore):
         return record
 
     def get_workflow(self, account: str, name: str) -> WorkflowRecord | None:
-        rows = self._db.transaction(lambda tx: self._rows(tx, "get_workflow", account=account, name=name))
+        rows = self._read("get_workflow", account=account, name=name)
         return _record(rows[0]) if rows else None
 
     def list_workflows(self, account: str) -> list[WorkflowRecord]:
-        rows = self._db.transaction(lambda tx: self._rows(tx, "list_workflows", account=account))
+        rows = self._read("list_workflows", account=account)
         return [_record(r) for r in rows]
 
     def delete_workflow(self, account: str, name: str) -> bool:
@@ -262,13 +274,11 @@ class SqlWorkflowStore(WorkflowStore):
         return self._db.transaction(delete)
 
     def list_versions(self, account: str, workflow: str) -> list[WorkflowVersion]:
-        rows = self._db.transaction(lambda tx: self._rows(tx, "list_versions", account=account, workflow=workflow))
+        rows = self._read("list_versions", account=account, workflow=workflow)
         return [_version(r) for r in rows]
 
     def get_version(self, account: str, workflow: str, version_id: str) -> WorkflowVersion | None:
-        rows = self._db.transaction(
-            lambda tx: self._rows(tx, "get_version", account=account, workflow=workflow, id=version_id)
-        )
+        rows = self._read("get_version", account=account, workflow=workflow, id=version_id)
         return _version(rows[0]) if rows else None
 
     def instance_counts(
@@ -279,7 +289,7 @@ class SqlWorkflowStore(WorkflowStore):
                 tx, "instance_counts", account=account, workflow=workflow, start_ms=start_ms, end_ms=end_ms
             )
 
-        rows = self._db.transaction(counted)
+        rows = self._db.transaction(counted, durable=False)
         return {status: int(count) for status, count in rows}
 
     # -- instances ----------------------------------------------------------------------------
@@ -346,9 +356,7 @@ class SqlWorkflowStore(WorkflowStore):
         return row
 
     def get_instance(self, account: str, workflow: str, instance_id: str) -> InstanceRow | None:
-        rows = self._db.transaction(
-            lambda tx: self._rows(tx, "get_instance", account=account, workflow=workflow, id=instance_id)
-        )
+        rows = self._read("get_instance", account=account, workflow=workflow, id=instance_id)
         return _instance(rows[0]) if rows else None
 
     def list_instances(
@@ -377,19 +385,15 @@ class SqlWorkflowStore(WorkflowStore):
         query = ("list_instances_of_status_" if status is not None else "list_instances_") + (
             "desc" if descending else "asc"
         )
-        rows = self._db.transaction(lambda tx: self._rows(tx, query, **params))
+        rows = self._read(query, **params)
         return [_instance(r) for r in rows]
 
     def instances_by_trace(self, account: str, trace_id: str, limit: int) -> list[InstanceRow]:
-        rows = self._db.transaction(
-            lambda tx: self._rows(tx, "instances_by_trace", account=account, trace_id=trace_id, limit=limit)
-        )
+        rows = self._read("instances_by_trace", account=account, trace_id=trace_id, limit=limit)
         return [_instance(r) for r in rows]
 
     def steps(self, account: str, workflow: str, instance_id: str) -> list[StepRow]:
-        rows = self._db.transaction(
-            lambda tx: self._rows(tx, "steps", account=account, workflow=workflow, id=instance_id)
-        )
+        rows = self._read("steps", account=account, workflow=workflow, id=instance_id)
         return [_step(r) for r in rows]
 
     def delete_instance(self, account: str, workflow: str, instance_id: str) -> bool:
@@ -759,7 +763,7 @@ class SqlWorkflowStore(WorkflowStore):
         return self._db.transaction(prune)
 
     def overdue(self, before_ms: int, limit: int) -> list[InstanceRow]:
-        rows = self._db.transaction(lambda tx: self._rows(tx, "overdue_instances", before=before_ms, limit=limit))
+        rows = self._read("overdue_instances", before=before_ms, limit=limit)
         return [_instance(r) for r in rows]
 
     def requeue_orphan(self, account: str, workflow: str, instance_id: str, epoch: int, now_ms: int) -> bool:
@@ -860,7 +864,7 @@ class SqlWorkflowStore(WorkflowStore):
         return wakeups
 
     def counter_value(self, account: str, counter: str) -> int:
-        rows = self._db.transaction(lambda tx: self._rows(tx, "counter_value", account=account, counter=counter))
+        rows = self._read("counter_value", account=account, counter=counter)
         return int(rows[0][0]) if rows else 0
 
     def counter_notify(
@@ -902,11 +906,11 @@ class SqlWorkflowStore(WorkflowStore):
             self._db.transaction(forget)
 
     def owed_wakeups(self, before_ms: int, limit: int) -> list[Wakeup]:
-        rows = self._db.transaction(lambda tx: self._rows(tx, "owed_wakeups", before=before_ms, limit=limit))
+        rows = self._read("owed_wakeups", before=before_ms, limit=limit)
         return [Wakeup(int(seq), account, workflow, instance) for seq, account, workflow, instance in rows]
 
     def schedules(self) -> list[ScheduleRow]:
-        rows = self._db.transaction(lambda tx: self._rows(tx, "list_schedules"))
+        rows = self._read("list_schedules")
         return [
             ScheduleRow(account, workflow, WorkflowSettings.from_json(json.loads(settings)).schedules, last)
             for account, workflow, settings, last in rows
@@ -927,6 +931,9 @@ class SqlWorkflowStore(WorkflowStore):
             return row if isinstance(row, InstanceRow) else None
 
         return self._db.transaction(start)
+
+    def sync(self) -> None:
+        self._db.sync()
 
     def close(self) -> None:
         self._db.close()

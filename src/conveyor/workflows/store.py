@@ -47,6 +47,15 @@ SuspendOutcome = Literal["waiting", "paused", "event"]
 
 
 class WorkflowStore(ABC):
+    # True for a store in which a step saved with ``durable=False`` is made durable, with every
+    # other write before it, by :meth:`sync` (SQLite's log: one flush covers every commit before
+    # it). A run then saves its steps so and syncs before what must follow them: its next attempt.
+    syncs_later: bool = False
+
+    @abstractmethod
+    def sync(self) -> None:
+        """Return once every write this store committed before is durable (see ``syncs_later``)."""
+
     # -- workflows ----------------------------------------------------------------------------
     @abstractmethod
     def put_workflow(

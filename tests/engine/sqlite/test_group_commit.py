@@ -211,6 +211,55 @@ def test_a_volatile_operation_does_not_wait_for_its_groups_flush(
     conn.close()
 
 
+def test_sync_flushes_volatile_commits_once_and_close_does_not_wait_for_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Volatile commits are not flushed by themselves; sync() flushes the log once for all of them
+    (and not again with nothing committed since), and a failed flush is raised by it."""
+    conn = sqlite3.connect(tmp_path / "g.db", isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE applied (n INTEGER)")
+    committer = GroupCommitter(conn, str(tmp_path / "g.db"))
+    flushes: list[int] = []
+    real_fdatasync = os.fdatasync
+
+    def counted_fdatasync(fd: int) -> None:
+        flushes.append(fd)
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", counted_fdatasync)
+    committer.sync()
+    assert flushes == []  # nothing committed yet
+    for n in range(3):
+        committer.run(lambda c, n=n: c.execute("INSERT INTO applied VALUES (?)", (n,)), durable=False)
+    assert flushes == []
+    committer.sync()
+    assert len(flushes) == 1
+    committer.sync()
+    assert len(flushes) == 1  # nothing since the last flush
+    committer.run(lambda c: c.execute("INSERT INTO applied VALUES (3)"))
+    assert len(flushes) == 2
+    committer.sync()
+    assert len(flushes) == 2  # the durable write's own flush covered it
+
+    committer.run(lambda c: c.execute("INSERT INTO applied VALUES (4)"), durable=False)
+    closing = threading.Thread(target=committer.close)  # it does not wait for a flush no one asked for
+    closing.start()
+    closing.join(10)
+    assert not closing.is_alive()
+
+    def failing_fdatasync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    committer = GroupCommitter(conn, str(tmp_path / "g.db"))
+    committer.run(lambda c: c.execute("INSERT INTO applied VALUES (5)"), durable=False)
+    monkeypatch.setattr(os, "fdatasync", failing_fdatasync)
+    with pytest.raises(conveyor.StorageError, match="could not flush"):
+        committer.sync()
+    committer.close()
+    conn.close()
+
+
 def test_durable_writes_that_come_during_a_flush_commit_together_after_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

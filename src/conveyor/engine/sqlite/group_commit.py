@@ -149,13 +149,14 @@ class GroupCommitter:
         self._grew = False
         # The first flush that failed: after it, nothing more is stored through this committer.
         self._broken: StorageError | None = None
-        # Durable commits are numbered as they commit (the next group commits while a flush runs).
-        # One fdatasync runs at a time and covers every commit numbered before it started: a group
+        # Commits are numbered as they commit (the next group commits while a flush runs). One
+        # fdatasync runs at a time and covers every commit numbered before it started: a group
         # committed meanwhile waits for it to end and is then covered by the next one, together with
         # every group that committed in between. Sixty-four writers used to start a flush per small
         # group, side by side on the same file, each its own trip to the disk.
         self._committed = 0
         self._durable = 0  # every commit numbered up to this one is on disk
+        self._owed = 0  # the last commit numbered whose flush a writer waits for
         self._syncing = False
         self._flushed = threading.Condition(self._mutex)
         self._flush_waiters = 0  # threads in _flushed.wait(), counted under the mutex
@@ -225,14 +226,16 @@ class GroupCommitter:
         if group is None:
             with self._mutex:
                 group = self._take(op)
-        flush = False
+        committed = flush = False
         try:
-            flush = self._commit(group)
+            committed, flush = self._commit(group)
         finally:
             with self._mutex:
-                if flush:
+                if committed:
                     self._committed += 1
                     ticket = self._committed
+                    if flush:
+                        self._owed = ticket
                 if self._pending and (not self._syncing or self._hasty()):
                     self._next_leader().gate.release()
                 else:  # nothing queued, or only durable operations, which wait for the flush under way
@@ -286,8 +289,9 @@ class GroupCommitter:
         self._pending = [o for o in pending if id(o) not in chosen]
         return group
 
-    def _commit(self, group: list[_Op[object]]) -> bool:
-        """Apply and commit ``group``; whether it committed durable operations, to be flushed."""
+    def _commit(self, group: list[_Op[object]]) -> tuple[bool, bool]:
+        """Apply and commit ``group``; whether it committed, and whether it committed durable
+        operations, to be flushed."""
         conn = self._conn
         lost: BaseException | None = None
         flush = committed = False
@@ -345,13 +349,24 @@ class GroupCommitter:
             self._on_end(committed)
         for op in group:
             op.done = True
-        return flush
+        return committed, flush
 
-    def _flush(self, group: list[_Op[object]], ticket: int) -> None:
-        """Return once the ``ticket``-th durable commit is flushed: by the flush under way if it
-        started after that commit, else by the next one, which this writer runs unless another
-        waiting writer got to it first. A failed flush fails every group it did not see to disk.
-        A flush that ends hands leadership to the first durable writer that queued while it ran."""
+    def sync(self) -> None:
+        """Return once every commit made before the call is durable, volatile ones too: by the
+        flush under way if it started after them, else by the next one. A :class:`StorageError`
+        if the flush failed."""
+        with self._mutex:
+            ticket = self._owed = self._committed
+        if not self._flush([], ticket):
+            assert self._broken is not None
+            raise self._broken
+
+    def _flush(self, group: list[_Op[object]], ticket: int) -> bool:
+        """Return once the ``ticket``-th commit is flushed (True; False if a flush failed first):
+        by the flush under way if it started after that commit, else by the next one, which this
+        writer runs unless another waiting writer got to it first. A failed flush fails every
+        durable operation of ``group`` it did not see to disk. A flush that ends hands leadership
+        to the first durable writer that queued while it ran."""
         with self._mutex:
             while self._durable < ticket and self._broken is None:
                 if self._syncing:
@@ -374,10 +389,12 @@ class GroupCommitter:
                     if self._pending and not self._leading:  # those who came while it ran
                         self._leading = True
                         self._next_leader().gate.release()
-            if self._durable < ticket:
-                for op in group:
-                    if op.durable:
-                        op.error = self._broken
+            if self._durable >= ticket:
+                return True
+            for op in group:
+                if op.durable:
+                    op.error = self._broken
+            return False
 
     def _wait_flushed(self) -> None:
         """Wait (holding the mutex) for the flush under way to end, counted as a waiter."""
@@ -443,7 +460,7 @@ class GroupCommitter:
         with contextlib.suppress(StorageError):  # after a failed flush nothing waits to be stored
             self.run(lambda c: None)
         with self._mutex:
-            while self._syncing or (self._durable < self._committed and self._broken is None):
+            while self._syncing or (self._durable < self._owed and self._broken is None):
                 self._wait_flushed()
             if self._log_fd is not None:
                 os.close(self._log_fd)
