@@ -9,14 +9,19 @@ stamped with ``time.time()`` in this one process:
 - *zero committed*: the workflow store's transaction of the count-down that reached zero returned
   (the bench times the store's ``counter_add``): the last child has finished its work, and the
   counter's event is written;
+- *last child's finish*: the store's ``finish`` of the last of the parent's children to end
+  returned (the child's count-down step and its end stored after the zero);
 - *count-down began*: that child's step called ``add(-1)`` (before it waited for the counter's row,
   which every child's count-down takes in turn);
 - *woke*: the parent's function went on past its ``wait_for_event``.
 
-The wake latency is woke − zero committed (the event → wake-up message → lease → claim → take
-path); woke − count-down began is printed too. The baseline is the idle queue's send →
-handler-start latency on the same deployment (one ``Conveyor`` shared by producer and worker, as
-``App(cv)``), measured just before. Target: median wake latency ≤ 3 × the median idle latency.
+Both wake latencies are judged against the same ceiling, median wake latency ≤ 3 × the median
+idle latency: after the last child's finish (issue 12 names it: "wakes within 3 × ... of the last
+child's finish"; negative when the parent woke before that end was stored), and after the zero's
+commit (the stricter one, which earlier stops judged: the whole event → wake-up message → lease
+→ claim → take path comes after it). Woke − count-down began is printed too.
+The baseline is the idle queue's send → handler-start latency on the same deployment (one
+``Conveyor`` shared by producer and worker, as ``App(cv)``), measured just before.
 
 Usage: ``.venv/bin/python benchmarks/bench_fanin.py [--quick] [--engine sqlite|postgres]`` (both
 engines unless one is given); one JSON line per measurement.
@@ -48,20 +53,31 @@ class Stamps:
         self.began: dict[str, float] = {}  # the count-down that reached zero: its call
         self.zeroed: dict[str, float] = {}  # ... and its store transaction's return
         self.woke: dict[str, float] = {}
+        self.finished: dict[str, float] = {}  # the last of its children's ends: its store transaction's return
         self._cond = threading.Condition()
         self._local = threading.local()
 
     def timed_store(self, cv: conveyor.Conveyor) -> None:
-        """Time the store's ``counter_add`` (the bench's own measuring, nothing else changes)."""
+        """Time the store's ``counter_add`` and the children's ``finish`` (the bench's own
+        measuring, nothing else changes)."""
         store = workflow_store(cv)
-        add = store.counter_add
+        add, finish = store.counter_add, store.finish
 
         def counter_add(*args: Any, **kwargs: Any) -> Any:
             change = add(*args, **kwargs)
             self._local.committed = time.time()
             return change
 
+        def timed_finish(account: str, workflow: str, instance_id: str, *args: Any, **kwargs: Any) -> Any:
+            done = finish(account, workflow, instance_id, *args, **kwargs)
+            if workflow == "child":  # ids are PARENT-N
+                parent, ended = instance_id.rpartition("-")[0], time.time()
+                with self._cond:
+                    self.finished[parent] = max(self.finished.get(parent, ended), ended)
+            return done
+
         store.counter_add = counter_add  # type: ignore[method-assign]
+        store.finish = timed_finish  # type: ignore[method-assign]
 
     def count_down(self, counter: conveyor.Counter, key: str, parent: str) -> int:
         started = time.time()
@@ -148,56 +164,57 @@ def idle_latency(cv: conveyor.Conveyor, count: int) -> list[float]:
     return arrived
 
 
-def fan_in(cv: conveyor.Conveyor, rounds: int, children: int) -> tuple[list[float], list[float], list[float]]:
-    """Per round of a parent with ``children``: the wake latency after the zero's commit and after
-    the last count-down began, and the makespan (s)."""
+def fan_in(cv: conveyor.Conveyor, rounds: int, children: int) -> dict[str, list[float]]:
+    """Per round of a parent with ``children`` (s): the wake latency after the zero's commit
+    (``wakes``), after the last child's end (``after_finish``; negative when the parent woke
+    before that end was stored) and after the last count-down began (``from_began``), and the
+    makespan."""
     stamps = Stamps()
     stamps.timed_store(cv)
     app = fan_in_app(cv, stamps)
     app.start()
-    wakes, from_began, makespans = [], [], []
+    found: dict[str, list[float]] = {"wakes": [], "after_finish": [], "from_began": [], "makespans": []}
     try:
         for r in range(rounds):
+            parent = f"p{r}"
             started = time.time()
-            cv.workflow("parent").create({"children": children}, id=f"p{r}")
-            stamps.wait(f"p{r}", timeout=600)
-            wakes.append(stamps.woke[f"p{r}"] - stamps.zeroed[f"p{r}"])
-            from_began.append(stamps.woke[f"p{r}"] - stamps.began[f"p{r}"])
-            makespans.append(stamps.woke[f"p{r}"] - started)
+            cv.workflow("parent").create({"children": children}, id=parent)
+            stamps.wait(parent, timeout=600)
             time.sleep(0.5)  # the children's last writes settle; the next round starts idle
+            woke = stamps.woke[parent]
+            found["wakes"].append(woke - stamps.zeroed[parent])
+            found["after_finish"].append(woke - stamps.finished[parent])
+            found["from_began"].append(woke - stamps.began[parent])
+            found["makespans"].append(woke - started)
     finally:
         app.stop()
-    return wakes, from_began, makespans
+    return found
 
 
 def measure(engine: str, connect: Callable[[], conveyor.Conveyor], rounds: int, children: int, sends: int) -> None:
     with connect() as cv:
         idle = statistics.median(idle_latency(cv, sends)) * 1000
-        wakes, from_began, makespans = fan_in(cv, rounds, children)
-    wake = statistics.median(wakes) * 1000
+        found = fan_in(cv, rounds, children)
     params: dict[str, Any] = {"engine": engine, "children": children}
     emit("fanin_idle_send_to_handler_p50", idle, "ms", sends, **params)
-    emit("fanin_wake_after_zero_p50", wake, "ms", rounds, **params, all_ms=[round(w * 1000, 2) for w in wakes])
-    emit(
-        "fanin_wake_after_last_count_down_began_p50",
-        statistics.median(from_began) * 1000,
-        "ms",
-        rounds,
-        **params,
-        all_ms=[round(w * 1000, 2) for w in from_began],
-    )
-    emit("fanin_round_makespan_p50", statistics.median(makespans), "s", rounds, **params)
-    # The target is a ceiling: wake / idle ≤ 3 ("met" when it is).
-    ratio_value = wake / idle if idle else float("inf")
-    emit(
-        "fanin_wake_over_idle_latency",
-        ratio_value,
-        "ratio",
-        rounds,
-        **params,
-        target_max=TARGET,
-        met=ratio_value <= TARGET,
-    )
+    medians = {}
+    for key, name in (
+        ("wakes", "fanin_wake_after_zero_p50"),
+        ("after_finish", "fanin_wake_after_last_child_finish_p50"),
+        ("from_began", "fanin_wake_after_last_count_down_began_p50"),
+    ):
+        medians[key] = statistics.median(found[key]) * 1000
+        emit(name, medians[key], "ms", rounds, **params, all_ms=[round(w * 1000, 2) for w in found[key]])
+    emit("fanin_round_makespan_p50", statistics.median(found["makespans"]), "s", rounds, **params)
+    # The target is a ceiling: wake / idle <= 3 ("met" when it is), from the last child's finish
+    # (the issue's reference) and, stricter, from the zero's commit, which comes before that
+    # child's step and end are stored.
+    for key, name in (
+        ("after_finish", "fanin_wake_after_finish_over_idle_latency"),
+        ("wakes", "fanin_wake_over_idle_latency"),
+    ):
+        value = medians[key] / idle if idle else float("inf")
+        emit(name, value, "ratio", rounds, **params, target_max=TARGET, met=value <= TARGET)
 
 
 def main() -> None:
