@@ -30,7 +30,7 @@ def flaky():
 @app.workflow("traced")
 def traced(event, step):
     sent = step.do("flaky", flaky, retries=conveyor.Retries(limit=1, delay=0))
-    step.sleep("nap", 0.001)  # the run unwinds and a second run finishes the instance
+    step.sleep("nap", 0.05)  # the run unwinds and a second run finishes the instance
     return sent
 
 def run(create):

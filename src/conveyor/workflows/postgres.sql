@@ -100,10 +100,12 @@ SELECT status, epoch, run_token FROM workflow_instances
 WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s FOR UPDATE;
 
 -- name: update_instance
-UPDATE workflow_instances SET status = %(status)s, params = %(params)s, output = %(output)s, error = %(error)s,
-    trace_id = %(trace_id)s, version_id = %(version_id)s, epoch = %(epoch)s, run_message = %(run_message)s,
-    wake_at_ms = %(wake_at_ms)s, waiting_for = %(waiting_for)s, paused_at_ms = %(paused_at_ms)s,
-    resume_status = %(resume_status)s, modified_ms = %(modified_ms)s, started_ms = %(started_ms)s, ended_ms = %(ended_ms)s,
+-- What a run, a pause or a restart changes; params, trace_id and version_id are set when the
+-- instance is made and never change (params can be a mebibyte, and the trace index is left alone).
+UPDATE workflow_instances SET status = %(status)s, output = %(output)s, error = %(error)s,
+    epoch = %(epoch)s, run_message = %(run_message)s, wake_at_ms = %(wake_at_ms)s,
+    waiting_for = %(waiting_for)s, paused_at_ms = %(paused_at_ms)s, resume_status = %(resume_status)s,
+    modified_ms = %(modified_ms)s, started_ms = %(started_ms)s, ended_ms = %(ended_ms)s,
     run_token = %(run_token)s
 WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s;
 

@@ -98,9 +98,10 @@ FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id
 SELECT status, epoch, run_token FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
 
 -- name: update_instance
-UPDATE workflow_instances SET status = :status, params = :params, output = :output, error = :error,
-    trace_id = :trace_id, version_id = :version_id, epoch = :epoch, run_message = :run_message,
-    wake_at_ms = :wake_at_ms, waiting_for = :waiting_for, paused_at_ms = :paused_at_ms,
+-- What a run, a pause or a restart changes; params, trace_id and version_id are set when the
+-- instance is made and never change (params can be a mebibyte, and the trace index is left alone).
+UPDATE workflow_instances SET status = :status, output = :output, error = :error, epoch = :epoch,
+    run_message = :run_message, wake_at_ms = :wake_at_ms, waiting_for = :waiting_for, paused_at_ms = :paused_at_ms,
     resume_status = :resume_status, modified_ms = :modified_ms, started_ms = :started_ms, ended_ms = :ended_ms,
     run_token = :run_token
 WHERE account = :account AND workflow = :workflow AND id = :id;
