@@ -284,12 +284,7 @@ class SqlWorkflowStore(WorkflowStore):
     def instance_counts(
         self, account: str, workflow: str, *, start_ms: int | None = None, end_ms: int | None = None
     ) -> dict[str, int]:
-        def counted(tx: Tx) -> list[Row]:
-            return self._rows(
-                tx, "instance_counts", account=account, workflow=workflow, start_ms=start_ms, end_ms=end_ms
-            )
-
-        rows = self._db.transaction(counted, durable=False)
+        rows = self._read("instance_counts", account=account, workflow=workflow, start_ms=start_ms, end_ms=end_ms)
         return {status: int(count) for status, count in rows}
 
     # -- instances ----------------------------------------------------------------------------
