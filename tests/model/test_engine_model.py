@@ -98,11 +98,13 @@ class EngineModel(RuleBasedStateMachine):
         # Every lease id handed out, current or stale: settling stale ones must change nothing.
         self.lease_ids: list[str] = []
         self.dlq_id: str | None = None
+        self.shards = 1
 
     # Few retries, so that deliveries run out within a run (then: dead letter queue, or dropped).
     @initialize(shards=st.integers(1, 2), max_retries=st.integers(0, 2), dead_letter=st.booleans())
     def create_queue(self, shards: int, max_retries: int, dead_letter: bool) -> None:
         self.policy = DeliveryPolicy(max_retries, DLQ if dead_letter else None)
+        self.shards = shards
         settings = QueueSettings(message_retention_period=RETENTION_SECONDS)
         self.queue_id = self.engines[0].create_queue("q", settings, shards).queue_id
 
@@ -157,10 +159,30 @@ class EngineModel(RuleBasedStateMachine):
 
     @rule(via=st.integers(0, 1), n=st.integers(1, 4), visibility_s=st.sampled_from([1, 5, 30]))
     def lease(self, via: int, n: int, visibility_s: int) -> None:
+        deliverable, exhausted = self.deliverable()
+        got: list[StoredMessage] = self.engines[via].lease(self.queue_id, n, visibility_s * 1000, self.policy)
+        self.check_lease(via, got, n, visibility_s, deliverable, exhausted, whole=True)
+
+    def deliverable(self) -> tuple[set[bytes], set[bytes]]:
+        """The messages a lease may take now, and those of them whose deliveries are used up."""
         now = self.now()
         deliverable = {b for b, m in self.messages.items() if m.visible_at_ms <= now}
-        exhausted = {b for b in deliverable if self.messages[b].attempts >= self.policy.max_deliveries}
-        got: list[StoredMessage] = self.engines[via].lease(self.queue_id, n, visibility_s * 1000, self.policy)
+        return deliverable, {b for b in deliverable if self.messages[b].attempts >= self.policy.max_deliveries}
+
+    def check_lease(
+        self,
+        via: int,
+        got: list[StoredMessage],
+        n: int,
+        visibility_s: int,
+        deliverable: set[bytes],
+        exhausted: set[bytes],
+        *,
+        whole: bool,
+    ) -> None:
+        """Check a lease of up to ``n`` that took ``got`` and apply it to the model; ``whole``: it
+        may not stop short while deliverable messages wait."""
+        now = self.now()
         for s in got:
             assert s.body not in self.gone, "a settled message came back"
             assert s.body in deliverable, "leased before its lease, delay or retry delay ended"
@@ -177,7 +199,8 @@ class EngineModel(RuleBasedStateMachine):
         # Exhausted messages do not count toward ``n`` (an engine may lease more to fill it), but
         # the lease must not stop short while deliverable messages wait.
         assert len(got) <= n
-        assert len(got) + len(moved) >= min(n, len(deliverable))
+        if whole:
+            assert len(got) + len(moved) >= min(n, len(deliverable))
         self.lease_ids += [s.lease_id for s in got]
 
     @precondition(lambda self: bool(self.lease_ids))
@@ -190,12 +213,19 @@ class EngineModel(RuleBasedStateMachine):
                 m.visible_at_ms = self.now() + visibility_s * 1000
 
     @precondition(lambda self: bool(self.lease_ids))
-    @rule(data=st.data(), via=st.integers(0, 1))
-    def settle(self, data: st.DataObject, via: int) -> None:
+    @rule(data=st.data(), via=st.integers(0, 1), then_lease=st.sampled_from([0, 0, 1, 3]))
+    def settle(self, data: st.DataObject, via: int, then_lease: int) -> None:
+        """``then_lease``: settle_and_lease, which leases too in the settle's transaction (a SQLite
+        queue of one shard) or leases nothing."""
         acks = self.some_leases(data, min_size=0)
         delays = st.sampled_from([0, 1, 20])
         retries = [(lid, data.draw(delays)) for lid in self.some_leases(data, min_size=0) if lid not in acks]
-        result = self.engines[via].settle(self.queue_id, acks, retries, self.policy)
+        engine = self.engines[via]
+        got: list[StoredMessage] = []
+        if then_lease:
+            result, got = engine.settle_and_lease(self.queue_id, acks, retries, self.policy, then_lease, 5_000)
+        else:
+            result = engine.settle(self.queue_id, acks, retries, self.policy)
         stale = set()
         acked = retried = exhausted = 0
         for lease_id in acks:
@@ -218,6 +248,13 @@ class EngineModel(RuleBasedStateMachine):
         assert set(result.warnings) == stale, "stale leases must warn, current ones must not"
         if stale:
             event("stale lease settled")
+        if then_lease:
+            # Leased after the settle, in its transaction: a retry due now may be delivered again.
+            deliverable, exhausted = self.deliverable()
+            merges = self.engine_name == "sqlite" and self.shards == 1 and bool(acks or retries)
+            event("settled and leased", "in one transaction" if merges else "settled only")
+            assert merges or not got
+            self.check_lease(via, got, then_lease, 5, deliverable, exhausted, whole=merges)
 
     @precondition(lambda self: bool(self.lease_ids))
     @rule(data=st.data(), via=st.integers(0, 1))

@@ -125,6 +125,19 @@ class LimitedEngine(Engine):
     ) -> SettleResult:
         return self.inner.settle(queue_id, acks, retries, policy, durable=durable)
 
+    def settle_and_lease(
+        self,
+        queue_id: str,
+        acks: Sequence[str],
+        retries: Sequence[tuple[str, int]],
+        policy: DeliveryPolicy,
+        lease: int,
+        visibility_ms: int,
+        *,
+        durable: bool = True,
+    ) -> tuple[SettleResult, list[StoredMessage]]:
+        return self.inner.settle_and_lease(queue_id, acks, retries, policy, lease, visibility_ms, durable=durable)
+
     def release(self, queue_id: str, lease_ids: Sequence[str]) -> None:
         self.inner.release(queue_id, lease_ids)
 

@@ -4,7 +4,10 @@ One thread leases and assembles batches; one *keeper* thread renews the leases o
 (heartbeat) and fails handlers that run past their time limit (watchdog). A batch is handed to the
 handler when it holds ``batch_size`` messages or its first message has waited ``max_wait`` seconds.
 With room for several batches, one lease takes the messages of as many (up to ``MAX_LEASE``
-messages): a consumer of one message a batch would otherwise pay a lease per message.
+messages): a consumer of one message a batch would otherwise pay a lease per message. A batch that
+ends while the dispatcher waits for room takes the next one as it settles
+(``Engine.settle_and_lease``: one commit where the engine can, instead of a settle, a wake-up and a
+lease).
 """
 
 from __future__ import annotations
@@ -88,6 +91,8 @@ class Dispatcher:
         self._stopping = threading.Event()
         self._keeper_stop = threading.Event()
         self._paused = False
+        # The lease thread waits for room, and no ending batch has yet said it leases for it.
+        self._wants_room = False
         self._threads: list[threading.Thread] = []
         self.handled = 0
         self.failures = 0
@@ -158,7 +163,9 @@ class Dispatcher:
             return
         with self._lock:
             while not self.scaler.has_room() and not self._stopping.is_set():
+                self._wants_room = not self._pending
                 self._lock.wait(autoscaler.WINDOW_SECONDS)  # the scaler's window may run out of time
+            self._wants_room = False
             room = self.scaler.allowed - self.scaler.running
         if self._stopping.is_set():
             return
@@ -227,19 +234,40 @@ class Dispatcher:
                 len(acks),
                 exc_info=error,
             )
+        with self._lock:
+            # The room this batch frees, leased as it settles if the lease thread waits for it.
+            room = self.scaler.allowed - self.scaler.running + 1
+            wanted = self._wants_room and not self._stopping.is_set()
+            need = idle_lease_count(self.spec.settings.batch_size, room) if wanted else 0
+            self._wants_room = False
+        leased: list[StoredMessage] = []
         try:
-            result = self.engine.settle(self.queue_id, acks, retries, self.policy, durable=self.spec.durable_acks)
+            result, leased = self.engine.settle_and_lease(
+                self.queue_id, acks, retries, self.policy, need, self._vt, durable=self.spec.durable_acks
+            )
             for lease, warning in result.warnings.items():
                 # Purged, expired or delivered again elsewhere while the handler ran.
                 log.warning("queue %s: ack/retry of lease %s changed nothing: %s", self.spec.queue, lease, warning)
         except Exception:
             log.exception("queue %s: could not settle a batch; it will be delivered again", self.spec.queue)
         with self._lock:
+            stopping = self._stopping.is_set()  # then stop() may have given back what was pending
+            if leased and not stopping:
+                if not self._pending:
+                    self._pending_since = time.monotonic()
+                self._pending.extend(leased)
             self._flights.discard(flight)
             self.handled += len(flight.batch.messages)
             self.failures += failed
             self.scaler.finished(failed)
             self._lock.notify_all()
+        if leased and stopping:
+            try:
+                self.engine.release(self.queue_id, [m.lease_id for m in leased])
+            except Exception:
+                log.exception(
+                    "queue %s: could not give back %d messages; their leases will run out", self.spec.queue, len(leased)
+                )
 
     # -- heartbeat and watchdog ---------------------------------------------------------------
     def _keeper_loop(self) -> None:

@@ -290,6 +290,21 @@ class AccountEngine(Engine):
         return self.inner.settle(self._own(queue_id), acks, retries, self._policy(policy), durable=durable)
 
     @_unqualified_errors
+    def settle_and_lease(
+        self,
+        queue_id: str,
+        acks: Sequence[str],
+        retries: Sequence[tuple[str, int]],
+        policy: DeliveryPolicy,
+        lease: int,
+        visibility_ms: int,
+        *,
+        durable: bool = True,
+    ) -> tuple[SettleResult, list[StoredMessage]]:
+        own, checked = self._own(queue_id), self._policy(policy)
+        return self.inner.settle_and_lease(own, acks, retries, checked, lease, visibility_ms, durable=durable)
+
+    @_unqualified_errors
     def release(self, queue_id: str, lease_ids: Sequence[str]) -> None:
         self.inner.release(self._own(queue_id), lease_ids)
 

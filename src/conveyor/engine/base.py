@@ -207,6 +207,23 @@ class Engine(ABC):
         write of the same shard. Over HTTP the server commits it durably.
         """
 
+    def settle_and_lease(
+        self,
+        queue_id: str,
+        acks: Sequence[str],
+        retries: Sequence[tuple[str, int]],
+        policy: DeliveryPolicy,
+        lease: int,
+        visibility_ms: int,
+        *,
+        durable: bool = True,
+    ) -> tuple[SettleResult, list[StoredMessage]]:
+        """:meth:`settle`, and :meth:`lease` up to ``lease`` messages in the same transaction: a
+        dispatcher whose finished batch frees room for the next takes it as it settles, one commit
+        instead of two. An engine that cannot do both in one transaction (this default, a queue of
+        several shards, HTTP) only settles and leases nothing: the dispatcher's own lease follows."""
+        return self.settle(queue_id, acks, retries, policy, durable=durable), []
+
     @abstractmethod
     def release(self, queue_id: str, lease_ids: Sequence[str]) -> None:
         """Give leased, never-started messages back at once, without counting the delivery."""

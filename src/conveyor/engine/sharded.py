@@ -25,6 +25,9 @@ What a driver supplies (``S`` is its shard: anything with a ``number``, its plac
   and make the retried ones visible at their times, for the leases still current; a retried message
   with no delivery left stays leased and is returned in ``exhausted``; a lease that matched nothing
   gets a warning (:data:`~conveyor.engine.lease_ids.MISSING` or ``SUPERSEDED``);
+- optionally, ``settle_and_lease_shard(...)``: both of the above in one transaction (a dispatcher
+  whose finished batch frees room takes the next as it settles); a driver that does not supply it
+  leaves that lease to the dispatcher;
 - ``move_leased(shard, leases, target, now_ms)``: move messages still held under their leases to
   the ``target`` shard (of another queue) as new, visible messages, or drop them (``None``); a crash
   may leave a message in both places, never in neither; returns how many left the shard;
@@ -206,6 +209,24 @@ class ShardedEngine(Engine, Generic[S]):
         self, shard: S, acks: LeaseGroup, retries: LeaseGroup, max_deliveries: int, *, durable: bool = True
     ) -> ShardSettlement: ...
 
+    def settle_and_lease_shard(
+        self,
+        queue_id: str,
+        shard: S,
+        acks: LeaseGroup,
+        retries: LeaseGroup,
+        max_deliveries: int,
+        now_ms: int,
+        n: int,
+        until_ms: int,
+        token: int,
+        *,
+        durable: bool = True,
+    ) -> tuple[ShardSettlement, Sequence[tuple[Any, ...]]] | None:
+        """``settle_shard`` and ``lease_shard`` in one transaction, or None (this default) if the
+        driver cannot: then only ``settle_shard`` is called."""
+        return None
+
     @abstractmethod
     def move_leased(self, shard: S, leases: LeaseGroup, target: S | None, now_ms: int) -> int: ...
 
@@ -302,18 +323,26 @@ class ShardedEngine(Engine, Generic[S]):
                 break
             now = self.clock.now_ms()
             token = secrets.randbits(62)
-            exhausted = LeaseGroup()
-            prefix, suffix = lease_id_parts(shard.number, token)
-            for seq, mid, ts, ctype, body, attempts, *_ in self.lease_shard(
-                queue_id, shard, now, need, now + visibility_ms, token
-            ):
-                if attempts > policy.max_deliveries:  # its lease ran out on its last delivery
-                    exhausted.add(seq, token)
-                else:
-                    kind, traceparent = split_stored_type(ctype)
-                    out.append(StoredMessage(mid, ts, body, kind, attempts, f"{prefix}{seq:x}{suffix}", traceparent))
-            if exhausted:
-                self._dead_letter(queue_id, shard, exhausted, policy)
+            rows = self.lease_shard(queue_id, shard, now, need, now + visibility_ms, token)
+            out.extend(self._delivered(queue_id, shard, token, rows, policy))
+        return out
+
+    def _delivered(
+        self, queue_id: str, shard: S, token: int, rows: Sequence[tuple[Any, ...]], policy: DeliveryPolicy
+    ) -> list[StoredMessage]:
+        """The rows a lease of ``shard`` under ``token`` took, as messages; those whose lease ran out
+        on their last delivery go to the dead letter queue instead."""
+        out: list[StoredMessage] = []
+        exhausted = LeaseGroup()
+        prefix, suffix = lease_id_parts(shard.number, token)
+        for seq, mid, ts, ctype, body, attempts, *_ in rows:
+            if attempts > policy.max_deliveries:  # its lease ran out on its last delivery
+                exhausted.add(seq, token)
+            else:
+                kind, traceparent = split_stored_type(ctype)
+                out.append(StoredMessage(mid, ts, body, kind, attempts, f"{prefix}{seq:x}{suffix}", traceparent))
+        if exhausted:
+            self._dead_letter(queue_id, shard, exhausted, policy)
         return out
 
     def extend(self, queue_id: str, lease_ids: Sequence[str], visibility_ms: int) -> None:
@@ -340,6 +369,33 @@ class ShardedEngine(Engine, Generic[S]):
         *,
         durable: bool = True,
     ) -> SettleResult:
+        return self._settle(queue_id, acks, retries, policy, durable, 0, 0)[0]
+
+    def settle_and_lease(
+        self,
+        queue_id: str,
+        acks: Sequence[str],
+        retries: Sequence[tuple[str, int]],
+        policy: DeliveryPolicy,
+        lease: int,
+        visibility_ms: int,
+        *,
+        durable: bool = True,
+    ) -> tuple[SettleResult, list[StoredMessage]]:
+        """In one transaction when the queue has one shard (the lease of a queue of several walks
+        them in turn) and the driver supplies ``settle_and_lease_shard``; else it leases nothing."""
+        return self._settle(queue_id, acks, retries, policy, durable, lease, visibility_ms)
+
+    def _settle(
+        self,
+        queue_id: str,
+        acks: Sequence[str],
+        retries: Sequence[tuple[str, int]],
+        policy: DeliveryPolicy,
+        durable: bool,
+        lease: int,
+        visibility_ms: int,
+    ) -> tuple[SettleResult, list[StoredMessage]]:
         warnings: dict[str, str] = {}
         now = self.clock.now_ms()
         shards = self._by_number(queue_id)
@@ -347,10 +403,22 @@ class ShardedEngine(Engine, Generic[S]):
         ack_groups = self._group(shards, acks, warnings)
         retry_groups = self._group(shards, list(delays), warnings, [now + d * 1000 for d in delays.values()])
         acked = retried = dead = dropped = 0
+        leased: list[StoredMessage] = []
         for number in sorted(ack_groups.keys() | retry_groups.keys()):
             shard = shards[number]
             acks_here, retries_here = ack_groups.get(number) or LeaseGroup(), retry_groups.get(number) or LeaseGroup()
-            result = self.settle_shard(shard, acks_here, retries_here, policy.max_deliveries, durable=durable)
+            both = None
+            if lease > 0 and len(shards) == 1:
+                lease_token = secrets.randbits(62)
+                both = self.settle_and_lease_shard(
+                    queue_id, shard, acks_here, retries_here, policy.max_deliveries, now, lease,
+                    now + visibility_ms, lease_token, durable=durable,
+                )  # fmt: skip
+            if both is None:
+                result = self.settle_shard(shard, acks_here, retries_here, policy.max_deliveries, durable=durable)
+            else:
+                result, rows = both
+                leased = self._delivered(queue_id, shard, lease_token, rows, policy)
             acked, retried = acked + result.acked, retried + result.retried
             for (token, seq), text in result.warnings.items():
                 warnings[lease_id(number, seq, token)] = text
@@ -362,7 +430,7 @@ class ShardedEngine(Engine, Generic[S]):
                     dead += moved
         if retried:
             self.announce(queue_id)
-        return SettleResult(acked, retried, dead, dropped, warnings)
+        return SettleResult(acked, retried, dead, dropped, warnings), leased
 
     def _dead_letter(self, queue_id: str, shard: S, held: LeaseGroup, policy: DeliveryPolicy) -> int:
         """Move messages whose deliveries ran out to the dead letter queue (made if missing), or

@@ -344,6 +344,22 @@ class SQLiteEngine(ShardedEngine[Shard]):
     ) -> ShardSettlement:
         return shard.settle(acks, retries, max_deliveries, durable=durable)
 
+    def settle_and_lease_shard(
+        self,
+        queue_id: str,
+        shard: Shard,
+        acks: LeaseGroup,
+        retries: LeaseGroup,
+        max_deliveries: int,
+        now_ms: int,
+        n: int,
+        until_ms: int,
+        token: int,
+        *,
+        durable: bool = True,
+    ) -> tuple[ShardSettlement, list[LeasedRow]]:
+        return shard.settle_and_lease(acks, retries, max_deliveries, now_ms, n, until_ms, token, durable=durable)
+
     def move_leased(self, shard: Shard, leases: LeaseGroup, target: Shard | None, now_ms: int) -> int:
         """Two files, so two commits: the copy commits before the delete, and a crash in between
         leaves the message in both places (it is dead-lettered again: at least once)."""

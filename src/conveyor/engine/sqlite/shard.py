@@ -78,6 +78,17 @@ def _count_out(
     c.execute(Q["count_out"], args | {"expired": expired})
 
 
+def _lease(c: sqlite3.Connection, now_ms: int, n: int, until_ms: int, token: int) -> list[LeasedRow]:
+    """Lease up to ``n`` deliverable messages until ``until_ms`` under ``token`` (see ``lease`` in
+    queries.sql), in the caller's transaction."""
+    attempts = dict(c.execute(Q["lease"], {"now": now_ms, "n": n, "until": until_ms, "token": token}).fetchall())
+    if not attempts:
+        return []
+    c.execute(Q["advance_fresh"])
+    rows = c.execute(Q["payloads"], {"seqs": _seqs(sorted(attempts))}).fetchall()
+    return [(seq, mid, ts, ctype, body, attempts[seq]) for seq, mid, ts, ctype, body in rows]
+
+
 def _fold(c: sqlite3.Connection) -> None:
     """Count the lone sends not yet counted into the ``stats`` row: before anything deletes a
     message, so that each one deleted was counted (a batch's count folds them in itself)."""
@@ -242,16 +253,7 @@ class Shard:
         self._counts = pending if committed else None
 
     def lease(self, now_ms: int, n: int, until_ms: int, token: int) -> list[LeasedRow]:
-        def op(c: sqlite3.Connection) -> list[LeasedRow]:
-            args = {"now": now_ms, "n": n, "until": until_ms, "token": token}
-            attempts = dict(c.execute(Q["lease"], args).fetchall())
-            if not attempts:
-                return []
-            c.execute(Q["advance_fresh"])
-            rows = c.execute(Q["payloads"], {"seqs": _seqs(sorted(attempts))}).fetchall()
-            return [(seq, mid, ts, ctype, body, attempts[seq]) for seq, mid, ts, ctype, body in rows]
-
-        return self.committer.run(op, durable=False)
+        return self.committer.run(lambda c: _lease(c, now_ms, n, until_ms, token), durable=False)
 
     def extend(self, leases: LeaseGroup, until_ms: int) -> None:
         def op(c: sqlite3.Connection) -> None:
@@ -273,35 +275,55 @@ class Shard:
         """Acks and retries in one commit (not waiting for its flush if not ``durable``). Retried
         messages past ``max_deliveries`` are returned in ``exhausted``, still stored under their
         leases, for the engine to dead-letter or drop."""
+        return self.committer.run(lambda c: self._settle(c, acks, retries, max_deliveries), durable=durable)
 
-        def op(c: sqlite3.Connection) -> ShardSettlement:
-            out = ShardSettlement()
-            gone_bytes = 0
-            if acks:
-                _fold(c)
-            for token, seqs in acks.by_token().items():
-                done = c.execute(Q["ack"], {"token": token, "seqs": _seqs(seqs)}).fetchall()
-                out.acked += len(done)
-                gone_bytes += sum(size for _, size in done)
-                self._warn(c, token, seqs, {seq for seq, _ in done}, out.warnings)
-            for (token, visible_at), seqs in retries.by_token_and_time().items():
-                args = {"visible_at": visible_at, "token": token, "seqs": _seqs(seqs)}
-                moved = {seq for (seq,) in c.execute(Q["retry"], {**args, "max_deliveries": max_deliveries})}
-                out.retried += len(moved)
-                rest = [seq for seq in seqs if seq not in moved]
-                if not rest:
-                    continue
-                held = {seq for (seq,) in c.execute(Q["held"], {"token": token, "seqs": _seqs(rest)})}
-                for seq in held:
-                    out.exhausted.add(seq, token)
-                self._warn(c, token, rest, held, out.warnings)
-            if out.acked:
-                _count_out(c, out.acked, gone_bytes, acked=out.acked)
-            if out.retried:
-                c.execute(Q["count_retried"], {"n": out.retried})
-            return out
+    def settle_and_lease(
+        self,
+        acks: LeaseGroup,
+        retries: LeaseGroup,
+        max_deliveries: int,
+        now_ms: int,
+        n: int,
+        until_ms: int,
+        token: int,
+        *,
+        durable: bool = True,
+    ) -> tuple[ShardSettlement, list[LeasedRow]]:
+        """:meth:`settle`, then :meth:`lease`, in one commit."""
+
+        def op(c: sqlite3.Connection) -> tuple[ShardSettlement, list[LeasedRow]]:
+            return self._settle(c, acks, retries, max_deliveries), _lease(c, now_ms, n, until_ms, token)
 
         return self.committer.run(op, durable=durable)
+
+    def _settle(
+        self, c: sqlite3.Connection, acks: LeaseGroup, retries: LeaseGroup, max_deliveries: int
+    ) -> ShardSettlement:
+        out = ShardSettlement()
+        gone_bytes = 0
+        if acks:
+            _fold(c)
+        for token, seqs in acks.by_token().items():
+            done = c.execute(Q["ack"], {"token": token, "seqs": _seqs(seqs)}).fetchall()
+            out.acked += len(done)
+            gone_bytes += sum(size for _, size in done)
+            self._warn(c, token, seqs, {seq for seq, _ in done}, out.warnings)
+        for (token, visible_at), seqs in retries.by_token_and_time().items():
+            args = {"visible_at": visible_at, "token": token, "seqs": _seqs(seqs)}
+            moved = {seq for (seq,) in c.execute(Q["retry"], {**args, "max_deliveries": max_deliveries})}
+            out.retried += len(moved)
+            rest = [seq for seq in seqs if seq not in moved]
+            if not rest:
+                continue
+            held = {seq for (seq,) in c.execute(Q["held"], {"token": token, "seqs": _seqs(rest)})}
+            for seq in held:
+                out.exhausted.add(seq, token)
+            self._warn(c, token, rest, held, out.warnings)
+        if out.acked:
+            _count_out(c, out.acked, gone_bytes, acked=out.acked)
+        if out.retried:
+            c.execute(Q["count_retried"], {"n": out.retried})
+        return out
 
     @staticmethod
     def _warn(
