@@ -4,7 +4,9 @@ The dispatcher (``consumer/dispatcher.py``) is one thread. Each step it waits un
 has room, leases what the batch still needs (idle, the messages of as many batches as there is
 room for: ``idle_lease_count``), and launches the batches that are full, or whose first message has
 waited ``max_batch_timeout``, while there is room; otherwise it waits out the rest of that timeout.
-A handler that returns settles its batch (one commit), then frees its slot. The autoscaler is the real
+A handler that returns settles its batch (one commit, which leases the next batch too when the
+dispatcher waits for room: a step's cost is then its wake-up and hand-off, less than
+``lease_seconds``, which the model still charges), then frees its slot. The autoscaler is the real
 :class:`~conveyor.consumer.autoscaler.Autoscaler`: room while fewer than ``max_concurrency`` (250
 when automatic) batches run, so the consumer scales to ceil(backlog / batch size) at once. Its fit
 to a busy process's rate stays off: a simulated hold computes nothing.
