@@ -99,6 +99,14 @@ FROM workflow_instances WHERE account = %(account)s AND workflow = %(workflow)s 
 SELECT status, epoch, run_token FROM workflow_instances
 WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s FOR UPDATE;
 
+-- name: finish_instance
+-- A run's end, complete or errored, if the run that claimed the instance at its epoch (with its
+-- token) still owns it: one statement, which reads nothing of the row (its params can be a mebibyte).
+UPDATE workflow_instances SET status = %(status)s, output = %(output)s, error = %(error)s, run_message = NULL,
+    wake_at_ms = NULL, waiting_for = NULL, ended_ms = %(now)s, modified_ms = %(now)s
+WHERE account = %(account)s AND workflow = %(workflow)s AND id = %(id)s AND epoch = %(epoch)s
+    AND run_token IS NOT DISTINCT FROM %(run_token)s AND status IN ('running', 'waitingForPause');
+
 -- name: update_instance
 -- What a run, a pause or a restart changes; params, trace_id and version_id are set when the
 -- instance is made and never change (params can be a mebibyte, and the trace index is left alone).

@@ -724,24 +724,10 @@ class SqlWorkflowStore(WorkflowStore):
         run_token: str | None,
     ) -> bool:
         def finish(tx: Tx) -> bool:
-            row = self._fenced(tx, account, workflow, instance_id, epoch, run_token)
-            if row is None:
-                return False
-            self._write(
-                tx,
-                dataclasses.replace(
-                    row,
-                    status=status,
-                    output=output,
-                    error=error,
-                    run_message=None,
-                    wake_at_ms=None,
-                    waiting_for=None,
-                    ended_ms=now_ms,
-                    modified_ms=now_ms,
-                ),
-            )
-            return True
+            # The rule of _fenced (and _goes_on), in the statement's WHERE.
+            key = {"account": account, "workflow": workflow, "id": instance_id}
+            ended = {"status": status, "output": output, "error": error, "now": now_ms}
+            return self._run(tx, "finish_instance", **key, **ended, epoch=epoch, run_token=run_token) == 1
 
         return self._db.transaction(finish)
 

@@ -97,6 +97,14 @@ FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id
 -- What a run's step write needs of its instance (not its params, up to a mebibyte): who owns it.
 SELECT status, epoch, run_token FROM workflow_instances WHERE account = :account AND workflow = :workflow AND id = :id;
 
+-- name: finish_instance
+-- A run's end, complete or errored, if the run that claimed the instance at its epoch (with its
+-- token) still owns it: one statement, which reads nothing of the row (its params can be a mebibyte).
+UPDATE workflow_instances SET status = :status, output = :output, error = :error, run_message = NULL,
+    wake_at_ms = NULL, waiting_for = NULL, ended_ms = :now, modified_ms = :now
+WHERE account = :account AND workflow = :workflow AND id = :id AND epoch = :epoch
+    AND run_token IS :run_token AND status IN ('running', 'waitingForPause');
+
 -- name: update_instance
 -- What a run, a pause or a restart changes; params, trace_id and version_id are set when the
 -- instance is made and never change (params can be a mebibyte, and the trace index is left alone).
