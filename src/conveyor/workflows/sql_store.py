@@ -81,7 +81,8 @@ class Database(Protocol):
 
 def _goes_on(status: str, at_epoch: int, epoch: int) -> bool:
     """Whether a run at ``epoch`` goes on in an instance whose row says ``status`` and ``at_epoch``
-    (the rule of :meth:`SqlWorkflowStore._at_epoch`, and with the run token of ``_fenced``)."""
+    (the rule of :meth:`SqlWorkflowStore._at_epoch`, and with the run token of ``_fenced``; the
+    ``finish_instance`` statement states it in SQL)."""
     return at_epoch == epoch and status in ("running", "waitingForPause")
 
 
