@@ -7,6 +7,7 @@ tables of migrations 0007, 0010, 0011, 0014, 0022 and 0025 in a PostgreSQL one.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -79,7 +80,7 @@ class SqliteDatabase:
     def __init__(self, directory: Path, *, claims_durable: bool = False) -> None:
         self.claims_durable = claims_durable
         from conveyor.engine.sqlite.group_commit import GroupCommitter, checkpointed_log_size
-        from conveyor.engine.sqlite.storage import ensure_directory, open_database
+        from conveyor.engine.sqlite.storage import ensure_directory, open_database, open_reader
 
         ensure_directory(directory)
         self.path = directory / SQLITE_FILE
@@ -94,14 +95,30 @@ class SqliteDatabase:
         self._committer = GroupCommitter(
             self._conn, str(self.path), max_group=MAX_GROUP, log_ahead=checkpointed_log_size(self._conn)
         )
+        self._reader = open_reader(self.path)
+        self._read_lock = threading.Lock()
 
     def transaction(self, fn: Callable[[Tx], T], *, durable: bool = True, urgent: bool = False) -> T:
         return self._committer.run(lambda conn: fn(_SqliteTx(conn)), durable=durable, urgent=urgent)
+
+    def read(self, fn: Callable[[Tx], T]) -> T:
+        """``fn`` on the file's read connection, one read at a time: in WAL mode it runs beside the
+        writers of every process, taking no write lock and waiting for no group commit (each of its
+        statements sees what was committed when it began)."""
+        from conveyor.engine.sqlite.storage import translate_error
+
+        with self._read_lock:
+            try:
+                return fn(_SqliteTx(self._reader))
+            except sqlite3.Error as exc:
+                raise translate_error(exc, str(self.path)) from None
 
     def sync(self) -> None:
         self._committer.sync()
 
     def close(self) -> None:
+        with self._read_lock:
+            self._reader.close()
         self._committer.close()
         self._conn.close()
 
@@ -172,6 +189,10 @@ class PostgresDatabase:
                 return fn(_PostgresTx(conn, pipeline))
 
         return (self._urgent if urgent else self._pool).run(run, "workflow store")
+
+    def read(self, fn: Callable[[Tx], T]) -> T:
+        """A transaction that writes nothing, so waits for no flush."""
+        return self.transaction(fn, durable=False)
 
     def sync(self) -> None:
         pass

@@ -72,6 +72,11 @@ class Database(Protocol):
         database that groups commits serves it before the writes queued with it (a claim)."""
         ...
 
+    def read(self, fn: Callable[[Tx], T]) -> T:
+        """``fn``, which only reads: it takes no write lock where the database has one, and waits
+        for no flush."""
+        ...
+
     def sync(self) -> None:
         """Return once every transaction committed before is durable (``syncs_later``; else a no-op)."""
         ...
@@ -151,9 +156,8 @@ class SqlWorkflowStore(WorkflowStore):
         return tx.run(self._q[query], params)
 
     def _read(self, query: str, /, **params: Any) -> list[Row]:
-        """The rows of one query, in a transaction of its own that writes nothing and so waits for
-        no flush."""
-        return self._db.transaction(lambda tx: self._rows(tx, query, **params), durable=False)
+        """The rows of one query, read beside the writers (``Database.read``)."""
+        return self._db.read(lambda tx: self._rows(tx, query, **params))
 
     def _send(self, tx: Tx, query: str, /, **params: Any) -> None:
         tx.send(self._q[query], params)
